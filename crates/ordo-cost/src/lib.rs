@@ -1,0 +1,1 @@
+//! ordo's cost stage.

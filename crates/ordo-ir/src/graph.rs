@@ -1,0 +1,162 @@
+//! The graph container: nodes in an arena, wires as [`OutletId`]s, parameters in a side table.
+
+use std::collections::{HashMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{IrError, IrResult};
+use crate::fact::TensorFact;
+use crate::ids::{NodeId, OutletId, ParamId};
+use crate::op::Op;
+
+/// A learned tensor (or a buffer such as BatchNorm's running statistics).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Param {
+    /// Unique name, as in the reference framework's state dict (`layer1.0.conv1.weight`).
+    pub name: String,
+    /// Shape and dtype.
+    pub fact: TensorFact,
+    /// `false` for buffers: no gradient, not counted as a parameter.
+    pub trainable: bool,
+}
+
+/// One operation applied to its inputs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    /// Position of the node in [`Graph::nodes`].
+    pub id: NodeId,
+    /// Unique name, following the reference module path (`layer1.0.conv1`).
+    pub name: String,
+    /// What the node computes.
+    pub op: Op,
+    /// The wires it reads, in the op's argument order.
+    pub inputs: Vec<OutletId>,
+    /// The parameters it reads, in the op's [`crate::op::ParamSpec`] order.
+    pub params: Vec<ParamId>,
+    /// Facts of its outputs, one per output port.
+    pub outputs: Vec<TensorFact>,
+}
+
+/// A dataflow graph. Plain data: every pass is a function from one `Graph` to another.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Graph {
+    /// Model name.
+    pub name: String,
+    /// All nodes; `nodes[i].id == NodeId(i)`.
+    pub nodes: Vec<Node>,
+    /// All parameters and buffers.
+    pub params: Vec<Param>,
+    /// The wires the caller wants (model outputs, the loss).
+    pub outputs: Vec<OutletId>,
+}
+
+impl Graph {
+    /// The node with the given id. Panics on an id from another graph.
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.index()]
+    }
+
+    /// The parameter with the given id. Panics on an id from another graph.
+    pub fn param(&self, id: ParamId) -> &Param {
+        &self.params[id.index()]
+    }
+
+    /// Fact of a wire, `None` when the outlet does not exist.
+    pub fn fact(&self, outlet: OutletId) -> Option<&TensorFact> {
+        self.nodes.get(outlet.node.index())?.outputs.get(outlet.slot as usize)
+    }
+
+    /// Facts of a node's inputs, `None` when one of them does not exist.
+    pub fn input_facts(&self, node: &Node) -> Option<Vec<&TensorFact>> {
+        node.inputs.iter().map(|&o| self.fact(o)).collect()
+    }
+
+    /// The node of the given name, by linear search.
+    pub fn find(&self, name: &str) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    /// A name -> id index over all nodes.
+    pub fn name_index(&self) -> HashMap<&str, NodeId> {
+        self.nodes.iter().map(|n| (n.name.as_str(), n.id)).collect()
+    }
+
+    /// The `Input` nodes, in id order.
+    pub fn input_nodes(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(|n| n.op == Op::Input)
+    }
+
+    /// For every node, the distinct nodes that read one of its outputs, in id order.
+    pub fn consumers(&self) -> Vec<Vec<NodeId>> {
+        let mut out: Vec<Vec<NodeId>> = vec![Vec::new(); self.nodes.len()];
+        for node in &self.nodes {
+            for input in &node.inputs {
+                if let Some(list) = out.get_mut(input.node.index())
+                    && list.last() != Some(&node.id)
+                {
+                    list.push(node.id);
+                }
+            }
+        }
+        out
+    }
+
+    /// Kahn's topological order, ties broken by id, so a graph built in order comes back
+    /// unchanged. O(V + E).
+    ///
+    /// # Errors
+    /// [`IrError::DanglingInput`] for an input that names a missing node, [`IrError::Cycle`]
+    /// naming a node on a cycle.
+    pub fn topo_order(&self) -> IrResult<Vec<NodeId>> {
+        let n = self.nodes.len();
+        let mut indegree = vec![0usize; n];
+        for node in &self.nodes {
+            for input in &node.inputs {
+                if input.node.index() >= n {
+                    return Err(IrError::DanglingInput { node: node.name.clone(), input: *input });
+                }
+            }
+            indegree[node.id.index()] = node.inputs.len();
+        }
+        let mut readers: Vec<Vec<NodeId>> = vec![Vec::new(); n];
+        for node in &self.nodes {
+            for input in &node.inputs {
+                readers[input.node.index()].push(node.id);
+            }
+        }
+        let mut ready: VecDeque<NodeId> =
+            (0..n).filter(|&i| indegree[i] == 0).map(|i| NodeId(i as u32)).collect();
+        let mut order = Vec::with_capacity(n);
+        while let Some(id) = ready.pop_front() {
+            order.push(id);
+            for &reader in &readers[id.index()] {
+                indegree[reader.index()] -= 1;
+                if indegree[reader.index()] == 0 {
+                    ready.push_back(reader);
+                }
+            }
+        }
+        if order.len() < n {
+            let stuck = (0..n).find(|&i| indegree[i] > 0).expect("some node is left");
+            return Err(IrError::Cycle { node: cycle_member(self, &indegree, stuck) });
+        }
+        Ok(order)
+    }
+}
+
+/// Walks backwards from a node left over by Kahn's algorithm until a node repeats: that node
+/// lies on a cycle (a leftover node always has a leftover predecessor).
+fn cycle_member(graph: &Graph, indegree: &[usize], start: usize) -> String {
+    let mut seen = vec![false; graph.nodes.len()];
+    let mut current = start;
+    while !seen[current] {
+        seen[current] = true;
+        current = graph.nodes[current]
+            .inputs
+            .iter()
+            .map(|o| o.node.index())
+            .find(|&p| indegree[p] > 0)
+            .expect("a node on or behind a cycle has a predecessor on or behind it");
+    }
+    graph.nodes[current].name.clone()
+}

@@ -1,0 +1,98 @@
+//! Elementwise ops, softmax and masking.
+
+use serde::{Deserialize, Serialize};
+
+use super::{expect_float, expect_inputs, resolve_axis};
+use crate::fact::TensorFact;
+
+/// Elementwise functions of one tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum UnaryOp {
+    /// `max(x, 0)`.
+    Relu,
+    /// Exact GELU, `x * Phi(x)`.
+    Gelu,
+    /// GELU with the tanh approximation (GPT-2's `gelu_new`).
+    GeluTanh,
+    /// Logistic sigmoid.
+    Sigmoid,
+    /// Hyperbolic tangent.
+    Tanh,
+    /// `x * relu6(x + 3) / 6`.
+    HardSwish,
+    /// `relu6(x + 3) / 6`.
+    HardSigmoid,
+}
+
+impl UnaryOp {
+    /// Name as shown in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Relu => "Relu",
+            UnaryOp::Gelu => "Gelu",
+            UnaryOp::GeluTanh => "GeluTanh",
+            UnaryOp::Sigmoid => "Sigmoid",
+            UnaryOp::Tanh => "Tanh",
+            UnaryOp::HardSwish => "HardSwish",
+            UnaryOp::HardSigmoid => "HardSigmoid",
+        }
+    }
+
+    /// FLOPs charged per output element (cost-graph converter rules).
+    pub fn flops_per_element(self) -> u64 {
+        match self {
+            UnaryOp::Relu => 1,
+            UnaryOp::Sigmoid | UnaryOp::HardSigmoid | UnaryOp::HardSwish => 4,
+            UnaryOp::Gelu | UnaryOp::GeluTanh | UnaryOp::Tanh => 8,
+        }
+    }
+}
+
+pub(crate) fn infer_unary(inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 1)?;
+    expect_float("input", inputs[0])?;
+    Ok(vec![inputs[0].clone()])
+}
+
+pub(crate) fn infer_binary(inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 2)?;
+    let (a, b) = (inputs[0], inputs[1]);
+    if a.dtype != b.dtype {
+        return Err(format!("input dtypes differ: {a} and {b}"));
+    }
+    let shape = broadcast_shapes(&a.shape, &b.shape)
+        .ok_or_else(|| format!("shapes {a} and {b} do not broadcast"))?;
+    Ok(vec![TensorFact::new(a.dtype, shape)])
+}
+
+pub(crate) fn infer_softmax(axis: i64, inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 1)?;
+    expect_float("input", inputs[0])?;
+    resolve_axis(axis, inputs[0].rank())?;
+    Ok(vec![inputs[0].clone()])
+}
+
+pub(crate) fn infer_causal_mask(inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 1)?;
+    expect_float("input", inputs[0])?;
+    if inputs[0].rank() < 2 {
+        return Err(format!("input must have rank >= 2, got {}", inputs[0]));
+    }
+    Ok(vec![inputs[0].clone()])
+}
+
+/// NumPy broadcasting of two shapes, `None` when they are incompatible.
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let dim = |s: &[usize], i: usize| {
+        if i < rank - s.len() { 1 } else { s[i - (rank - s.len())] }
+    };
+    (0..rank)
+        .map(|i| match (dim(a, i), dim(b, i)) {
+            (x, y) if x == y => Some(x),
+            (1, y) => Some(y),
+            (x, 1) => Some(x),
+            _ => None,
+        })
+        .collect()
+}

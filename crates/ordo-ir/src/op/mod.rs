@@ -1,0 +1,279 @@
+//! The op set: a closed enum of plain-data ops, each with shape inference, parameter shapes and
+//! a forward FLOP count. One file per op family.
+//!
+//! Conventions (PyTorch's, unless said otherwise): images are NCHW; `Linear` acts on the last
+//! dimension; `Lstm` is sequence-first (`[T, B, I]`); `CrossEntropyLoss` takes logits with the
+//! classes in the last dimension and integer targets of the remaining shape, and returns the
+//! mean as a scalar. FLOPs count a multiply-add as two and follow the cost-graph converter's
+//! rules (see `formats/costgraph.md` in the docs).
+
+mod conv;
+mod elementwise;
+mod linear;
+mod loss;
+mod norm;
+mod pool;
+mod sequence;
+mod shape;
+
+use serde::{Deserialize, Serialize};
+
+use crate::fact::TensorFact;
+
+pub use conv::Conv2d;
+pub use elementwise::UnaryOp;
+pub use linear::Linear;
+pub use norm::{BatchNorm, LayerNorm};
+pub use pool::Pool2d;
+pub use sequence::{Embedding, Lstm};
+
+/// A parameter (or buffer) an op needs, as the op's shape rules derive it from its inputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamSpec {
+    /// Name suffix in the reference framework, e.g. `weight`, `running_mean`, `weight_ih_l0`.
+    pub suffix: String,
+    /// Shape and dtype.
+    pub fact: TensorFact,
+    /// `false` for buffers such as BatchNorm running statistics: they occupy memory but are
+    /// not counted as parameters and get no gradient.
+    pub trainable: bool,
+}
+
+impl ParamSpec {
+    fn trainable(suffix: &str, shape: Vec<usize>) -> Self {
+        Self { suffix: suffix.to_string(), fact: TensorFact::f32(shape), trainable: true }
+    }
+
+    fn buffer(suffix: &str, shape: Vec<usize>) -> Self {
+        Self { suffix: suffix.to_string(), fact: TensorFact::f32(shape), trainable: false }
+    }
+}
+
+/// One operation of the graph.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum Op {
+    /// A graph input; its single output fact is stored on the node.
+    Input,
+    /// A learned tensor used directly as a value (e.g. an attention vector): one parameter,
+    /// one output equal to it. Takes no inputs.
+    Parameter,
+    /// 2-D convolution (NCHW).
+    Conv2d(Conv2d),
+    /// Batch normalisation over dim 1, with running-statistics buffers.
+    BatchNorm(BatchNorm),
+    /// Layer normalisation over the trailing dimensions.
+    LayerNorm(LayerNorm),
+    /// Elementwise function of one input.
+    Unary {
+        /// Which function.
+        func: UnaryOp,
+    },
+    /// Multiplication by a constant.
+    Scale {
+        /// The constant.
+        factor: f64,
+    },
+    /// Elementwise sum of two tensors with NumPy broadcasting.
+    Add,
+    /// Elementwise product of two tensors with NumPy broadcasting.
+    Mul,
+    /// Max pooling (NCHW).
+    MaxPool2d(Pool2d),
+    /// Average pooling (NCHW).
+    AvgPool2d(Pool2d),
+    /// Adaptive average pooling to 1x1: `[N, C, H, W] -> [N, C, 1, 1]`.
+    GlobalAvgPool,
+    /// Concatenation along an axis (negative counts from the end).
+    Concat {
+        /// The axis.
+        axis: i64,
+    },
+    /// Affine map of the last dimension.
+    Linear(Linear),
+    /// Batched matrix product `[..., M, K] x [..., K, N]` with broadcast batch dimensions.
+    MatMul,
+    /// Softmax along an axis.
+    Softmax {
+        /// The axis.
+        axis: i64,
+    },
+    /// Sets entries above the diagonal of the last two dims to -inf (causal attention mask).
+    CausalMask,
+    /// Table lookup of integer ids.
+    Embedding(Embedding),
+    /// One LSTM layer, sequence-first.
+    Lstm(Lstm),
+    /// Dropout with drop probability `p` (identity shape).
+    Dropout {
+        /// Drop probability.
+        p: f64,
+    },
+    /// Reshape; one entry may be -1 (inferred).
+    Reshape {
+        /// Target shape.
+        shape: Vec<i64>,
+    },
+    /// Permutation of dimensions.
+    Transpose {
+        /// `output dim i = input dim perm[i]`.
+        perm: Vec<usize>,
+    },
+    /// Python-style slice `start:end:step` along one axis (indices clamped, negative from end).
+    Slice {
+        /// The axis.
+        axis: i64,
+        /// First index.
+        start: i64,
+        /// One past the last index.
+        end: i64,
+        /// Step, at least 1.
+        step: i64,
+    },
+    /// Mean cross-entropy of logits (classes last) against integer targets.
+    CrossEntropyLoss,
+}
+
+impl Op {
+    /// Short name of the op kind, e.g. `Conv2d`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Input => "Input",
+            Op::Parameter => "Parameter",
+            Op::Conv2d(_) => "Conv2d",
+            Op::BatchNorm(_) => "BatchNorm",
+            Op::LayerNorm(_) => "LayerNorm",
+            Op::Unary { func } => func.name(),
+            Op::Scale { .. } => "Scale",
+            Op::Add => "Add",
+            Op::Mul => "Mul",
+            Op::MaxPool2d(_) => "MaxPool2d",
+            Op::AvgPool2d(_) => "AvgPool2d",
+            Op::GlobalAvgPool => "GlobalAvgPool",
+            Op::Concat { .. } => "Concat",
+            Op::Linear(_) => "Linear",
+            Op::MatMul => "MatMul",
+            Op::Softmax { .. } => "Softmax",
+            Op::CausalMask => "CausalMask",
+            Op::Embedding(_) => "Embedding",
+            Op::Lstm(_) => "Lstm",
+            Op::Dropout { .. } => "Dropout",
+            Op::Reshape { .. } => "Reshape",
+            Op::Transpose { .. } => "Transpose",
+            Op::Slice { .. } => "Slice",
+            Op::CrossEntropyLoss => "CrossEntropyLoss",
+        }
+    }
+
+    /// Output facts for the given input facts, or a message saying why the inputs are wrong.
+    ///
+    /// `Input` and `Parameter` have no rule here: their fact is stored on the node.
+    pub fn infer(&self, inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+        use elementwise as ew;
+        match self {
+            Op::Input | Op::Parameter => Err("source ops have no inference rule".into()),
+            Op::Conv2d(c) => c.infer(inputs),
+            Op::BatchNorm(_) => norm::infer_batch_norm(inputs),
+            Op::LayerNorm(l) => l.infer(inputs),
+            Op::Unary { .. } | Op::Scale { .. } | Op::Dropout { .. } => ew::infer_unary(inputs),
+            Op::Add | Op::Mul => ew::infer_binary(inputs),
+            Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.infer(inputs),
+            Op::GlobalAvgPool => pool::infer_global(inputs),
+            Op::Concat { axis } => shape::infer_concat(*axis, inputs),
+            Op::Linear(l) => l.infer(inputs),
+            Op::MatMul => linear::infer_matmul(inputs),
+            Op::Softmax { axis } => ew::infer_softmax(*axis, inputs),
+            Op::CausalMask => ew::infer_causal_mask(inputs),
+            Op::Embedding(e) => e.infer(inputs),
+            Op::Lstm(l) => l.infer(inputs),
+            Op::Reshape { shape } => shape::infer_reshape(shape, inputs),
+            Op::Transpose { perm } => shape::infer_transpose(perm, inputs),
+            Op::Slice { axis, start, end, step } => {
+                shape::infer_slice(*axis, *start, *end, *step, inputs)
+            }
+            Op::CrossEntropyLoss => loss::infer_cross_entropy(inputs),
+        }
+    }
+
+    /// Parameters and buffers the op needs, in the reference framework's order. Call only with
+    /// inputs that [`Op::infer`] accepted.
+    pub fn param_specs(&self, inputs: &[&TensorFact]) -> Vec<ParamSpec> {
+        match self {
+            Op::Conv2d(c) => c.param_specs(inputs),
+            Op::BatchNorm(_) => norm::batch_norm_params(inputs),
+            Op::LayerNorm(l) => l.param_specs(),
+            Op::Linear(l) => l.param_specs(inputs),
+            Op::Embedding(e) => e.param_specs(),
+            Op::Lstm(l) => l.param_specs(inputs),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Forward FLOPs for the given input and output facts.
+    pub fn flops(&self, inputs: &[&TensorFact], outputs: &[TensorFact]) -> u64 {
+        let out_elems: u64 = outputs.iter().map(TensorFact::numel).sum();
+        match self {
+            Op::Input | Op::Parameter => 0,
+            Op::Conv2d(c) => c.flops(inputs, outputs),
+            Op::BatchNorm(_) | Op::LayerNorm(_) => 10 * out_elems,
+            Op::Unary { func } => func.flops_per_element() * out_elems,
+            Op::Scale { .. } | Op::Add | Op::Mul | Op::CausalMask => out_elems,
+            Op::Dropout { .. } => 3 * out_elems,
+            Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.flops(outputs),
+            Op::GlobalAvgPool => inputs.first().map_or(0, |i| i.numel()),
+            Op::Linear(l) => l.flops(inputs, outputs),
+            Op::MatMul => linear::matmul_flops(inputs, outputs),
+            Op::Softmax { .. } => 5 * out_elems,
+            Op::Lstm(l) => l.flops(inputs),
+            Op::CrossEntropyLoss => 5 * inputs.first().map_or(0, |i| i.numel()),
+            Op::Embedding(_)
+            | Op::Concat { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Slice { .. } => 0,
+        }
+    }
+
+    /// Whether the op only reinterprets its input's memory (no data moves).
+    pub fn is_view(&self) -> bool {
+        matches!(self, Op::Reshape { .. })
+    }
+}
+
+/// Checks the number of inputs.
+pub(crate) fn expect_inputs(inputs: &[&TensorFact], n: usize) -> Result<(), String> {
+    if inputs.len() == n {
+        Ok(())
+    } else {
+        Err(format!("expects {n} input(s), got {}", inputs.len()))
+    }
+}
+
+/// Checks that a tensor has the given rank.
+pub(crate) fn expect_rank(what: &str, fact: &TensorFact, rank: usize) -> Result<(), String> {
+    if fact.rank() == rank {
+        Ok(())
+    } else {
+        Err(format!("{what} must have rank {rank}, got {fact}"))
+    }
+}
+
+/// Checks that a tensor is floating point.
+pub(crate) fn expect_float(what: &str, fact: &TensorFact) -> Result<(), String> {
+    if fact.dtype.is_float() {
+        Ok(())
+    } else {
+        Err(format!("{what} must be floating point, got {fact}"))
+    }
+}
+
+/// Resolves a possibly negative axis against a rank.
+pub(crate) fn resolve_axis(axis: i64, rank: usize) -> Result<usize, String> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if (0..r).contains(&a) {
+        Ok(a as usize)
+    } else {
+        Err(format!("axis {axis} is out of range for rank {rank}"))
+    }
+}

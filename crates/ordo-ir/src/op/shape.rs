@@ -1,0 +1,85 @@
+//! Ops that move or reinterpret data without arithmetic.
+
+use super::{expect_inputs, resolve_axis};
+use crate::fact::TensorFact;
+
+pub(crate) fn infer_concat(axis: i64, inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+    let first = inputs.first().ok_or("expects at least one input")?;
+    let axis = resolve_axis(axis, first.rank())?;
+    let mut shape = first.shape.clone();
+    for other in &inputs[1..] {
+        let same_elsewhere = other.rank() == first.rank()
+            && (0..first.rank()).all(|d| d == axis || other.shape[d] == first.shape[d]);
+        if other.dtype != first.dtype || !same_elsewhere {
+            return Err(format!("cannot concatenate {first} and {other} along axis {axis}"));
+        }
+        shape[axis] += other.shape[axis];
+    }
+    Ok(vec![TensorFact::new(first.dtype, shape)])
+}
+
+pub(crate) fn infer_reshape(target: &[i64], inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 1)?;
+    let x = inputs[0];
+    let mut shape = Vec::with_capacity(target.len());
+    let mut inferred = None;
+    for (i, &d) in target.iter().enumerate() {
+        match d {
+            -1 if inferred.is_none() => {
+                inferred = Some(i);
+                shape.push(1);
+            }
+            d if d >= 0 => shape.push(d as usize),
+            _ => return Err(format!("invalid target shape {target:?}")),
+        }
+    }
+    let known: u64 = shape.iter().map(|&d| d as u64).product();
+    if let Some(i) = inferred {
+        if known == 0 || x.numel() % known != 0 {
+            return Err(format!("cannot reshape {x} to {target:?}"));
+        }
+        shape[i] = (x.numel() / known) as usize;
+    } else if known != x.numel() {
+        return Err(format!("cannot reshape {x} ({} elements) to {target:?}", x.numel()));
+    }
+    Ok(vec![TensorFact::new(x.dtype, shape)])
+}
+
+pub(crate) fn infer_transpose(perm: &[usize], inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 1)?;
+    let x = inputs[0];
+    let mut seen = vec![false; x.rank()];
+    if perm.len() != x.rank() || perm.iter().any(|&p| p >= x.rank() || std::mem::replace(&mut seen[p], true)) {
+        return Err(format!("{perm:?} is not a permutation of the dimensions of {x}"));
+    }
+    Ok(vec![TensorFact::new(x.dtype, perm.iter().map(|&p| x.shape[p]).collect::<Vec<_>>())])
+}
+
+pub(crate) fn infer_slice(
+    axis: i64,
+    start: i64,
+    end: i64,
+    step: i64,
+    inputs: &[&TensorFact],
+) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 1)?;
+    let x = inputs[0];
+    let axis = resolve_axis(axis, x.rank())?;
+    if step < 1 {
+        return Err(format!("step must be at least 1, got {step}"));
+    }
+    let (from, to) = slice_bounds(x.shape[axis], start, end);
+    let len = if to > from { (to - from).div_ceil(step as usize) } else { 0 };
+    let mut shape = x.shape.clone();
+    shape[axis] = len;
+    Ok(vec![TensorFact::new(x.dtype, shape)])
+}
+
+/// Python's clamping of `start:end` against a dimension of length `len`.
+pub fn slice_bounds(len: usize, start: i64, end: i64) -> (usize, usize) {
+    let clamp = |i: i64| {
+        let i = if i < 0 { i + len as i64 } else { i };
+        i.clamp(0, len as i64) as usize
+    };
+    (clamp(start), clamp(end))
+}

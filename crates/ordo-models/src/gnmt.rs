@@ -1,0 +1,11 @@
+//! Placeholder: replaced by the model definition.
+
+use ordo_ir::{Graph, GraphBuilder, IrError};
+
+use crate::ModelConfig;
+
+/// Builds the model (placeholder).
+pub fn gnmt(_config: &ModelConfig) -> Result<Graph, IrError> {
+    let b = GraphBuilder::new("gnmt");
+    Ok(b.finish())
+}
