@@ -18,7 +18,12 @@ impl GraphBuilder {
     }
 
     /// `BatchNorm` layer with the given settings.
-    pub fn batch_norm_with(&mut self, name: &str, x: OutletId, bn: BatchNorm) -> IrResult<OutletId> {
+    pub fn batch_norm_with(
+        &mut self,
+        name: &str,
+        x: OutletId,
+        bn: BatchNorm,
+    ) -> IrResult<OutletId> {
         self.op(name, Op::BatchNorm(bn), &[x])
     }
 
@@ -94,7 +99,13 @@ impl GraphBuilder {
     }
 
     /// Embedding table lookup.
-    pub fn embedding(&mut self, name: &str, ids: OutletId, num: usize, dim: usize) -> IrResult<OutletId> {
+    pub fn embedding(
+        &mut self,
+        name: &str,
+        ids: OutletId,
+        num: usize,
+        dim: usize,
+    ) -> IrResult<OutletId> {
         self.op(name, Op::Embedding(Embedding::new(num, dim)), &[ids])
     }
 
@@ -119,12 +130,24 @@ impl GraphBuilder {
     }
 
     /// Python-style slice `start:end` (step 1) along `axis`.
-    pub fn slice(&mut self, name: &str, x: OutletId, axis: i64, start: i64, end: i64) -> IrResult<OutletId> {
+    pub fn slice(
+        &mut self,
+        name: &str,
+        x: OutletId,
+        axis: i64,
+        start: i64,
+        end: i64,
+    ) -> IrResult<OutletId> {
         self.op(name, Op::Slice { axis, start, end, step: 1 }, &[x])
     }
 
     /// Mean cross-entropy loss.
-    pub fn cross_entropy(&mut self, name: &str, logits: OutletId, target: OutletId) -> IrResult<OutletId> {
+    pub fn cross_entropy(
+        &mut self,
+        name: &str,
+        logits: OutletId,
+        target: OutletId,
+    ) -> IrResult<OutletId> {
         self.op(name, Op::CrossEntropyLoss, &[logits, target])
     }
 }

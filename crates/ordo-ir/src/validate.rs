@@ -46,11 +46,8 @@ pub fn validate(graph: &Graph) -> IrResult<()> {
 
 /// Re-runs inference for one node whose inputs exist and compares with what it stores.
 fn check_node(graph: &Graph, node: &Node) -> IrResult<()> {
-    let shape_error = |message: String| IrError::Shape {
-        node: node.name.clone(),
-        op: node.op.name(),
-        message,
-    };
+    let shape_error =
+        |message: String| IrError::Shape { node: node.name.clone(), op: node.op.name(), message };
     let inferred = match node.op {
         Op::Input | Op::Parameter => {
             if !node.inputs.is_empty() || node.outputs.len() != 1 {

@@ -98,7 +98,11 @@ pub fn spec(name: &str) -> Result<&'static ModelSpec, ModelError> {
 /// # Errors
 /// An unknown name, a zero size, or a size the model cannot take (e.g. an image too small for
 /// its pooling layers).
-pub fn build(name: &str, batch: Option<usize>, seq_len: Option<usize>) -> Result<Graph, ModelError> {
+pub fn build(
+    name: &str,
+    batch: Option<usize>,
+    seq_len: Option<usize>,
+) -> Result<Graph, ModelError> {
     let spec = spec(name)?;
     let mut config = spec.default_config();
     if let Some(b) = batch {

@@ -14,7 +14,9 @@ pub(crate) fn infer_cross_entropy(inputs: &[&TensorFact]) -> Result<Vec<TensorFa
         return Err(format!("targets must be integer class ids, got {target}"));
     }
     if target.shape[..] != logits.shape[..logits.rank() - 1] {
-        return Err(format!("targets {target} must have the logits' shape {logits} without the class dimension"));
+        return Err(format!(
+            "targets {target} must have the logits' shape {logits} without the class dimension"
+        ));
     }
     Ok(vec![TensorFact::new(DType::F32, Vec::new())])
 }

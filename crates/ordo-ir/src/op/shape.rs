@@ -18,7 +18,10 @@ pub(crate) fn infer_concat(axis: i64, inputs: &[&TensorFact]) -> Result<Vec<Tens
     Ok(vec![TensorFact::new(first.dtype, shape)])
 }
 
-pub(crate) fn infer_reshape(target: &[i64], inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+pub(crate) fn infer_reshape(
+    target: &[i64],
+    inputs: &[&TensorFact],
+) -> Result<Vec<TensorFact>, String> {
     expect_inputs(inputs, 1)?;
     let x = inputs[0];
     let mut shape = Vec::with_capacity(target.len());
@@ -45,11 +48,16 @@ pub(crate) fn infer_reshape(target: &[i64], inputs: &[&TensorFact]) -> Result<Ve
     Ok(vec![TensorFact::new(x.dtype, shape)])
 }
 
-pub(crate) fn infer_transpose(perm: &[usize], inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+pub(crate) fn infer_transpose(
+    perm: &[usize],
+    inputs: &[&TensorFact],
+) -> Result<Vec<TensorFact>, String> {
     expect_inputs(inputs, 1)?;
     let x = inputs[0];
     let mut seen = vec![false; x.rank()];
-    if perm.len() != x.rank() || perm.iter().any(|&p| p >= x.rank() || std::mem::replace(&mut seen[p], true)) {
+    if perm.len() != x.rank()
+        || perm.iter().any(|&p| p >= x.rank() || std::mem::replace(&mut seen[p], true))
+    {
         return Err(format!("{perm:?} is not a permutation of the dimensions of {x}"));
     }
     Ok(vec![TensorFact::new(x.dtype, perm.iter().map(|&p| x.shape[p]).collect::<Vec<_>>())])
