@@ -88,7 +88,7 @@ impl Conv2d {
             return Err("groups, stride and dilation must be at least 1".into());
         }
         let c = x.shape[1];
-        if c % self.groups != 0 || self.out_channels % self.groups != 0 {
+        if !c.is_multiple_of(self.groups) || !self.out_channels.is_multiple_of(self.groups) {
             return Err(format!(
                 "{c} input and {} output channels are not divisible by {} groups",
                 self.out_channels, self.groups

@@ -38,7 +38,7 @@ pub(crate) fn infer_reshape(
     }
     let known: u64 = shape.iter().map(|&d| d as u64).product();
     if let Some(i) = inferred {
-        if known == 0 || x.numel() % known != 0 {
+        if known == 0 || !x.numel().is_multiple_of(known) {
             return Err(format!("cannot reshape {x} to {target:?}"));
         }
         shape[i] = (x.numel() / known) as usize;
