@@ -42,10 +42,25 @@ impl GraphBuilder {
 
     /// Adds a `Parameter` node that owns a new trainable parameter called `name`.
     pub fn parameter(&mut self, name: &str, fact: TensorFact) -> IrResult<OutletId> {
+        self.source_param(name, fact, true)
+    }
+
+    /// Adds a `Parameter` node that owns a new non-trainable buffer called `name` (a constant
+    /// such as a positional encoding or an attention mask).
+    pub fn buffer(&mut self, name: &str, fact: TensorFact) -> IrResult<OutletId> {
+        self.source_param(name, fact, false)
+    }
+
+    fn source_param(
+        &mut self,
+        name: &str,
+        fact: TensorFact,
+        trainable: bool,
+    ) -> IrResult<OutletId> {
         if self.node_names.contains_key(name) {
             return Err(IrError::DuplicateName { kind: "node", name: name.to_string() });
         }
-        let param = self.new_param(name, fact.clone(), true)?;
+        let param = self.new_param(name, fact.clone(), trainable)?;
         let id = self.push(name, Op::Parameter, Vec::new(), vec![param], vec![fact])?;
         Ok(OutletId::new(id, 0))
     }

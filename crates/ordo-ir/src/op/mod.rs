@@ -55,8 +55,8 @@ impl ParamSpec {
 pub enum Op {
     /// A graph input; its single output fact is stored on the node.
     Input,
-    /// A learned tensor used directly as a value (e.g. an attention vector): one parameter,
-    /// one output equal to it. Takes no inputs.
+    /// A parameter or buffer used directly as a value (an attention vector, a positional
+    /// encoding): one parameter, one output equal to it. Takes no inputs.
     Parameter,
     /// 2-D convolution (NCHW).
     Conv2d(Conv2d),
