@@ -1,11 +1,126 @@
-//! Placeholder: replaced by the model definition.
+//! BERT-base as Hugging Face's `BertModel` with its pooler (`bert-base-uncased` config:
+//! vocabulary 30522, 12 post-norm layers of width 768 with 12 heads, intermediate 3072, 512
+//! positions, 2 token types, LayerNorm eps 1e-12, exact GELU, dropout 0.1), trained with a
+//! masked-LM style loss whose decoder reuses the word embeddings.
+//!
+//! Node names are the module paths of `BertModel`; functional steps get names under their
+//! module (`embeddings.add_position`, `encoder.layer.0.attention.output.residual`). No padding
+//! mask is applied: every token attends to every token.
+//!
+//! Parameters: embeddings 23,837,184 (word 30522 x 768, position 512 x 768, token type
+//! 2 x 768, LayerNorm) + 12 x 7,087,872 (layers) + 590,592 (pooler) = 109,482,240. The MLM
+//! decoder `cls.predictions.decoder` has no bias and reads
+//! `embeddings.word_embeddings.weight`, so it adds none.
 
-use ordo_ir::{Graph, GraphBuilder, IrError};
+use ordo_ir::op::{Linear, Op, UnaryOp};
+use ordo_ir::{Graph, GraphBuilder, IrError, OutletId, ParamId};
 
 use crate::ModelConfig;
+use crate::sequence::{AttentionCore, token_input, token_loss};
 
-/// Builds the model (placeholder).
-pub fn bert_base(_config: &ModelConfig) -> Result<Graph, IrError> {
-    let b = GraphBuilder::new("bert_base");
+const HIDDEN: usize = 768;
+const HEADS: usize = 12;
+const LAYERS: usize = 12;
+const INTERMEDIATE: usize = 3072;
+const VOCAB: usize = 30522;
+const MAX_POSITIONS: usize = 512;
+const TYPE_VOCAB: usize = 2;
+const DROPOUT: f64 = 0.1;
+const LN_EPS: f64 = 1e-12;
+
+/// Builds BERT-base with pooler and the tied masked-LM loss.
+///
+/// Inputs: `input_ids` and `token_type_ids`, i64 `[batch, seq_len]`; `position_ids`, i64
+/// `[1, seq_len]` (the model's position buffer, broadcast over the batch); `labels`, i64
+/// `[batch, seq_len]`. Graph outputs: `loss`, then the pooler output `pooler.activation`
+/// `[batch, 768]`.
+///
+/// # Errors
+/// [`IrError::Shape`] naming `embeddings.position_embeddings` when `seq_len` exceeds the 512
+/// positions.
+pub fn bert_base(config: &ModelConfig) -> Result<Graph, IrError> {
+    let (batch, seq) = (config.batch, config.seq_len);
+    if seq > MAX_POSITIONS {
+        return Err(IrError::Shape {
+            node: "embeddings.position_embeddings".into(),
+            op: "Embedding",
+            message: format!("sequence length {seq} exceeds the {MAX_POSITIONS} positions"),
+        });
+    }
+    let mut b = GraphBuilder::new("bert_base");
+    let input_ids = token_input(&mut b, "input_ids", &[batch, seq])?;
+    let token_type_ids = token_input(&mut b, "token_type_ids", &[batch, seq])?;
+    let position_ids = token_input(&mut b, "position_ids", &[1, seq])?;
+
+    let (mut x, word_embeddings) = embeddings(&mut b, input_ids, token_type_ids, position_ids)?;
+    for i in 0..LAYERS {
+        x = layer(&mut b, &format!("encoder.layer.{i}"), x)?;
+    }
+    let pooled = pooler(&mut b, x)?;
+
+    let decoder = Op::Linear(Linear::new(VOCAB).no_bias());
+    let logits = b.op_with_params("cls.predictions.decoder", decoder, &[x], &[word_embeddings])?;
+    token_loss(&mut b, logits)?;
+    b.output(pooled);
     Ok(b.finish())
+}
+
+/// `BertEmbeddings`: word + token type + position, LayerNorm, dropout. Also returns the word
+/// embedding table, for the tied decoder.
+fn embeddings(
+    b: &mut GraphBuilder,
+    input_ids: OutletId,
+    token_type_ids: OutletId,
+    position_ids: OutletId,
+) -> Result<(OutletId, ParamId), IrError> {
+    // Created in module order, so the parameters follow the state dict.
+    let words = b.embedding("embeddings.word_embeddings", input_ids, VOCAB, HIDDEN)?;
+    let positions =
+        b.embedding("embeddings.position_embeddings", position_ids, MAX_POSITIONS, HIDDEN)?;
+    let types =
+        b.embedding("embeddings.token_type_embeddings", token_type_ids, TYPE_VOCAB, HIDDEN)?;
+    let x = b.add("embeddings.add_token_type", words, types)?;
+    let x = b.add("embeddings.add_position", x, positions)?;
+    let x = b.layer_norm("embeddings.LayerNorm", x, LN_EPS)?;
+    let x = b.dropout("embeddings.dropout", x, DROPOUT)?;
+    Ok((x, b.params_of(words.node)[0]))
+}
+
+/// `BertLayer`: self-attention with its output block, intermediate, output.
+fn layer(b: &mut GraphBuilder, p: &str, x: OutletId) -> Result<OutletId, IrError> {
+    let s = format!("{p}.attention.self");
+    let q = b.linear(&format!("{s}.query"), x, HIDDEN)?;
+    let k = b.linear(&format!("{s}.key"), x, HIDDEN)?;
+    let v = b.linear(&format!("{s}.value"), x, HIDDEN)?;
+    let dropout = format!("{s}.dropout");
+    let core = AttentionCore { heads: HEADS, causal: false, dropout: Some((&dropout, DROPOUT)) };
+    let context = core.apply(b, &s, q, k, v)?;
+    let x = dense_residual_norm(b, &format!("{p}.attention.output"), context, x, HIDDEN)?;
+
+    let h = b.linear(&format!("{p}.intermediate.dense"), x, INTERMEDIATE)?;
+    let h = b.unary(&format!("{p}.intermediate.intermediate_act_fn"), UnaryOp::Gelu, h)?;
+    dense_residual_norm(b, &format!("{p}.output"), h, x, HIDDEN)
+}
+
+/// `BertSelfOutput` / `BertOutput`: `LayerNorm(dropout(dense(h)) + x)`.
+fn dense_residual_norm(
+    b: &mut GraphBuilder,
+    p: &str,
+    h: OutletId,
+    x: OutletId,
+    width: usize,
+) -> Result<OutletId, IrError> {
+    let h = b.linear(&format!("{p}.dense"), h, width)?;
+    let h = b.dropout(&format!("{p}.dropout"), h, DROPOUT)?;
+    let sum = b.add(&format!("{p}.residual"), h, x)?;
+    b.layer_norm(&format!("{p}.LayerNorm"), sum, LN_EPS)
+}
+
+/// `BertPooler`: the first token's hidden state through `dense` and `tanh`.
+fn pooler(b: &mut GraphBuilder, x: OutletId) -> Result<OutletId, IrError> {
+    let batch = b.fact(x).shape[0] as i64;
+    let first = b.slice("pooler.first_token", x, 1, 0, 1)?;
+    let first = b.reshape("pooler.first_token_squeeze", first, &[batch, HIDDEN as i64])?;
+    let h = b.linear("pooler.dense", first, HIDDEN)?;
+    b.unary("pooler.activation", UnaryOp::Tanh, h)
 }

@@ -7,12 +7,14 @@
 //! implementations exactly; the tests check them.
 
 mod bert;
+mod common;
 mod densenet;
 mod gnmt;
 mod gpt2;
 mod inception;
 mod mobilenet;
 mod resnet;
+mod sequence;
 mod transformer;
 
 use ordo_ir::{Graph, IrError};

@@ -22,6 +22,8 @@ pub enum UnaryOp {
     HardSwish,
     /// `relu6(x + 3) / 6`.
     HardSigmoid,
+    /// `1 / sqrt(x)` (the inverse of a norm, e.g. in weight normalisation).
+    Rsqrt,
 }
 
 impl UnaryOp {
@@ -35,6 +37,7 @@ impl UnaryOp {
             UnaryOp::Tanh => "Tanh",
             UnaryOp::HardSwish => "HardSwish",
             UnaryOp::HardSigmoid => "HardSigmoid",
+            UnaryOp::Rsqrt => "Rsqrt",
         }
     }
 
@@ -42,7 +45,7 @@ impl UnaryOp {
     pub fn flops_per_element(self) -> u64 {
         match self {
             UnaryOp::Relu => 1,
-            UnaryOp::Sigmoid | UnaryOp::HardSigmoid | UnaryOp::HardSwish => 4,
+            UnaryOp::Sigmoid | UnaryOp::HardSigmoid | UnaryOp::HardSwish | UnaryOp::Rsqrt => 4,
             UnaryOp::Gelu | UnaryOp::GeluTanh | UnaryOp::Tanh => 8,
         }
     }
