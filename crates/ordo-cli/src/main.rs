@@ -1,1 +1,50 @@
-fn main() {}
+//! `ordo`: plan and run deep-learning training across devices, out of order.
+
+mod commands;
+mod format;
+mod source;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Plan and run deep-learning training across devices, out of order.
+#[derive(Parser, Debug)]
+#[command(name = "ordo", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// List the built-in models: nodes, parameters and forward GFLOPs at the default batch.
+    Models,
+    /// Summarise a model or a cost-graph file, with a per-node table.
+    Inspect(commands::inspect::Args),
+    /// Write a model as a cost graph (NetworkX node-link JSON with Baechi's attributes).
+    Export(commands::export::Args),
+    /// Generate a random layered cost graph (for benchmarks and tests).
+    Synth(commands::synth::Args),
+}
+
+/// Runs the command; on failure prints the error with its chain of causes (no backtrace: the
+/// messages name the file, node or value at fault) and exits with status 1.
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Models => commands::models::run(),
+        Command::Inspect(args) => commands::inspect::run(&args),
+        Command::Export(args) => commands::export::run(&args),
+        Command::Synth(args) => commands::synth::run(&args),
+    }
+}

@@ -1,1 +1,29 @@
-//! ordo's cost stage.
+//! ordo's cost stage: the cost-graph interchange format and the roofline cost model.
+//!
+//! * [`CostGraph`] is the NetworkX node-link JSON format with Baechi's attribute names that
+//!   placers read: [`read_costgraph`] / [`parse_costgraph`] check it and
+//!   [`write_costgraph`] / [`to_json_string`] write it.
+//! * [`costgraph_from_graph`] costs an [`ordo_ir::Graph`] with a [`Roofline`] for compute time
+//!   and a [`CommModel`] for transfer time.
+//! * [`synth`] makes layered random cost graphs of any size.
+//!
+//! ```
+//! let graph = ordo_cost::synth(50, 7);
+//! let text = ordo_cost::to_json_string(&graph);
+//! let back = ordo_cost::parse_costgraph(&text, "synth.json")?;
+//! assert_eq!(back, graph);
+//! # Ok::<(), ordo_cost::CostGraphError>(())
+//! ```
+
+mod costgraph;
+mod export;
+mod model;
+mod synth;
+
+pub use costgraph::{
+    ColocationGroup, CostGraph, CostGraphError, CostLink, CostNode, EdgeLabel, NodeLabel,
+    TensorRef, parse_costgraph, read_costgraph, to_json_string, write_costgraph,
+};
+pub use export::{costgraph_from_graph, costgraph_with};
+pub use model::{CommModel, Roofline};
+pub use synth::synth;

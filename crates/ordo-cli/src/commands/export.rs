@@ -1,0 +1,37 @@
+//! `ordo export MODEL --costgraph OUT.json`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+
+use crate::source::{self, SizeArgs};
+
+/// Arguments of `ordo export`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A zoo model name (see `ordo models`).
+    pub model: String,
+    #[command(flatten)]
+    pub size: SizeArgs,
+    /// Where to write the cost graph (NetworkX node-link JSON, Baechi attribute names).
+    #[arg(long, value_name = "OUT.json")]
+    pub costgraph: PathBuf,
+}
+
+/// Builds the model, costs it with the default roofline and writes the cost graph.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let graph = source::build_model(&args.model, args.size)?;
+    let cost_graph = ordo_cost::costgraph_from_graph(&graph);
+    ordo_cost::write_costgraph(&cost_graph, &args.costgraph)
+        .with_context(|| format!("writing {}", args.costgraph.display()))?;
+    println!(
+        "wrote {} ({} nodes, {} links) in {:.1} ms",
+        args.costgraph.display(),
+        cost_graph.nodes.len(),
+        cost_graph.links.len(),
+        start.elapsed().as_secs_f64() * 1e3
+    );
+    Ok(())
+}

@@ -1,0 +1,47 @@
+//! What a `MODEL|FILE` argument names: a zoo model or a cost-graph file.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use ordo_cost::CostGraph;
+use ordo_ir::Graph;
+
+/// Size options shared by every command that builds a zoo model.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct SizeArgs {
+    /// Batch size (default: the model's).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Sequence length for sequence models (default: the model's).
+    #[arg(long)]
+    pub seq_len: Option<usize>,
+}
+
+/// A loaded model or cost graph.
+pub enum Source {
+    /// A zoo model, built.
+    Model(Box<Graph>),
+    /// A cost graph read from a file.
+    CostGraph { path: PathBuf, graph: Box<CostGraph> },
+}
+
+/// Whether an argument names a file rather than a zoo model.
+pub fn is_file(arg: &str) -> bool {
+    arg.ends_with(".json") || arg.contains('/') || Path::new(arg).is_file()
+}
+
+/// Builds the zoo model `name`.
+pub fn build_model(name: &str, size: SizeArgs) -> anyhow::Result<Graph> {
+    ordo_models::build(name, size.batch, size.seq_len).with_context(|| format!("building `{name}`"))
+}
+
+/// Loads `arg`: a cost-graph file if it looks like a path, a zoo model otherwise.
+pub fn load(arg: &str, size: SizeArgs) -> anyhow::Result<Source> {
+    if is_file(arg) {
+        let graph = ordo_cost::read_costgraph(Path::new(arg))?;
+        Ok(Source::CostGraph { path: PathBuf::from(arg), graph: Box::new(graph) })
+    } else {
+        Ok(Source::Model(Box::new(build_model(arg, size)?)))
+    }
+}

@@ -1,0 +1,117 @@
+//! IR graph -> cost graph, with the roofline rules the sample cost graphs were made with.
+
+use std::collections::BTreeMap;
+
+use ordo_ir::{Graph, Node, Op, OutletId, node_stats};
+use serde_json::{Map, Value};
+
+use crate::costgraph::{CostGraph, CostLink, CostNode, TensorRef};
+use crate::model::{CommModel, Roofline};
+
+/// [`costgraph_with`] with [`Roofline::baechi_default`] and [`CommModel::baechi_default`].
+pub fn costgraph_from_graph(graph: &Graph) -> CostGraph {
+    costgraph_with(graph, &Roofline::baechi_default(), &CommModel::baechi_default())
+}
+
+/// Costs every node of `graph` and writes it as a cost graph.
+///
+/// Every IR node becomes the cost node of the same id (0..n-1, a topological order for a
+/// graph built with the builder) and name; `op_type` is the op's name and `flops` its forward
+/// FLOPs.
+///
+/// * `weight` = [`Roofline::time_us`]`(flops, bytes)`, where `bytes` is the bytes of the node's
+///   inputs, outputs and all parameters it reads. Exceptions:
+///   * `Input` and `Parameter` nodes are nodes too (unlike the ONNX converter, where graph
+///     inputs are not nodes): weight 1, their value as their one output.
+///   * View ops (`Reshape`) move nothing: 0 bytes, so the op overhead alone (5 µs).
+///   * Data movement does no FLOPs: `Concat` and `Transpose` move inputs + outputs, `Slice`
+///     moves `2 * output`, `Embedding` (a gather) moves `2 * output + indices`, not the table.
+///   * `Lstm` adds [`Roofline::recurrent_time_us`] for its time steps and directions.
+/// * `persistent_memory` is the bytes of the parameters the node reads, each parameter charged
+///   to its first reader only (so a `Parameter` node holds its own); `temporary_memory` is 0;
+///   `output_memory` has the bytes of each output.
+/// * One link per (producer, consumer) pair, with one tensor per distinct producer output the
+///   consumer reads, named `<producer name>:<slot>`, of weight [`CommModel::time_us`]; the
+///   link's weight is their sum. Links are sorted by (source, target).
+/// * Graph metadata: `source: "ordo"`, `model` (the graph's name), `cost_model` (the two
+///   models' descriptions) and `param_bytes` (all parameters and buffers).
+///
+/// The graph should have passed `ordo_ir::validate`; an input naming a missing node is
+/// skipped, and a cyclic graph gives a cyclic cost graph.
+pub fn costgraph_with(graph: &Graph, roofline: &Roofline, comm: &CommModel) -> CostGraph {
+    let stats = node_stats(graph);
+    let mut nodes = Vec::with_capacity(graph.nodes.len());
+    let mut links = Vec::new();
+    for (node, stats) in graph.nodes.iter().zip(&stats) {
+        let id = u64::from(node.id.0);
+        let mut cost =
+            CostNode::new(id, node.name.clone(), compute_time(graph, node, stats.flops, roofline));
+        cost.op_type = Some(node.op.name().to_string());
+        cost.flops = Some(stats.flops);
+        cost.persistent_memory = stats.param_bytes;
+        cost.output_memory = node.outputs.iter().map(|f| f.bytes()).collect();
+        nodes.push(cost);
+
+        let mut by_producer: BTreeMap<u32, Vec<TensorRef>> = BTreeMap::new();
+        let mut seen: Vec<OutletId> = Vec::with_capacity(node.inputs.len());
+        for &input in &node.inputs {
+            let Some(fact) = graph.fact(input) else { continue };
+            if seen.contains(&input) {
+                continue;
+            }
+            seen.push(input);
+            let producer = graph.node(input.node);
+            let name = format!("{}:{}", producer.name, input.slot);
+            by_producer.entry(input.node.0).or_default().push(TensorRef::new(
+                name,
+                fact.bytes(),
+                comm,
+            ));
+        }
+        links.extend(
+            by_producer
+                .into_iter()
+                .map(|(source, tensors)| CostLink::new(u64::from(source), id, tensors)),
+        );
+    }
+    links.sort_by_key(|l| (l.source, l.target));
+
+    let param_bytes: u64 = graph.params.iter().map(|p| p.fact.bytes()).sum();
+    let mut meta = Map::new();
+    meta.insert("source".into(), Value::from("ordo"));
+    meta.insert("model".into(), Value::from(graph.name.clone()));
+    meta.insert("cost_model".into(), Value::from(format!("{roofline}; {comm}")));
+    meta.insert("param_bytes".into(), Value::from(param_bytes));
+    CostGraph { graph: meta, nodes, links, extra: Map::new() }
+}
+
+/// Compute time of one node in µs by the rules of [`costgraph_with`].
+fn compute_time(graph: &Graph, node: &Node, flops: u64, roofline: &Roofline) -> u64 {
+    let input_bytes: Vec<u64> =
+        node.inputs.iter().map(|&o| graph.fact(o).map_or(0, |f| f.bytes())).collect();
+    let inputs: u64 = input_bytes.iter().sum();
+    let outputs: u64 = node.outputs.iter().map(|f| f.bytes()).sum();
+    let params: u64 = node
+        .params
+        .iter()
+        .filter_map(|p| graph.params.get(p.index()))
+        .map(|p| p.fact.bytes())
+        .sum();
+    match &node.op {
+        Op::Input | Op::Parameter => 1,
+        op if op.is_view() => roofline.time_us(0, 0),
+        Op::Concat { .. } | Op::Transpose { .. } => roofline.time_us(0, inputs + outputs),
+        Op::Slice { .. } => roofline.time_us(0, 2 * outputs),
+        Op::Embedding(_) => roofline.time_us(0, 2 * outputs + inputs),
+        op => {
+            let mut time = roofline.time_us(flops, inputs + outputs + params);
+            if let Op::Lstm(lstm) = op {
+                let steps =
+                    node.inputs.first().and_then(|&x| graph.fact(x)).and_then(|f| f.shape.first());
+                let steps = steps.map_or(0, |&t| t as u64);
+                time += roofline.recurrent_time_us(steps, lstm.directions() as u64);
+            }
+            time
+        }
+    }
+}
