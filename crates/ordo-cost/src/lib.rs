@@ -6,6 +6,8 @@
 //! * [`costgraph_from_graph`] costs an [`ordo_ir::Graph`] with a [`Roofline`] for compute time
 //!   and a [`CommModel`] for transfer time.
 //! * [`synth`] makes layered random cost graphs of any size.
+//! * [`node_memory`] gives what a node needs on its device for one forward pass or for a whole
+//!   training step.
 //!
 //! ```
 //! let graph = ordo_cost::synth(50, 7);
@@ -17,6 +19,7 @@
 
 mod costgraph;
 mod export;
+mod memory;
 mod model;
 mod synth;
 
@@ -25,5 +28,6 @@ pub use costgraph::{
     TensorRef, parse_costgraph, read_costgraph, to_json_string, write_costgraph,
 };
 pub use export::{costgraph_from_graph, costgraph_with};
+pub use memory::{NodeMemory, Optimizer, StepMode, node_memory};
 pub use model::{CommModel, Roofline};
 pub use synth::synth;

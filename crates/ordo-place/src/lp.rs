@@ -1,0 +1,1 @@
+//! Placeholder: the favorite-child LP of m-SCT.
