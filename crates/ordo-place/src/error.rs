@@ -1,0 +1,57 @@
+//! Errors of the placers.
+
+/// Everything that can stop a placement. Every variant names what is at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum PlaceError {
+    /// No devices were given.
+    #[error("no devices to place on: give at least one device")]
+    NoDevices,
+    /// A node (or its colocation group) needs more memory than any device has.
+    #[error(
+        "node `{node}` needs {needed} bytes but the largest device has {available} ({shortfall} short)"
+    )]
+    NodeTooLarge {
+        /// The node (or the first node of the group).
+        node: String,
+        /// Bytes it needs.
+        needed: u64,
+        /// Bytes of the largest device.
+        available: u64,
+        /// `needed - available`.
+        shortfall: u64,
+    },
+    /// The nodes fit individually but not all together.
+    #[error(
+        "{algo}: {unplaced} of {total} nodes cannot be placed within the memory limits; first: `{first}`"
+    )]
+    OutOfMemory {
+        /// The algorithm.
+        algo: &'static str,
+        /// Nodes left over.
+        unplaced: usize,
+        /// All nodes.
+        total: usize,
+        /// The first node that did not fit.
+        first: String,
+    },
+    /// The graph has a cycle.
+    #[error("the graph has a cycle through node `{node}`")]
+    Cycle {
+        /// A node on the cycle.
+        node: String,
+    },
+    /// An algorithm name that is not known.
+    #[error("unknown algorithm `{name}`; known: {known}")]
+    UnknownAlgorithm {
+        /// What was asked for.
+        name: String,
+        /// The known names, comma separated.
+        known: String,
+    },
+    /// The favorite-child LP of m-SCT failed (the LP error's message).
+    #[error("m-SCT: the favorite-child LP failed: {0}")]
+    Lp(String),
+    /// A malformed problem: an edge to a missing node, a NaN cost, mismatched lengths.
+    #[error("invalid placement problem: {0}")]
+    Invalid(String),
+}

@@ -1,0 +1,80 @@
+//! The result of a placement and its JSON form.
+
+use serde::{Deserialize, Serialize};
+
+use crate::problem::PlaceProblem;
+
+/// Where every node runs and in which order, with the placer's predictions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Placement {
+    /// The algorithm that produced it, e.g. `m-etf`.
+    pub algo: String,
+    /// Device of each node.
+    pub device_of: Vec<usize>,
+    /// Per device, its nodes in execution order.
+    pub order: Vec<Vec<usize>>,
+    /// Predicted step (or forward) time in µs, Baechi-TF channel model.
+    pub makespan_us: u64,
+    /// Predicted peak memory of each device in bytes.
+    pub peak_memory_bytes: Vec<u64>,
+    /// Wall time of the placement itself, in seconds.
+    pub placement_seconds: f64,
+}
+
+/// The versioned JSON form of a [`Placement`], with node names instead of indices.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlacementFile {
+    /// Always [`PlacementFile::FORMAT`].
+    pub format: String,
+    /// The algorithm.
+    pub algo: String,
+    /// `"forward-only"` or `"training"`.
+    pub mode: String,
+    /// Number of devices.
+    pub devices: usize,
+    /// Node name -> device index.
+    pub device_of: std::collections::BTreeMap<String, usize>,
+    /// Per device, node names in execution order.
+    pub order: Vec<Vec<String>>,
+    /// Predicted makespan in µs.
+    pub makespan_us: u64,
+    /// `max(critical path, total work / devices)` in µs.
+    pub lower_bound_us: u64,
+    /// Predicted peak memory per device in bytes.
+    pub peak_memory_bytes: Vec<u64>,
+    /// Memory limit per device in bytes.
+    pub memory_limit_bytes: Vec<u64>,
+    /// Wall time of the placement in seconds.
+    pub placement_seconds: f64,
+}
+
+impl PlacementFile {
+    /// The format tag of this version.
+    pub const FORMAT: &'static str = "ordo.placement/1";
+
+    /// The file form of `placement` for `problem`.
+    pub fn new(problem: &PlaceProblem, placement: &Placement) -> Self {
+        let name = |v: &usize| problem.names[*v].clone();
+        Self {
+            format: Self::FORMAT.to_string(),
+            algo: placement.algo.clone(),
+            mode: match problem.mode {
+                ordo_cost::StepMode::ForwardOnly => "forward-only".into(),
+                ordo_cost::StepMode::Training { .. } => "training".into(),
+            },
+            devices: problem.devices.count(),
+            device_of: placement
+                .device_of
+                .iter()
+                .enumerate()
+                .map(|(v, &d)| (problem.names[v].clone(), d))
+                .collect(),
+            order: placement.order.iter().map(|o| o.iter().map(name).collect()).collect(),
+            makespan_us: placement.makespan_us,
+            lower_bound_us: problem.lower_bound_us(),
+            peak_memory_bytes: placement.peak_memory_bytes.clone(),
+            memory_limit_bytes: problem.devices.memory.clone(),
+            placement_seconds: placement.placement_seconds,
+        }
+    }
+}

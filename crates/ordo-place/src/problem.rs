@@ -1,0 +1,256 @@
+//! The placement problem: a cost graph in the dense, index-based form the placers work on.
+
+use std::collections::{HashMap, VecDeque};
+
+use ordo_cost::{CommModel, CostGraph, NodeMemory, StepMode, node_memory};
+
+use crate::error::PlaceError;
+
+/// The devices to place on. All pairs of devices are linked alike (Baechi's model).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Devices {
+    /// Memory limit of each device in bytes (`u64::MAX` for unlimited).
+    pub memory: Vec<u64>,
+    /// Transfer time of a tensor between any two devices.
+    pub comm: CommModel,
+}
+
+impl Devices {
+    /// `n` devices with the same memory limit and Baechi's default communication model.
+    pub fn uniform(n: usize, memory: u64) -> Self {
+        Self { memory: vec![memory; n], comm: CommModel::baechi_default() }
+    }
+
+    /// Number of devices.
+    pub fn count(&self) -> usize {
+        self.memory.len()
+    }
+}
+
+/// A distinct tensor: produced once, sent at most once to each other device.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    /// Name from the cost graph (unique).
+    pub name: String,
+    /// Producing node.
+    pub producer: usize,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Transfer time in µs between two devices.
+    pub comm_us: u64,
+}
+
+/// A dependency from `source` to `target`, carrying tensors (possibly none: a control edge).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Edge {
+    /// Producer node.
+    pub source: usize,
+    /// Consumer node.
+    pub target: usize,
+    /// Transfer time in µs if the ends are on different devices: the sum over its tensors.
+    pub comm_us: u64,
+    /// Indices into [`PlaceProblem::tensors`].
+    pub tensors: Vec<usize>,
+}
+
+/// A cost graph ready for placement: nodes are indices `0..n` in cost-graph order.
+#[derive(Clone, Debug)]
+pub struct PlaceProblem {
+    /// Node names.
+    pub names: Vec<String>,
+    /// Compute time of each node in µs.
+    pub weights: Vec<u64>,
+    /// Memory of each node under [`PlaceProblem::mode`].
+    pub memory: Vec<NodeMemory>,
+    /// All edges, in cost-graph link order.
+    pub edges: Vec<Edge>,
+    /// Per node, indices into `edges` of its out-edges, in link order.
+    pub out_edges: Vec<Vec<usize>>,
+    /// Per node, indices into `edges` of its in-edges, in link order.
+    pub in_edges: Vec<Vec<usize>>,
+    /// Distinct tensors.
+    pub tensors: Vec<Tensor>,
+    /// Colocation group of each node (index into `groups`).
+    pub group_of: Vec<usize>,
+    /// Members of each colocation group, in node order.
+    pub groups: Vec<Vec<usize>>,
+    /// Baechi's topological order (see [`baechi_topo_order`]).
+    pub topo_order: Vec<usize>,
+    /// Position of each node in `topo_order`: the tie-breaker of m-ETF and m-SCT.
+    pub topo_rank: Vec<usize>,
+    /// The devices.
+    pub devices: Devices,
+    /// What the placement must fit: one forward pass or a whole training step.
+    pub mode: StepMode,
+}
+
+impl PlaceProblem {
+    /// Builds the problem from a (validated) cost graph. Colocation groups are merged as
+    /// Baechi's TF grouper does: a node listing several groups joins them all (union-find).
+    /// Edge transfer times are recomputed from tensor bytes with `devices.comm`, so a cluster's
+    /// link model replaces the file's times; with Baechi's default model they are equal.
+    ///
+    /// # Errors
+    /// [`PlaceError::NoDevices`], [`PlaceError::Cycle`], or [`PlaceError::Invalid`] for a link
+    /// to a missing node.
+    pub fn new(graph: &CostGraph, devices: Devices, mode: StepMode) -> Result<Self, PlaceError> {
+        if devices.count() == 0 {
+            return Err(PlaceError::NoDevices);
+        }
+        let n = graph.nodes.len();
+        let index: HashMap<u64, usize> =
+            graph.nodes.iter().enumerate().map(|(i, node)| (node.id, i)).collect();
+        let mut tensors: Vec<Tensor> = Vec::new();
+        let mut tensor_index: HashMap<&str, usize> = HashMap::new();
+        let mut edges = Vec::with_capacity(graph.links.len());
+        let mut out_edges = vec![Vec::new(); n];
+        let mut in_edges = vec![Vec::new(); n];
+        for link in &graph.links {
+            let endpoint = |id: u64| {
+                index.get(&id).copied().ok_or_else(|| {
+                    PlaceError::Invalid(format!(
+                        "link {} -> {} names node {id}, which does not exist",
+                        link.source, link.target
+                    ))
+                })
+            };
+            let (source, target) = (endpoint(link.source)?, endpoint(link.target)?);
+            let mut ids = Vec::with_capacity(link.tensor.len());
+            for t in &link.tensor {
+                let id = *tensor_index.entry(t.name.as_str()).or_insert_with(|| {
+                    tensors.push(Tensor {
+                        name: t.name.clone(),
+                        producer: source,
+                        bytes: t.num_bytes,
+                        comm_us: devices.comm.time_us(t.num_bytes),
+                    });
+                    tensors.len() - 1
+                });
+                ids.push(id);
+            }
+            let comm_us = ids.iter().map(|&t| tensors[t].comm_us).sum();
+            out_edges[source].push(edges.len());
+            in_edges[target].push(edges.len());
+            edges.push(Edge { source, target, comm_us, tensors: ids });
+        }
+        let (group_of, groups) = colocation_groups(graph);
+        let mut problem = Self {
+            names: graph.nodes.iter().map(|node| node.name.clone()).collect(),
+            weights: graph.nodes.iter().map(|node| node.weight).collect(),
+            memory: graph.nodes.iter().map(|node| node_memory(node, mode)).collect(),
+            edges,
+            out_edges,
+            in_edges,
+            tensors,
+            group_of,
+            groups,
+            topo_order: Vec::new(),
+            topo_rank: Vec::new(),
+            devices,
+            mode,
+        };
+        problem.topo_order = baechi_topo_order(&problem)?;
+        problem.topo_rank = vec![0; n];
+        for (rank, &node) in problem.topo_order.iter().enumerate() {
+            problem.topo_rank[node] = rank;
+        }
+        Ok(problem)
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether there are no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Sum of all compute times in µs.
+    pub fn total_work_us(&self) -> u64 {
+        self.weights.iter().sum()
+    }
+
+    /// Longest path through the graph counting compute only (every edge free), in µs.
+    pub fn critical_path_us(&self) -> u64 {
+        let mut finish = vec![0u64; self.len()];
+        for &v in &self.topo_order {
+            let start =
+                self.in_edges[v].iter().map(|&e| finish[self.edges[e].source]).max().unwrap_or(0);
+            finish[v] = start + self.weights[v];
+        }
+        finish.into_iter().max().unwrap_or(0)
+    }
+
+    /// `max(critical path, total work / devices)`: no placement can finish sooner.
+    pub fn lower_bound_us(&self) -> u64 {
+        let per_device = self.total_work_us().div_ceil(self.devices.count() as u64);
+        self.critical_path_us().max(per_device)
+    }
+}
+
+/// Baechi's `assign_topo_order`: Kahn's algorithm with a FIFO queue that starts with the
+/// in-degree-0 nodes in node order; out-edges are walked in link order and a successor joins
+/// the back of the queue when its last in-edge is seen. m-TOPO places in this order and m-ETF /
+/// m-SCT break ties by it, so it must be exactly this order.
+///
+/// # Errors
+/// [`PlaceError::Cycle`] naming a node left over.
+pub fn baechi_topo_order(problem: &PlaceProblem) -> Result<Vec<usize>, PlaceError> {
+    let n = problem.len();
+    let mut indegree: Vec<usize> = problem.in_edges.iter().map(Vec::len).collect();
+    let mut queue: VecDeque<usize> = (0..n).filter(|&v| indegree[v] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(v) = queue.pop_front() {
+        order.push(v);
+        for &e in &problem.out_edges[v] {
+            let t = problem.edges[e].target;
+            indegree[t] -= 1;
+            if indegree[t] == 0 {
+                queue.push_back(t);
+            }
+        }
+    }
+    if order.len() < n {
+        let stuck = (0..n).find(|&v| indegree[v] > 0).expect("a node is left over");
+        return Err(PlaceError::Cycle { node: problem.names[stuck].clone() });
+    }
+    Ok(order)
+}
+
+/// Union-find over colocation group names: nodes sharing any group name end up together.
+fn colocation_groups(graph: &CostGraph) -> (Vec<usize>, Vec<Vec<usize>>) {
+    let n = graph.nodes.len();
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn find(parent: &mut [usize], mut x: usize) -> usize {
+        while parent[x] != x {
+            parent[x] = parent[parent[x]];
+            x = parent[x];
+        }
+        x
+    }
+    let mut first_with_name: HashMap<&str, usize> = HashMap::new();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        for name in node.colocation_groups() {
+            let other = *first_with_name.entry(name).or_insert(i);
+            let (a, b) = (find(&mut parent, i), find(&mut parent, other));
+            if a != b {
+                parent[a.max(b)] = a.min(b);
+            }
+        }
+    }
+    let mut group_index: HashMap<usize, usize> = HashMap::new();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut group_of = vec![0; n];
+    for (i, slot) in group_of.iter_mut().enumerate() {
+        let root = find(&mut parent, i);
+        let g = *group_index.entry(root).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[g].push(i);
+        *slot = g;
+    }
+    (group_of, groups)
+}
