@@ -5,12 +5,33 @@ use std::collections::BTreeMap;
 use ordo_ir::{Graph, Node, Op, OutletId, node_stats};
 use serde_json::{Map, Value};
 
+use crate::cluster::Cluster;
 use crate::costgraph::{CostGraph, CostLink, CostNode, TensorRef};
 use crate::model::{CommModel, Roofline};
 
 /// [`costgraph_with`] with [`Roofline::baechi_default`] and [`CommModel::baechi_default`].
 pub fn costgraph_from_graph(graph: &Graph) -> CostGraph {
     costgraph_with(graph, &Roofline::baechi_default(), &CommModel::baechi_default())
+}
+
+/// [`costgraph_with`] for the devices of `cluster`, with its name as graph metadata `cluster`.
+///
+/// A cost graph has one weight per node and one per edge, so it assumes that every device
+/// computes alike and every link transfers alike:
+///
+/// * node weights come from device 0's roofline ([`Cluster::roofline`]`(0)`); on a cluster
+///   whose devices differ ([`Cluster::is_uniform_compute`] is false) they are device 0's
+///   times, not the others';
+/// * edge weights come from the link from device 0 to device 1 ([`Cluster::comm`]`(0, 1)`);
+///   where links differ ([`Cluster::is_uniform_links`] is false, e.g. `v100x8-nvlink`) that
+///   one link stands for all. A one-device cluster moves no tensors, and its edges get
+///   Baechi's [`CommModel::baechi_default`] so that numbers stay comparable with Baechi's.
+pub fn costgraph_for_cluster(graph: &Graph, cluster: &Cluster) -> CostGraph {
+    let comm =
+        if cluster.device_count() > 1 { cluster.comm(0, 1) } else { CommModel::baechi_default() };
+    let mut cost = costgraph_with(graph, &cluster.roofline(0), &comm);
+    cost.graph.insert("cluster".into(), Value::from(cluster.name.clone()));
+    cost
 }
 
 /// Costs every node of `graph` and writes it as a cost graph.

@@ -17,17 +17,21 @@
 //! # Ok::<(), ordo_cost::CostGraphError>(())
 //! ```
 
+mod bytes;
+mod cluster;
 mod costgraph;
 mod export;
 mod memory;
 mod model;
 mod synth;
 
+pub use bytes::{ParseBytesError, format_bytes, parse_bytes};
+pub use cluster::{Cluster, ClusterError, DeviceKind, DeviceSpec, LinkSpec, MAX_DEVICES};
 pub use costgraph::{
     ColocationGroup, CostGraph, CostGraphError, CostLink, CostNode, EdgeLabel, NodeLabel,
     TensorRef, parse_costgraph, read_costgraph, to_json_string, write_costgraph,
 };
-pub use export::{costgraph_from_graph, costgraph_with};
+pub use export::{costgraph_for_cluster, costgraph_from_graph, costgraph_with};
 pub use memory::{NodeMemory, Optimizer, StepMode, node_memory};
 pub use model::{CommModel, Roofline};
 pub use synth::synth;

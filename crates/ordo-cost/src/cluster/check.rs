@@ -1,0 +1,141 @@
+//! The checks every cluster passes, however it is built.
+
+use super::schema::LinkOverride;
+use super::{Cluster, ClusterError, DeviceSpec, LinkSpec, MAX_DEVICES};
+
+/// Checks the devices (numbers, unique names) and links (the default, then `overrides`, then
+/// that every ordered pair has one) and builds the cluster.
+pub(super) fn assemble(
+    name: String,
+    devices: Vec<DeviceSpec>,
+    default: Option<LinkSpec>,
+    overrides: Vec<LinkOverride>,
+    origin: &str,
+) -> Result<Cluster, ClusterError> {
+    let whole = |problem: String| ClusterError::Cluster { origin: origin.into(), problem };
+    if devices.is_empty() {
+        return Err(whole("no devices".into()));
+    }
+    if devices.len() > MAX_DEVICES {
+        return Err(whole(format!("{} devices; at most {MAX_DEVICES}", devices.len())));
+    }
+    let label = |i: usize| format!("devices[{i}] ({:?})", devices[i].name);
+    for (i, d) in devices.iter().enumerate() {
+        check_device(d, origin, &label(i))?;
+        if let Some(first) = devices[..i].iter().position(|e| e.name == d.name) {
+            let problem = format!("the name is taken by devices[{first}]");
+            return Err(ClusterError::Device { origin: origin.into(), device: label(i), problem });
+        }
+    }
+    if let Some(link) = &default {
+        check_link(link, origin, "\"interconnect\"")?;
+    }
+    let n = devices.len();
+    let mut links = vec![default; n * n];
+    apply_overrides(&devices, &mut links, overrides, origin)?;
+    let mut full = Vec::with_capacity(n * n);
+    for (k, link) in links.into_iter().enumerate() {
+        let (a, b) = (k / n, k % n);
+        full.push(match link {
+            _ if a == b => LinkSpec::LOCAL,
+            Some(link) => link,
+            None => {
+                let (a, b) = (&devices[a].name, &devices[b].name);
+                return Err(whole(format!(
+                    "no link from {a} to {b}: give \"interconnect\" (the link between any \
+                     two devices) or a \"links\" entry for them"
+                )));
+            }
+        });
+    }
+    Ok(Cluster { name, description: None, source: None, devices, links: full })
+}
+
+/// Sets the links of a file's `links` list, checking each.
+fn apply_overrides(
+    devices: &[DeviceSpec],
+    links: &mut [Option<LinkSpec>],
+    list: Vec<LinkOverride>,
+    origin: &str,
+) -> Result<(), ClusterError> {
+    let n = devices.len();
+    let mut set_by: Vec<Option<usize>> = vec![None; n * n];
+    for (k, entry) in list.into_iter().enumerate() {
+        let arrow = if entry.one_way { "->" } else { "<->" };
+        let label = format!("links[{k}] ({} {arrow} {})", entry.from, entry.to);
+        let fail = |problem: String| ClusterError::Link {
+            origin: origin.into(),
+            link: label.clone(),
+            problem,
+        };
+        let find = |key: &str, name: &str| {
+            devices.iter().position(|d| d.name == name).ok_or_else(|| {
+                fail(format!("{key:?} names no device of the cluster ({})", name_list(devices)))
+            })
+        };
+        let (from, to) = (find("from", &entry.from)?, find("to", &entry.to)?);
+        if from == to {
+            return Err(fail("joins a device to itself".into()));
+        }
+        let link = LinkSpec {
+            latency_us: entry.latency_us,
+            bandwidth_bytes_per_s: entry.bandwidth_bytes_per_s,
+        };
+        check_link(&link, origin, &label)?;
+        let pairs = if entry.one_way { vec![(from, to)] } else { vec![(from, to), (to, from)] };
+        for (a, b) in pairs {
+            if let Some(previous) = set_by[a * n + b] {
+                let (a, b) = (&devices[a].name, &devices[b].name);
+                return Err(fail(format!("sets {a} -> {b}, which links[{previous}] sets")));
+            }
+            set_by[a * n + b] = Some(k);
+            links[a * n + b] = Some(link);
+        }
+    }
+    Ok(())
+}
+
+/// Device names for messages, the first eight.
+fn name_list(devices: &[DeviceSpec]) -> String {
+    let names: Vec<&str> = devices.iter().take(8).map(|d| d.name.as_str()).collect();
+    let more = if devices.len() > 8 { ", ..." } else { "" };
+    format!("{}{more}", names.join(", "))
+}
+
+/// Checks one device's numbers.
+pub(super) fn check_device(d: &DeviceSpec, origin: &str, label: &str) -> Result<(), ClusterError> {
+    let problem = if d.memory_bytes == 0 {
+        Some("\"memory_bytes\" is 0".to_string())
+    } else {
+        positive(d.peak_flops, "peak_flops", "FLOP/s")
+            .or_else(|| positive(d.memory_bandwidth, "memory_bandwidth", "bytes/s"))
+            .or_else(|| non_negative(d.kernel_overhead_us, "kernel_overhead_us"))
+    };
+    match problem {
+        None => Ok(()),
+        Some(problem) => {
+            Err(ClusterError::Device { origin: origin.into(), device: label.into(), problem })
+        }
+    }
+}
+
+/// Checks one link's numbers.
+pub(super) fn check_link(l: &LinkSpec, origin: &str, label: &str) -> Result<(), ClusterError> {
+    match non_negative(l.latency_us, "latency_us")
+        .or_else(|| positive(l.bandwidth_bytes_per_s, "bandwidth_bytes_per_s", "bytes/s"))
+    {
+        None => Ok(()),
+        Some(problem) => {
+            Err(ClusterError::Link { origin: origin.into(), link: label.into(), problem })
+        }
+    }
+}
+
+fn positive(x: f64, field: &str, unit: &str) -> Option<String> {
+    (!(x.is_finite() && x > 0.0))
+        .then(|| format!("\"{field}\" is {x}; it must be a positive number of {unit}"))
+}
+
+fn non_negative(x: f64, field: &str) -> Option<String> {
+    (!(x.is_finite() && x >= 0.0)).then(|| format!("\"{field}\" is {x}; it must be 0 µs or more"))
+}

@@ -1,0 +1,324 @@
+//! Cluster descriptions: the devices a graph is placed on and the links between them.
+//!
+//! A [`Cluster`] has devices ([`DeviceSpec`]: memory, peak FLOP/s, memory bandwidth, per-op
+//! overhead) and a link ([`LinkSpec`]: latency and bandwidth) for every ordered pair of
+//! devices. It gives each device's [`Roofline`] for compute times and each pair's
+//! [`CommModel`] for transfer times, so the rest of the cost model works unchanged.
+//!
+//! Clusters are JSON files with `"format": "ordo.cluster/1"` (the schema is in
+//! `doc/cluster.md`); ordo ships descriptions of V100, A100 and H100 servers and of CPU cores
+//! ([`Cluster::builtin`]), and [`Cluster::baechi`] gives Baechi's default model.
+//!
+//! ```
+//! use ordo_cost::Cluster;
+//! let text = r#"{"format": "ordo.cluster/1", "name": "two",
+//!   "device": {"kind": "gpu", "memory_bytes": "16GiB", "peak_flops": 15.7e12,
+//!              "memory_bandwidth": 900e9},
+//!   "count": 2,
+//!   "interconnect": {"latency_us": 10, "bandwidth_bytes_per_s": 12e9}}"#;
+//! let cluster = Cluster::parse(text, "two.json")?;
+//! assert_eq!(cluster.memory_limits(), [16 << 30, 16 << 30]);
+//! assert_eq!(cluster.devices()[1].name, "gpu1");
+//! // 10 µs + 12e6 bytes / 12e9 bytes/s = 1010 µs.
+//! assert_eq!(cluster.comm(0, 1).time_us(12_000_000), 1010);
+//! # Ok::<(), ordo_cost::ClusterError>(())
+//! ```
+
+mod builtin;
+mod check;
+mod error;
+mod schema;
+mod spec;
+mod write;
+
+use std::path::Path;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::model::{CommModel, Roofline};
+pub use error::ClusterError;
+use schema::ClusterFile;
+pub use spec::{DeviceKind, DeviceSpec, LinkSpec};
+
+/// The `format` of cluster files this build reads and writes.
+pub(crate) const FORMAT: &str = "ordo.cluster/1";
+
+/// The most devices a cluster may have (its link table has one entry per ordered pair).
+pub const MAX_DEVICES: usize = 1024;
+
+/// A cluster: devices and the link between every ordered pair of them.
+///
+/// Built by reading a description ([`Cluster::read`], [`Cluster::parse`], serde), from a
+/// shipped one ([`Cluster::builtin`]), or in code ([`Cluster::new`], [`Cluster::uniform`],
+/// [`Cluster::baechi`]); every way checks the numbers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cluster {
+    /// Name (`a100x8-nvlink`).
+    pub name: String,
+    /// What the cluster is, in words.
+    pub description: Option<String>,
+    /// Where the numbers come from (data sheets, measurements).
+    pub source: Option<String>,
+    devices: Vec<DeviceSpec>,
+    /// `links[from * n + to]`; the diagonal holds [`LinkSpec::LOCAL`].
+    links: Vec<LinkSpec>,
+}
+
+impl Cluster {
+    /// A cluster of `devices` joined pairwise by `link`. Errors name the cluster as the
+    /// origin.
+    ///
+    /// # Errors
+    /// No devices, more than [`MAX_DEVICES`], a repeated name, or a number out of range.
+    pub fn new(
+        name: impl Into<String>,
+        devices: Vec<DeviceSpec>,
+        link: LinkSpec,
+    ) -> Result<Self, ClusterError> {
+        let name = name.into();
+        let origin = name.clone();
+        check::assemble(name, devices, Some(link), Vec::new(), &origin)
+    }
+
+    /// `count` copies of `device` named `<device.name><i>` (`gpu0`, `gpu1`, ...), joined
+    /// pairwise by `link`.
+    ///
+    /// # Errors
+    /// As [`Cluster::new`].
+    pub fn uniform(
+        name: impl Into<String>,
+        device: DeviceSpec,
+        count: usize,
+        link: LinkSpec,
+    ) -> Result<Self, ClusterError> {
+        let name = name.into();
+        if count > MAX_DEVICES {
+            let problem = format!("{count} devices; at most {MAX_DEVICES}");
+            return Err(ClusterError::Cluster { origin: name, problem });
+        }
+        let devices = (0..count)
+            .map(|i| DeviceSpec { name: format!("{}{i}", device.name), ..device.clone() })
+            .collect();
+        Self::new(name, devices, link)
+    }
+
+    /// Baechi's default model: `n_devices` identical GPUs `gpu0`, `gpu1`, ... with
+    /// `memory_bytes` each (unlimited, `u64::MAX`, for `None`), computing as
+    /// [`Roofline::baechi_default`] and linked as [`CommModel::baechi_default`], so that costs
+    /// match Baechi's.
+    ///
+    /// # Panics
+    /// If `n_devices` is 0 or more than [`MAX_DEVICES`].
+    pub fn baechi(n_devices: usize, memory_bytes: Option<u64>) -> Self {
+        assert!((1..=MAX_DEVICES).contains(&n_devices), "{n_devices} devices");
+        let roofline = Roofline::baechi_default();
+        let devices = (0..n_devices)
+            .map(|i| DeviceSpec {
+                name: format!("gpu{i}"),
+                kind: DeviceKind::Gpu,
+                memory_bytes: memory_bytes.unwrap_or(u64::MAX),
+                peak_flops: roofline.flops_per_s,
+                memory_bandwidth: roofline.bytes_per_s,
+                kernel_overhead_us: roofline.overhead_us,
+            })
+            .collect();
+        let n = n_devices;
+        let links = (0..n * n)
+            .map(|k| if k / n == k % n { LinkSpec::LOCAL } else { LinkSpec::baechi_default() })
+            .collect();
+        Cluster {
+            name: format!("baechi-{n}"),
+            description: Some(format!(
+                "{n} device{} with Baechi's default cost model",
+                if n == 1 { "" } else { "s" }
+            )),
+            source: Some(
+                "Baechi's defaults: V100 fp32 roofline (15.7e12 FLOP/s, 900e9 B/s, 5 us per op); \
+                 --comm_cost_coeffs=0.0001754,134"
+                    .into(),
+            ),
+            devices,
+            links,
+        }
+    }
+
+    /// Replaces the link from device `from` to device `to` (one direction).
+    ///
+    /// # Errors
+    /// `from == to`, or a number out of range.
+    ///
+    /// # Panics
+    /// If either index is not a device.
+    pub fn set_link(&mut self, from: usize, to: usize, link: LinkSpec) -> Result<(), ClusterError> {
+        let n = self.device_count();
+        assert!(from < n && to < n, "link {from} -> {to} in a cluster of {n} devices");
+        let label = format!("link {} -> {}", self.devices[from].name, self.devices[to].name);
+        if from == to {
+            let problem = "joins a device to itself".to_string();
+            return Err(ClusterError::Link { origin: self.name.clone(), link: label, problem });
+        }
+        check::check_link(&link, &self.name, &label)?;
+        self.links[from * n + to] = link;
+        Ok(())
+    }
+
+    /// Reads and checks a cluster file. Errors name the file as `path` shows it.
+    ///
+    /// # Errors
+    /// [`ClusterError::Read`] when the file cannot be read; otherwise as [`Cluster::parse`].
+    pub fn read(path: impl AsRef<Path>) -> Result<Self, ClusterError> {
+        let path = path.as_ref();
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ClusterError::Read { origin: origin.clone(), source })?;
+        Self::parse(&text, &origin)
+    }
+
+    /// Parses and checks a cluster description. `origin` (usually the file name) starts every
+    /// message.
+    ///
+    /// # Errors
+    /// Malformed JSON, a wrong type or unknown key ([`ClusterError::Json`], with the line); a
+    /// missing or unknown `format`; no devices; a device or link with a number out of range, a
+    /// repeated device name, a link naming an unknown device, a pair of devices with no link.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ClusterError> {
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| ClusterError::json(origin, &e))?;
+        let Value::Object(map) = &value else {
+            let problem = format!("the top level is {}, not an object", describe(&value));
+            return Err(ClusterError::Cluster { origin: origin.into(), problem });
+        };
+        // Checked before the rest, so that a file of a later version says so.
+        match map.get("format") {
+            Some(Value::String(format)) if format == FORMAT => {}
+            found => {
+                let found = found.map(Value::to_string);
+                return Err(ClusterError::Format { origin: origin.into(), found });
+            }
+        }
+        let file: ClusterFile =
+            serde_json::from_str(text).map_err(|e| ClusterError::json(origin, &e))?;
+        file.into_cluster(origin)
+    }
+
+    /// A shipped cluster by name (see [`Cluster::builtin_names`]), or `None`.
+    pub fn builtin(name: &str) -> Option<Self> {
+        let text = builtin::text(name)?;
+        let origin = format!("shipped cluster {name}");
+        Some(Self::parse(text, &origin).expect("shipped clusters are valid"))
+    }
+
+    /// The names of the shipped clusters: `v100x4-nvlink`, ..., `h100x8-pcie`, `cpu`.
+    pub fn builtin_names() -> impl Iterator<Item = &'static str> {
+        builtin::names()
+    }
+
+    /// The description as JSON laid out as the shipped files are: the compact form when all
+    /// devices are alike and named `<prefix><i>`, the most common link as `interconnect` and
+    /// the others under `links`, one per line.
+    pub fn to_json_string(&self) -> String {
+        write::to_string(&ClusterFile::from_cluster(self)) + "\n"
+    }
+
+    /// Writes the description to `path` as [`Cluster::to_json_string`] formats it.
+    ///
+    /// # Errors
+    /// [`ClusterError::Write`] when the file cannot be written.
+    pub fn write(&self, path: impl AsRef<Path>) -> Result<(), ClusterError> {
+        let path = path.as_ref();
+        std::fs::write(path, self.to_json_string())
+            .map_err(|source| ClusterError::Write { origin: path.display().to_string(), source })
+    }
+
+    /// Number of devices (at least 1).
+    pub fn device_count(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// The devices, in order.
+    pub fn devices(&self) -> &[DeviceSpec] {
+        &self.devices
+    }
+
+    /// The index of the device called `name`.
+    pub fn device_index(&self, name: &str) -> Option<usize> {
+        self.devices.iter().position(|d| d.name == name)
+    }
+
+    /// Each device's memory in bytes (`u64::MAX` for unlimited).
+    pub fn memory_limits(&self) -> Vec<u64> {
+        self.devices.iter().map(|d| d.memory_bytes).collect()
+    }
+
+    /// The link from device `from` to device `to`; [`LinkSpec::LOCAL`] when they are the same.
+    ///
+    /// # Panics
+    /// If either index is not a device.
+    pub fn link(&self, from: usize, to: usize) -> LinkSpec {
+        let n = self.device_count();
+        assert!(from < n && to < n, "link {from} -> {to} in a cluster of {n} devices");
+        self.links[from * n + to]
+    }
+
+    /// Transfer time model from device `from` to device `to` ([`LinkSpec::comm`]); free from a
+    /// device to itself.
+    ///
+    /// # Panics
+    /// If either index is not a device.
+    pub fn comm(&self, from: usize, to: usize) -> CommModel {
+        self.link(from, to).comm()
+    }
+
+    /// Compute time model of `device` ([`DeviceSpec::roofline`]).
+    ///
+    /// # Panics
+    /// If `device` is not a device.
+    pub fn roofline(&self, device: usize) -> Roofline {
+        self.devices[device].roofline()
+    }
+
+    /// Whether every link between two different devices is the same.
+    pub fn is_uniform_links(&self) -> bool {
+        let n = self.device_count();
+        let mut others = (0..n * n).filter(|k| k / n != k % n).map(|k| self.links[k]);
+        match others.next() {
+            Some(first) => others.all(|l| l == first),
+            None => true,
+        }
+    }
+
+    /// Whether every device computes alike (same FLOP/s, bandwidth and overhead; memory may
+    /// differ).
+    pub fn is_uniform_compute(&self) -> bool {
+        let first = self.roofline(0);
+        (1..self.device_count()).all(|d| self.roofline(d) == first)
+    }
+}
+
+impl Serialize for Cluster {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        ClusterFile::from_cluster(self).serialize(serializer)
+    }
+}
+
+/// Reads the file form and checks it as [`Cluster::parse`] does, with `cluster` as the origin
+/// in messages.
+impl<'de> Deserialize<'de> for Cluster {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let file = ClusterFile::deserialize(deserializer)?;
+        file.into_cluster("cluster").map_err(serde::de::Error::custom)
+    }
+}
+
+/// `a list`, `a number`, ... for messages.
+fn describe(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
