@@ -2,6 +2,8 @@
 
 mod commands;
 mod format;
+mod placing;
+mod progress;
 mod source;
 
 use std::process::ExitCode;
@@ -26,6 +28,10 @@ enum Command {
     Export(commands::export::Args),
     /// Generate a random layered cost graph (for benchmarks and tests).
     Synth(commands::synth::Args),
+    /// Place a model or cost graph on devices under memory limits.
+    Place(commands::place::Args),
+    /// Run every placement algorithm and compare them in one table.
+    Compare(commands::compare::Args),
 }
 
 /// Runs the command; on failure prints the error with its chain of causes (no backtrace: the
@@ -46,5 +52,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Inspect(args) => commands::inspect::run(&args),
         Command::Export(args) => commands::export::run(&args),
         Command::Synth(args) => commands::synth::run(&args),
+        Command::Place(args) => commands::place::run(&args),
+        Command::Compare(args) => commands::compare::run(&args),
     }
 }

@@ -1,6 +1,8 @@
 //! One module per subcommand.
 
+pub mod compare;
 pub mod export;
 pub mod inspect;
 pub mod models;
+pub mod place;
 pub mod synth;

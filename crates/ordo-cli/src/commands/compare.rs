@@ -1,0 +1,80 @@
+//! `ordo compare MODEL|COSTGRAPH --devices N`: every algorithm side by side.
+
+use ordo_place::{Algorithm, PlaceOptions, PlacementFile};
+use serde_json::json;
+
+use crate::format::{Table, bytes};
+use crate::placing::{ProblemArgs, mode_label};
+use crate::progress::with_spinner;
+
+/// Arguments of `ordo compare`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub problem: ProblemArgs,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs every algorithm and prints one row each.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let loaded = args.problem.load()?;
+    let problem = &loaded.problem;
+    let options = PlaceOptions::default();
+    let results: Vec<_> = with_spinner("comparing placers", |bar| {
+        Algorithm::all()
+            .iter()
+            .map(|&algo| {
+                bar.set_message(format!("placing with {}", algo.name()));
+                (algo, ordo_place::place(problem, algo, &options))
+            })
+            .collect()
+    });
+    let lower_bound = problem.lower_bound_us();
+    if args.json {
+        let rows: Vec<_> = results
+            .iter()
+            .map(|(algo, result)| match result {
+                Ok(p) => serde_json::to_value(PlacementFile::new(problem, p))
+                    .expect("a placement serialises"),
+                Err(e) => json!({"algo": algo.name(), "error": e.to_string()}),
+            })
+            .collect();
+        let out = json!({
+            "target": loaded.label,
+            "devices": problem.devices.count(),
+            "lower_bound_us": lower_bound,
+            "results": rows,
+        });
+        println!("{out:#}");
+        return Ok(());
+    }
+    println!("{} ({} nodes) on {}", loaded.label, problem.len(), loaded.devices_label);
+    println!("memory model  {}", mode_label(problem.mode));
+    println!("lower bound   {:.2} ms", lower_bound as f64 / 1e3);
+    let mut table =
+        Table::new(&["algorithm", "place ms", "step ms", "vs bound", "max peak memory", "note"]);
+    for (algo, result) in &results {
+        match result {
+            Ok(p) => table.row(vec![
+                algo.name().to_string(),
+                format!("{:.1}", p.placement_seconds * 1e3),
+                format!("{:.2}", p.makespan_us as f64 / 1e3),
+                format!("{:.2}x", p.makespan_us as f64 / lower_bound.max(1) as f64),
+                bytes(p.peak_memory_bytes.iter().copied().max().unwrap_or(0)),
+                String::new(),
+            ]),
+            Err(e) => table.row(vec![
+                algo.name().to_string(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                e.to_string(),
+            ]),
+        }
+    }
+    print!("{}", table.render());
+    Ok(())
+}

@@ -1,0 +1,91 @@
+//! `ordo place MODEL|COSTGRAPH --devices N --algo A`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use ordo_place::{Algorithm, PlaceOptions, Placement, PlacementFile};
+
+use crate::format::{Table, bytes};
+use crate::placing::{ProblemArgs, mode_label};
+use crate::progress::with_spinner;
+
+/// Arguments of `ordo place`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub problem: ProblemArgs,
+    /// Placement algorithm: m-topo, m-topo-real, m-etf, m-sct, single, round-robin, balanced.
+    #[arg(long, default_value = "m-etf")]
+    pub algo: String,
+    /// m-SCT: an edge is a favorite when its LP value is below this.
+    #[arg(long, default_value_t = 0.1)]
+    pub sct_threshold: f64,
+    /// Write the placement as JSON to this file (`-` for standard output).
+    #[arg(long, value_name = "OUT")]
+    pub json: Option<PathBuf>,
+}
+
+/// Places the graph and prints or writes the result.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let algo: Algorithm = args.algo.parse()?;
+    let loaded = args.problem.load()?;
+    let problem = &loaded.problem;
+    let options = PlaceOptions { sct_threshold: args.sct_threshold, ..PlaceOptions::default() };
+    let placement = with_spinner(&format!("placing with {}", algo.name()), |_| {
+        ordo_place::place(problem, algo, &options)
+    })
+    .with_context(|| format!("placing `{}` with {}", loaded.label, algo.name()))?;
+    let file = PlacementFile::new(problem, &placement);
+    match &args.json {
+        Some(path) if path.as_os_str() == "-" => {
+            println!("{}", serde_json::to_string_pretty(&file)?);
+            return Ok(());
+        }
+        Some(path) => {
+            let text = serde_json::to_string_pretty(&file)?;
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
+        None => {}
+    }
+    print_summary(&loaded, &placement, &file);
+    if let Some(path) = &args.json {
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn print_summary(loaded: &crate::placing::Loaded, placement: &Placement, file: &PlacementFile) {
+    let problem = &loaded.problem;
+    println!(
+        "placed {} ({} nodes) on {} with {} in {:.1} ms",
+        loaded.label,
+        problem.len(),
+        loaded.devices_label,
+        placement.algo,
+        placement.placement_seconds * 1e3
+    );
+    println!("memory model     {}", mode_label(problem.mode));
+    let gap = if file.lower_bound_us > 0 {
+        (placement.makespan_us as f64 / file.lower_bound_us as f64 - 1.0) * 100.0
+    } else {
+        0.0
+    };
+    println!(
+        "predicted time   {:.2} ms (lower bound {:.2} ms, gap {gap:.1}%)",
+        placement.makespan_us as f64 / 1e3,
+        file.lower_bound_us as f64 / 1e3
+    );
+    let mut table = Table::new(&["device", "nodes", "compute ms", "peak memory", "limit"]);
+    for (d, order) in placement.order.iter().enumerate() {
+        let compute: u64 = order.iter().map(|&v| problem.weights[v]).sum();
+        let limit = problem.devices.memory[d];
+        table.row(vec![
+            d.to_string(),
+            order.len().to_string(),
+            format!("{:.2}", compute as f64 / 1e3),
+            bytes(placement.peak_memory_bytes[d]),
+            if limit == u64::MAX { "unlimited".into() } else { bytes(limit) },
+        ]);
+    }
+    print!("{}", table.render());
+}

@@ -1,0 +1,146 @@
+//! Turning command-line arguments into a placement problem: the graph, the devices and the
+//! memory mode.
+
+use anyhow::{Context, bail};
+use ordo_cost::{Cluster, CostGraph, Optimizer, StepMode};
+use ordo_place::{Devices, PlaceProblem};
+
+use crate::source::{self, SizeArgs, Source};
+
+/// Optimizer whose state the training-step memory model counts.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum OptimizerArg {
+    /// Plain SGD (no state).
+    Sgd,
+    /// SGD with momentum (one state tensor per parameter).
+    Momentum,
+    /// Adam (two state tensors per parameter).
+    Adam,
+}
+
+/// Arguments shared by `place` and `compare`.
+#[derive(clap::Args, Debug)]
+pub struct ProblemArgs {
+    /// A zoo model name (see `ordo models`) or a cost-graph JSON file.
+    pub target: String,
+    #[command(flatten)]
+    pub size: SizeArgs,
+    /// Number of devices (default: all of the cluster's).
+    #[arg(long)]
+    pub devices: Option<usize>,
+    /// Memory of each device, e.g. `16GiB` (default: unlimited). Not with `--cluster`.
+    #[arg(long, conflicts_with = "cluster")]
+    pub memory: Option<String>,
+    /// A cluster description: a shipped name (e.g. `a100x8-nvlink`) or a JSON file.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Place the forward graph only, as Baechi does, ignoring what backward keeps in memory.
+    #[arg(long)]
+    pub forward_only: bool,
+    /// Optimizer for the training-step memory model.
+    #[arg(long, value_enum, default_value = "momentum")]
+    pub optimizer: OptimizerArg,
+}
+
+/// A placement problem and how to describe it to the user.
+pub struct Loaded {
+    /// The problem.
+    pub problem: PlaceProblem,
+    /// What was loaded, e.g. `resnet50` or the file path.
+    pub label: String,
+    /// The devices, e.g. `4 devices, 16.0 GiB each` or the cluster name.
+    pub devices_label: String,
+}
+
+impl ProblemArgs {
+    /// The memory mode the arguments ask for.
+    pub fn mode(&self) -> StepMode {
+        if self.forward_only {
+            return StepMode::ForwardOnly;
+        }
+        let optimizer = match self.optimizer {
+            OptimizerArg::Sgd => Optimizer::Sgd,
+            OptimizerArg::Momentum => Optimizer::SgdMomentum,
+            OptimizerArg::Adam => Optimizer::Adam,
+        };
+        StepMode::Training { optimizer }
+    }
+
+    /// Loads the target, costs it for the devices and builds the placement problem.
+    pub fn load(&self) -> anyhow::Result<Loaded> {
+        let cluster = self.cluster.as_deref().map(load_cluster).transpose()?;
+        let n = match (&cluster, self.devices) {
+            (_, Some(0)) => bail!("--devices must be at least 1"),
+            (Some(c), Some(n)) if n > c.device_count() => {
+                bail!("--devices {n}: cluster `{}` has only {} devices", c.name, c.device_count())
+            }
+            (_, Some(n)) => n,
+            (Some(c), None) => c.device_count(),
+            (None, None) => bail!("give --devices N (or --cluster)"),
+        };
+        let (devices, devices_label) = match &cluster {
+            Some(c) => {
+                let comm =
+                    if n > 1 { c.comm(0, 1) } else { ordo_cost::CommModel::baechi_default() };
+                let memory = c.memory_limits()[..n].to_vec();
+                (Devices { memory, comm }, format!("{n} devices of cluster `{}`", c.name))
+            }
+            None => {
+                let memory = match &self.memory {
+                    Some(text) => {
+                        ordo_cost::parse_bytes(text).with_context(|| format!("--memory {text}"))?
+                    }
+                    None => u64::MAX,
+                };
+                let label = if memory == u64::MAX {
+                    format!("{n} devices, unlimited memory")
+                } else {
+                    format!("{n} devices, {} each", crate::format::bytes(memory))
+                };
+                (Devices::uniform(n, memory), label)
+            }
+        };
+        let (graph, label) = self.cost_graph(cluster.as_ref())?;
+        let problem = PlaceProblem::new(&graph, devices, self.mode())
+            .with_context(|| format!("preparing `{label}` for placement"))?;
+        Ok(Loaded { problem, label, devices_label })
+    }
+
+    fn cost_graph(&self, cluster: Option<&Cluster>) -> anyhow::Result<(CostGraph, String)> {
+        Ok(match source::load(&self.target, self.size)? {
+            Source::Model(graph) => {
+                let costed = match cluster {
+                    Some(c) => ordo_cost::costgraph_for_cluster(&graph, c),
+                    None => ordo_cost::costgraph_from_graph(&graph),
+                };
+                (costed, graph.name.clone())
+            }
+            Source::CostGraph { path, graph } => (*graph, path.display().to_string()),
+        })
+    }
+}
+
+fn load_cluster(arg: &str) -> anyhow::Result<Cluster> {
+    if source::is_file(arg) {
+        Ok(Cluster::read(arg)?)
+    } else {
+        Cluster::builtin(arg).ok_or_else(|| {
+            anyhow::anyhow!(
+                "unknown cluster `{arg}`; shipped: {}",
+                Cluster::builtin_names().collect::<Vec<_>>().join(", ")
+            )
+        })
+    }
+}
+
+/// The memory mode in words.
+pub fn mode_label(mode: StepMode) -> &'static str {
+    match mode {
+        StepMode::ForwardOnly => "forward pass only (Baechi's model)",
+        StepMode::Training { optimizer: Optimizer::Sgd } => "whole training step, SGD",
+        StepMode::Training { optimizer: Optimizer::SgdMomentum } => {
+            "whole training step, SGD with momentum"
+        }
+        StepMode::Training { optimizer: Optimizer::Adam } => "whole training step, Adam",
+    }
+}

@@ -1,0 +1,169 @@
+//! `ordo place` and `ordo compare` end to end.
+
+use std::process::{Command, Output};
+
+fn ordo(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "ordo failed: {}", stderr(out));
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+fn fixture(name: &str) -> String {
+    format!("{}/../ordo-cost/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn place_json_has_the_documented_keys_and_places_every_node() {
+    let v = json(&ordo(&[
+        "place",
+        "resnet50",
+        "--batch",
+        "8",
+        "--devices",
+        "2",
+        "--memory",
+        "8GiB",
+        "--algo",
+        "m-etf",
+        "--json",
+        "-",
+    ]));
+    assert_eq!(v["format"], "ordo.placement/1");
+    assert_eq!(v["algo"], "m-etf");
+    let graph = ordo_models::build("resnet50", Some(8), None).unwrap();
+    let device_of = v["device_of"].as_object().unwrap();
+    assert_eq!(device_of.len(), graph.nodes.len());
+    for node in &graph.nodes {
+        assert!(device_of[&node.name].as_u64().unwrap() < 2, "{}", node.name);
+    }
+    let ordered: usize =
+        v["order"].as_array().unwrap().iter().map(|o| o.as_array().unwrap().len()).sum();
+    assert_eq!(ordered, graph.nodes.len());
+    let limit = 8u64 << 30;
+    for peak in v["peak_memory_bytes"].as_array().unwrap() {
+        assert!(peak.as_u64().unwrap() <= limit);
+    }
+    assert!(v["makespan_us"].as_u64().unwrap() >= v["lower_bound_us"].as_u64().unwrap());
+    assert!(v["placement_seconds"].as_f64().unwrap() >= 0.0);
+    assert_eq!(v["mode"], "training");
+}
+
+#[test]
+fn forward_only_on_baechis_resnet50_sample_matches_baechi() {
+    // Baechi's own placer on this graph, 4 devices, unlimited memory: m-TOPO 75.90 ms,
+    // m-ETF 25.94 ms.
+    for (algo, expected_us) in [("m-topo", 75_900), ("m-etf", 25_940)] {
+        let v = json(&ordo(&[
+            "place",
+            &fixture("resnet50.json"),
+            "--devices",
+            "4",
+            "--forward-only",
+            "--algo",
+            algo,
+            "--json",
+            "-",
+        ]));
+        let makespan = v["makespan_us"].as_i64().unwrap();
+        assert!((makespan - expected_us).abs() <= 10, "{algo}: {makespan} us");
+    }
+}
+
+#[test]
+fn training_placements_need_more_memory_than_forward_only() {
+    let peak = |extra: &[&str]| {
+        let mut args = vec![
+            "place",
+            "bert_base",
+            "--batch",
+            "4",
+            "--seq-len",
+            "64",
+            "--devices",
+            "1",
+            "--algo",
+            "single",
+            "--json",
+            "-",
+        ];
+        args.extend_from_slice(extra);
+        json(&ordo(&args))["peak_memory_bytes"][0].as_u64().unwrap()
+    };
+    let forward = peak(&["--forward-only"]);
+    let momentum = peak(&[]);
+    let adam = peak(&["--optimizer", "adam"]);
+    // BERT-base has 109,482,240 parameters of 4 bytes: gradients add at least that much, and
+    // Adam's second moment as much again over momentum.
+    assert!(momentum >= forward + 2 * 109_482_240 * 4, "{forward} -> {momentum}");
+    assert!(adam >= momentum + 109_482_240 * 4, "{momentum} -> {adam}");
+}
+
+#[test]
+fn a_node_bigger_than_every_device_is_named_with_the_shortfall() {
+    let out = ordo(&["place", "gnmt", "--devices", "4", "--memory", "1MiB", "--algo", "m-etf"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("needs") && err.contains("short"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_arguments_are_clear_errors() {
+    let err = stderr(&ordo(&["place", "resnet50", "--devices", "0", "--algo", "m-etf"]));
+    assert!(err.contains("at least 1"), "{err}");
+    let err = stderr(&ordo(&["place", "resnet50", "--devices", "2", "--algo", "m-best"]));
+    assert!(err.contains("unknown algorithm `m-best`") && err.contains("m-sct"), "{err}");
+    let err = stderr(&ordo(&["place", "resnet50", "--cluster", "tpu9", "--algo", "m-etf"]));
+    assert!(err.contains("unknown cluster `tpu9`") && err.contains("a100x8-nvlink"), "{err}");
+    let err = stderr(&ordo(&["place", "resnet50", "--devices", "2", "--memory", "lots"]));
+    assert!(err.contains("lots"), "{err}");
+    let err = stderr(&ordo(&["place", "resnet50", "--cluster", "a100x4-nvlink", "--devices", "8"]));
+    assert!(err.contains("only 4 devices"), "{err}");
+}
+
+#[test]
+fn a_cluster_sets_devices_memory_and_speed() {
+    let step = |cluster: &str| {
+        let v = json(&ordo(&[
+            "place",
+            "resnet50",
+            "--cluster",
+            cluster,
+            "--algo",
+            "m-etf",
+            "--json",
+            "-",
+        ]));
+        assert_eq!(v["devices"], 4);
+        v["makespan_us"].as_u64().unwrap()
+    };
+    assert!(step("h100x4-nvlink") < step("v100x4-nvlink"), "an H100 is faster than a V100");
+}
+
+#[test]
+fn compare_runs_every_algorithm() {
+    let v = json(&ordo(&[
+        "compare",
+        &fixture("gnmt.json"),
+        "--devices",
+        "4",
+        "--forward-only",
+        "--json",
+    ]));
+    let results = v["results"].as_array().unwrap();
+    for algo in ["m-topo", "m-topo-real", "m-etf", "m-sct", "single", "round-robin", "balanced"] {
+        let row =
+            results.iter().find(|r| r["algo"] == algo).unwrap_or_else(|| panic!("{algo} missing"));
+        assert!(
+            row["makespan_us"].as_u64().unwrap() >= v["lower_bound_us"].as_u64().unwrap(),
+            "{algo}"
+        );
+    }
+}
