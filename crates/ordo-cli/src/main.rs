@@ -37,6 +37,7 @@ enum Command {
 /// Runs the command; on failure prints the error with its chain of causes (no backtrace: the
 /// messages name the file, node or value at fault) and exits with status 1.
 fn main() -> ExitCode {
+    restore_default_sigpipe();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -54,5 +55,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Synth(args) => commands::synth::run(&args),
         Command::Place(args) => commands::place::run(&args),
         Command::Compare(args) => commands::compare::run(&args),
+    }
+}
+
+/// Rust ignores SIGPIPE, so printing into a closed pipe (`ordo models | head -1`) would panic.
+/// Restoring the default makes `ordo` end quietly there, like other command-line tools.
+fn restore_default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in `main`, before any other thread exists; `SIG_DFL` is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

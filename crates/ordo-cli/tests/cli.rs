@@ -146,3 +146,17 @@ fn bad_cost_graphs_are_errors_that_name_the_file_and_the_culprit() {
     let err = inspect_error(d, "dup.json", &graph(&[node(0, "a", 4), node(0, "b", 4)], &[]));
     assert!(err.contains("\"id\"") && err.contains("repeats"), "{err}");
 }
+
+#[test]
+fn a_closed_pipe_ends_ordo_quietly() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ordo"))
+        .args(["inspect", "densenet121"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}

@@ -77,6 +77,25 @@ fn forward_only_on_baechis_resnet50_sample_matches_baechi() {
 }
 
 #[test]
+fn baechis_own_estimate_is_reported_beside_ours() {
+    // On Baechi's gnmt sample m-ETF's own schedule (101.73 ms) beats what Baechi's virtual
+    // scheduler makes of the same placement (135.69 ms, the number Baechi reports).
+    let v = json(&ordo(&[
+        "place",
+        &fixture("gnmt.json"),
+        "--devices",
+        "4",
+        "--forward-only",
+        "--algo",
+        "m-etf",
+        "--json",
+        "-",
+    ]));
+    assert!((v["baechi_makespan_us"].as_i64().unwrap() - 135_690).abs() <= 10, "{v}");
+    assert!((v["makespan_us"].as_i64().unwrap() - 101_730).abs() <= 10, "{v}");
+}
+
+#[test]
 fn training_placements_need_more_memory_than_forward_only() {
     let peak = |extra: &[&str]| {
         let mut args = vec![

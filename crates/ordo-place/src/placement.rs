@@ -36,8 +36,12 @@ pub struct PlacementFile {
     pub device_of: std::collections::BTreeMap<String, usize>,
     /// Per device, node names in execution order.
     pub order: Vec<Vec<String>>,
-    /// Predicted makespan in µs.
+    /// Predicted makespan in µs of this placement run in this order.
     pub makespan_us: u64,
+    /// Baechi's VirtualScheduler (greedy dispatch by ready time) on this placement: the number
+    /// Baechi reports, for comparison with it. For m-ETF and m-SCT it can differ from
+    /// `makespan_us`, which follows the placer's own order.
+    pub baechi_makespan_us: u64,
     /// `max(critical path, total work / devices)` in µs.
     pub lower_bound_us: u64,
     /// Predicted peak memory per device in bytes.
@@ -71,6 +75,7 @@ impl PlacementFile {
                 .collect(),
             order: placement.order.iter().map(|o| o.iter().map(name).collect()).collect(),
             makespan_us: placement.makespan_us,
+            baechi_makespan_us: crate::sim::simulate(problem, &placement.device_of).makespan_us,
             lower_bound_us: problem.lower_bound_us(),
             peak_memory_bytes: placement.peak_memory_bytes.clone(),
             memory_limit_bytes: problem.devices.memory.clone(),

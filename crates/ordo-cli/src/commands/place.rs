@@ -75,6 +75,12 @@ fn print_summary(loaded: &crate::placing::Loaded, placement: &Placement, file: &
         placement.makespan_us as f64 / 1e3,
         file.lower_bound_us as f64 / 1e3
     );
+    if file.baechi_makespan_us != placement.makespan_us {
+        println!(
+            "Baechi's estimate {:.2} ms (its virtual scheduler on this placement)",
+            file.baechi_makespan_us as f64 / 1e3
+        );
+    }
     let mut table = Table::new(&["device", "nodes", "compute ms", "peak memory", "limit"]);
     for (d, order) in placement.order.iter().enumerate() {
         let compute: u64 = order.iter().map(|&v| problem.weights[v]).sum();
