@@ -149,12 +149,21 @@ impl PlaceProblem {
             devices,
             mode,
         };
-        problem.topo_order = baechi_topo_order(&problem)?;
-        problem.topo_rank = vec![0; n];
-        for (rank, &node) in problem.topo_order.iter().enumerate() {
-            problem.topo_rank[node] = rank;
-        }
+        problem.set_topo_order()?;
         Ok(problem)
+    }
+
+    /// Fills `topo_order` with Baechi's topological order and `topo_rank` with its inverse.
+    ///
+    /// # Errors
+    /// [`PlaceError::Cycle`], as [`baechi_topo_order`].
+    pub(crate) fn set_topo_order(&mut self) -> Result<(), PlaceError> {
+        self.topo_order = baechi_topo_order(self)?;
+        self.topo_rank = vec![0; self.len()];
+        for (rank, &node) in self.topo_order.iter().enumerate() {
+            self.topo_rank[node] = rank;
+        }
+        Ok(())
     }
 
     /// Number of nodes.

@@ -14,7 +14,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use ordo_cost::{NodeMemory, StepMode};
 
 use crate::error::PlaceError;
-use crate::problem::{Edge, PlaceProblem, Tensor, baechi_topo_order};
+use crate::problem::{Edge, PlaceProblem, Tensor};
 
 /// A reduced problem and, for every node of the original, the node that stands for it.
 #[derive(Clone, Debug)]
@@ -367,11 +367,7 @@ impl<'a> Fusion<'a> {
             devices: problem.devices.clone(),
             mode: problem.mode,
         };
-        reduced.topo_order = baechi_topo_order(&reduced)?;
-        reduced.topo_rank = vec![0; reduced.len()];
-        for (rank, &v) in reduced.topo_order.iter().enumerate() {
-            reduced.topo_rank[v] = rank;
-        }
+        reduced.set_topo_order()?;
         Ok(Reduced { problem: reduced, node_of })
     }
 }

@@ -1,17 +1,11 @@
 //! The dispatcher: names, options, up-front checks, and m-TOPO's simulated makespans on the
 //! sample graphs against Baechi's own.
 
-use std::path::PathBuf;
+mod common;
 
-use ordo_cost::{CommModel, CostGraph, CostLink, CostNode, StepMode, TensorRef, read_costgraph};
+use common::{memory_graph, sample, sample_graph};
+use ordo_cost::{CostGraph, StepMode};
 use ordo_place::{Algorithm, Devices, PlaceError, PlaceOptions, PlaceProblem, place};
-
-fn sample(name: &str) -> CostGraph {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../ordo-cost/tests/fixtures")
-        .join(format!("{name}.json"));
-    read_costgraph(path).unwrap()
-}
 
 /// Baechi's m-TOPO makespans in ms with 4 devices of 1e15 bytes, forward only (Baechi's TF
 /// placer and VirtualScheduler, from the research notes).
@@ -26,8 +20,7 @@ const BAECHI_M_TOPO_MS: [(&str, f64); 5] = [
 #[test]
 fn m_topo_makespans_match_baechi_on_the_samples() {
     for (name, baechi_ms) in BAECHI_M_TOPO_MS {
-        let devices = Devices::uniform(4, 1_000_000_000_000_000);
-        let p = PlaceProblem::new(&sample(name), devices, StepMode::ForwardOnly).unwrap();
+        let p = sample(name);
         let placement = place(&p, Algorithm::MTopo, &PlaceOptions::default()).unwrap();
         let ms = placement.makespan_us as f64 / 1e3;
         assert!((ms - baechi_ms).abs() <= 0.01, "{name}: {ms} ms, Baechi {baechi_ms} ms");
@@ -68,17 +61,9 @@ fn default_options_are_baechis() {
     assert!(!options.reduce);
 }
 
+/// a -> b, both of weight 10 with 16 bytes of output; b holds `persistent` bytes.
 fn two_nodes(persistent: u64) -> CostGraph {
-    let comm = CommModel::baechi_default();
-    let mut g = CostGraph::default();
-    for (i, name) in ["a", "b"].into_iter().enumerate() {
-        let mut node = CostNode::new(i as u64, name, 10);
-        node.persistent_memory = persistent * i as u64;
-        node.output_memory = vec![16];
-        g.nodes.push(node);
-    }
-    g.links.push(CostLink::new(0, 1, vec![TensorRef::new("a:0", 16, &comm)]));
-    g
+    memory_graph(&[("a", 10, 0, 0, 16), ("b", 10, 0, persistent, 16)], &[(0, 1)], &[])
 }
 
 #[test]
@@ -134,7 +119,7 @@ fn check(p: &PlaceProblem, placement: &ordo_place::Placement, algo: Algorithm) {
 #[test]
 fn every_algorithm_gives_a_complete_placement() {
     for name in ["gnmt", "inception_v3"] {
-        let g = sample(name);
+        let g = sample_graph(name);
         for mode in [StepMode::ForwardOnly, StepMode::default()] {
             let p = PlaceProblem::new(&g, Devices::uniform(4, u64::MAX), mode).unwrap();
             for &algo in Algorithm::all() {
@@ -160,8 +145,12 @@ fn every_algorithm_gives_a_complete_placement() {
 fn reduction_keeps_single_consumer_chains_together() {
     // The co-placement grouper merges every single-consumer chain, so a placement of the
     // reduced GNMT puts each node with its only consumer.
-    let p = PlaceProblem::new(&sample("gnmt"), Devices::uniform(4, u64::MAX), StepMode::default())
-        .unwrap();
+    let p = PlaceProblem::new(
+        &sample_graph("gnmt"),
+        Devices::uniform(4, u64::MAX),
+        StepMode::default(),
+    )
+    .unwrap();
     let options = PlaceOptions { reduce: true, ..PlaceOptions::default() };
     let placement = place(&p, Algorithm::MTopo, &options).unwrap();
     for (v, out) in p.out_edges.iter().enumerate() {

@@ -1,42 +1,21 @@
 //! Baselines: single device, round-robin by layer, balanced stages.
 
-use std::path::PathBuf;
+mod common;
 
-use ordo_cost::{
-    ColocationGroup, CommModel, CostGraph, CostLink, CostNode, Optimizer, StepMode, TensorRef,
-    read_costgraph,
-};
+use common::{FORWARD, baechi_problem as problem, chain_links, memory_graph, sample_graph};
+use ordo_cost::{ColocationGroup, CostGraph, Optimizer, StepMode};
 use ordo_place::baselines::{balanced, layer_index, round_robin, single};
-use ordo_place::{Devices, PlaceError, PlaceProblem};
+use ordo_place::{PlaceError, PlaceProblem};
 use proptest::prelude::*;
-
-const FORWARD: StepMode = StepMode::ForwardOnly;
 
 /// A graph of named nodes `(name, weight, persistent, output)` with links carrying the
 /// source's output.
 fn graph(nodes: &[(&str, u64, u64, u64)], links: &[(usize, usize)]) -> CostGraph {
-    let comm = CommModel::baechi_default();
-    let mut g = CostGraph::default();
-    for (i, &(name, weight, persistent, out)) in nodes.iter().enumerate() {
-        let mut node = CostNode::new(i as u64, name, weight);
-        node.persistent_memory = persistent;
-        node.output_memory = vec![out];
-        g.nodes.push(node);
-    }
-    for &(s, t) in links {
-        let tensor = TensorRef::new(format!("{}:0", nodes[s].0), nodes[s].3, &comm);
-        g.links.push(CostLink::new(s as u64, t as u64, vec![tensor]));
-    }
-    g
-}
-
-fn chain_links(n: usize) -> Vec<(usize, usize)> {
-    (1..n).map(|i| (i - 1, i)).collect()
-}
-
-fn problem(g: &CostGraph, memory: &[u64], mode: StepMode) -> PlaceProblem {
-    let devices = Devices { memory: memory.to_vec(), comm: CommModel::baechi_default() };
-    PlaceProblem::new(g, devices, mode).unwrap()
+    let nodes: Vec<_> = nodes
+        .iter()
+        .map(|&(name, weight, persistent, out)| (name, weight, 0, persistent, out))
+        .collect();
+    memory_graph(&nodes, links, &[])
 }
 
 fn max_load(p: &PlaceProblem, device_of: &[usize]) -> u64 {
@@ -111,9 +90,7 @@ fn round_robin_moves_a_group_on_when_its_device_is_full() {
 
 #[test]
 fn round_robin_on_the_gnmt_sample() {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ordo-cost/tests/fixtures/gnmt.json");
-    let g = read_costgraph(path).unwrap();
+    let g = sample_graph("gnmt");
     let p = problem(&g, &[u64::MAX; 4], FORWARD);
     let device_of = round_robin(&p).unwrap();
     for (v, name) in p.names.iter().enumerate() {

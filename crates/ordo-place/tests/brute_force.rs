@@ -1,5 +1,8 @@
 //! m-ETF and m-SCT against exhaustive search on small random graphs.
 
+mod common;
+
+use common::{BYTES_AS_US, problem, random_links};
 use ordo_cost::{CommModel, CostGraph, CostLink, CostNode, StepMode, TensorRef};
 use ordo_place::{Devices, PlaceProblem, m_etf, m_sct, simulate, simulate_with_order};
 
@@ -17,25 +20,7 @@ fn random_problem(seed: u64, max_nodes: usize, m: usize, us_per_byte: f64) -> Pl
         g.nodes.push(node);
     }
     let p_edge = 0.15 + 0.5 * rng.f64();
-    for j in 0..n {
-        for i in 0..j {
-            if rng.f64() < p_edge {
-                let ports: Vec<usize> = match rng.usize(0..3) {
-                    0 => vec![0],
-                    1 => vec![1],
-                    _ => vec![0, 1],
-                };
-                let tensors = ports
-                    .into_iter()
-                    .map(|k| {
-                        TensorRef::new(format!("n{i}:{k}"), g.nodes[i].output_memory[k], &comm)
-                    })
-                    .collect();
-                g.links.push(CostLink::new(i as u64, j as u64, tensors));
-            }
-        }
-    }
-    rng.shuffle(&mut g.links);
+    random_links(&mut rng, &mut g, p_edge, &comm);
     let devices = Devices { memory: vec![u64::MAX / 4; m], comm };
     PlaceProblem::new(&g, devices, StepMode::ForwardOnly).unwrap()
 }
@@ -180,21 +165,15 @@ fn etf_bound_fails_when_transfers_queue() {
     // each in-edge alone when it chooses, so the bound does not hold for m-ETF. Six unit ops
     // split over two devices feed one sink: it is due on device 0 at 3 + 100, but the three
     // transfers from device 1 queue on the channels and it starts at 1 + 3 * 100.
-    let comm = CommModel { us_per_byte: 1.0, fixed_us: 0.0 };
     let mut g = CostGraph::default();
     for i in 0..7 {
         g.nodes.push(CostNode::new(i, format!("n{i}"), 1));
     }
     for i in 0..6 {
-        let tensor = TensorRef::new(format!("n{i}:0"), 100, &comm);
+        let tensor = TensorRef::new(format!("n{i}:0"), 100, &BYTES_AS_US);
         g.links.push(CostLink::new(i, 6, vec![tensor]));
     }
-    let p = PlaceProblem::new(
-        &g,
-        Devices { memory: vec![u64::MAX / 4; 2], comm },
-        StepMode::ForwardOnly,
-    )
-    .unwrap();
+    let p = problem(&g, 2);
     let etf = m_etf(&p).unwrap();
     assert_eq!(etf.device_of, [0, 1, 0, 1, 0, 1, 0]);
     let replay = simulate_with_order(&p, &etf.device_of, &etf.order).unwrap();

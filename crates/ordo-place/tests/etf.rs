@@ -1,59 +1,16 @@
 //! m-ETF: hand-checked graphs, Baechi's sample graphs, and properties on random graphs.
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::Instant;
 
-use ordo_cost::{
-    ColocationGroup, CommModel, CostGraph, CostLink, CostNode, Optimizer, StepMode, TensorRef,
-    read_costgraph,
-};
+use common::{BYTES_AS_US, check_order, graph, problem, problem_with, random_links, sample};
+use ordo_cost::{ColocationGroup, CostGraph, CostNode, Optimizer, StepMode};
 use ordo_place::{
     Devices, PlaceError, PlaceProblem, Placement, group_need, m_etf, m_sct, simulate,
     simulate_with_order,
 };
 use proptest::prelude::*;
-
-/// One µs per byte and no fixed cost, so a tensor's transfer time is its size.
-const BYTES_AS_US: CommModel = CommModel { us_per_byte: 1.0, fixed_us: 0.0 };
-
-/// A link `(source, target, tensors)` with tensors `(port, bytes)` named `<source>:<port>`.
-type Link<'a> = (usize, usize, &'a [(u32, u64)]);
-
-/// Nodes `(name, weight)` and links.
-fn graph(nodes: &[(&str, u64)], links: &[Link]) -> CostGraph {
-    let mut g = CostGraph::default();
-    for (i, &(name, weight)) in nodes.iter().enumerate() {
-        g.nodes.push(CostNode::new(i as u64, name, weight));
-    }
-    for &(s, t, tensors) in links {
-        let tensors = tensors
-            .iter()
-            .map(|&(port, bytes)| {
-                TensorRef::new(format!("{}:{port}", nodes[s].0), bytes, &BYTES_AS_US)
-            })
-            .collect();
-        g.links.push(CostLink::new(s as u64, t as u64, tensors));
-    }
-    g
-}
-
-fn problem_with(g: &CostGraph, memory: &[u64], mode: StepMode) -> PlaceProblem {
-    let devices = Devices { memory: memory.to_vec(), comm: BYTES_AS_US };
-    PlaceProblem::new(g, devices, mode).unwrap()
-}
-
-fn problem(g: &CostGraph, devices: usize) -> PlaceProblem {
-    problem_with(g, &vec![u64::MAX / 4; devices], StepMode::ForwardOnly)
-}
-
-fn sample(name: &str) -> PlaceProblem {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../ordo-cost/tests/fixtures")
-        .join(format!("{name}.json"));
-    let graph = read_costgraph(&path).unwrap();
-    PlaceProblem::new(&graph, Devices::uniform(4, 1_000_000_000_000_000), StepMode::ForwardOnly)
-        .unwrap()
-}
 
 /// m-ETF's result with its makespan checked against its own model replayed on its order.
 fn etf(p: &PlaceProblem) -> Placement {
@@ -256,22 +213,7 @@ fn random_problem(seed: u64, max_nodes: usize) -> PlaceProblem {
         g.nodes.push(node);
     }
     let density = 0.05 + 0.4 * rng.f64();
-    for j in 0..n {
-        for i in 0..j {
-            if rng.f64() < density {
-                let ports = [vec![0], vec![1], vec![0, 1]][rng.usize(0..3)].clone();
-                let tensors = ports
-                    .into_iter()
-                    .map(|k| {
-                        let bytes = g.nodes[i].output_memory[k];
-                        TensorRef::new(format!("n{i}:{k}"), bytes, &BYTES_AS_US)
-                    })
-                    .collect();
-                g.links.push(CostLink::new(i as u64, j as u64, tensors));
-            }
-        }
-    }
-    rng.shuffle(&mut g.links);
+    random_links(&mut rng, &mut g, density, &BYTES_AS_US);
     let mode = if rng.bool() {
         StepMode::ForwardOnly
     } else {
@@ -301,14 +243,7 @@ fn check(p: &PlaceProblem, placement: &Placement) -> Result<(), TestCaseError> {
             members.iter().all(|&v| placement.device_of[v] == placement.device_of[members[0]])
         );
     }
-    let mut listed = vec![0; p.len()];
-    for (d, order) in placement.order.iter().enumerate() {
-        for &v in order {
-            prop_assert_eq!(placement.device_of[v], d);
-            listed[v] += 1;
-        }
-    }
-    prop_assert!(listed.iter().all(|&count| count == 1));
+    check_order(p, placement)?;
     let replay = simulate_with_order(p, &placement.device_of, &placement.order).unwrap();
     prop_assert_eq!(replay.makespan_us, placement.makespan_us);
     prop_assert_eq!(&replay.peak_memory_bytes, &placement.peak_memory_bytes);

@@ -2,48 +2,23 @@
 
 use std::collections::HashSet;
 
-use ordo_cost::{
-    ColocationGroup, CommModel, CostGraph, CostLink, CostNode, Optimizer, StepMode, TensorRef,
-};
+mod common;
+
+use common::{baechi_problem, chain_links, dag_links, memory_graph as graph};
+use ordo_cost::{CostGraph, Optimizer, StepMode};
 use ordo_place::reduce::{coplace, fuse, reduce};
-use ordo_place::{Devices, PlaceProblem, expand};
+use ordo_place::{PlaceProblem, expand};
 use proptest::prelude::*;
 
-/// Nodes `(name, weight, temporary, persistent, output)`, links carrying the source's output,
-/// and colocation groups as (node, group name).
-fn graph(
-    nodes: &[(&str, u64, u64, u64, u64)],
-    links: &[(usize, usize)],
-    groups: &[(usize, &str)],
-) -> CostGraph {
-    let comm = CommModel::baechi_default();
-    let mut g = CostGraph::default();
-    for (i, &(name, weight, temp, persistent, out)) in nodes.iter().enumerate() {
-        let mut node = CostNode::new(i as u64, name, weight);
-        node.temporary_memory = temp;
-        node.persistent_memory = persistent;
-        node.output_memory = vec![out];
-        g.nodes.push(node);
-    }
-    for &(node, group) in groups {
-        g.nodes[node].colocation_group = ColocationGroup::Name(group.to_string());
-    }
-    for &(s, t) in links {
-        let tensor = TensorRef::new(format!("{}:0", nodes[s].0), nodes[s].4, &comm);
-        g.links.push(CostLink::new(s as u64, t as u64, vec![tensor]));
-    }
-    g
-}
-
+/// Two devices of unlimited memory, Baechi's default communication model.
 fn problem(g: &CostGraph, mode: StepMode) -> PlaceProblem {
-    PlaceProblem::new(g, Devices::uniform(2, u64::MAX), mode).unwrap()
+    baechi_problem(g, &[u64::MAX; 2], mode)
 }
 
 fn chain(n: usize) -> CostGraph {
     let names: Vec<String> = (0..n).map(|i| format!("op{i}")).collect();
     let nodes: Vec<_> = names.iter().map(|s| (s.as_str(), 10, 1, 100, 1000)).collect();
-    let links: Vec<_> = (1..n).map(|i| (i - 1, i)).collect();
-    graph(&nodes, &links, &[])
+    graph(&nodes, &chain_links(n), &[])
 }
 
 #[test]
@@ -138,10 +113,7 @@ prop_compose! {
     ) -> CostGraph {
         let names: Vec<String> = (0..weights.len()).map(|i| format!("n{i}")).collect();
         let nodes: Vec<_> = names.iter().zip(&weights).map(|(s, &w)| (s.as_str(), w, 1, 2, 3)).collect();
-        let mut links: Vec<(usize, usize)> = edges.into_iter()
-            .filter(|(a, b)| a != b).map(|(a, b)| (a.min(b), a.max(b))).collect();
-        links.sort_unstable();
-        links.dedup();
+        let links = dag_links(edges);
         let group_names = ["g0", "g1", "g2", "g3", "g4"];
         let group_list: Vec<(usize, &str)> =
             groups.iter().enumerate().map(|(v, &g)| (v, group_names[g])).collect();

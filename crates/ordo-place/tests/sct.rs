@@ -1,50 +1,13 @@
 //! m-SCT: Baechi's sample graphs, favorite children by hand, and properties on random graphs.
 
-use std::path::PathBuf;
+mod common;
 
-use ordo_cost::{CommModel, CostGraph, CostLink, CostNode, StepMode, TensorRef, read_costgraph};
+use common::{BYTES_AS_US, check_order, graph, problem, problem_with, sample};
+use ordo_cost::{CostGraph, CostLink, CostNode, StepMode, TensorRef};
 use ordo_place::{
-    Devices, PlaceError, PlaceProblem, Placement, m_etf, m_sct, m_sct_with_favorites, simulate,
+    PlaceError, PlaceProblem, Placement, m_etf, m_sct, m_sct_with_favorites, simulate,
 };
 use proptest::prelude::*;
-
-/// One µs per byte and no fixed cost, so a tensor's transfer time is its size.
-const BYTES_AS_US: CommModel = CommModel { us_per_byte: 1.0, fixed_us: 0.0 };
-
-/// A link `(source, target, tensors)` with tensors `(port, bytes)` named `<source>:<port>`.
-type Link<'a> = (usize, usize, &'a [(u32, u64)]);
-
-/// Nodes `(name, weight)` and links.
-fn graph(nodes: &[(&str, u64)], links: &[Link]) -> CostGraph {
-    let mut g = CostGraph::default();
-    for (i, &(name, weight)) in nodes.iter().enumerate() {
-        g.nodes.push(CostNode::new(i as u64, name, weight));
-    }
-    for &(s, t, tensors) in links {
-        let tensors = tensors
-            .iter()
-            .map(|&(port, bytes)| {
-                TensorRef::new(format!("{}:{port}", nodes[s].0), bytes, &BYTES_AS_US)
-            })
-            .collect();
-        g.links.push(CostLink::new(s as u64, t as u64, tensors));
-    }
-    g
-}
-
-fn problem(g: &CostGraph, devices: usize) -> PlaceProblem {
-    let devices = Devices { memory: vec![u64::MAX / 4; devices], comm: BYTES_AS_US };
-    PlaceProblem::new(g, devices, StepMode::ForwardOnly).unwrap()
-}
-
-fn sample(name: &str) -> PlaceProblem {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../ordo-cost/tests/fixtures")
-        .join(format!("{name}.json"));
-    let graph = read_costgraph(&path).unwrap();
-    PlaceProblem::new(&graph, Devices::uniform(4, 1_000_000_000_000_000), StepMode::ForwardOnly)
-        .unwrap()
-}
 
 /// The favorite children Baechi's LP (solved by GLPK, threshold 0.1) gives `synth_1k`, as
 /// `parent>child` node indices.
@@ -202,21 +165,13 @@ fn random_problem(seed: u64) -> PlaceProblem {
     }
     let m = rng.usize(1..=4);
     let limit = if rng.bool() { u64::MAX / 4 } else { 400 + rng.u64(0..2000) };
-    let devices = Devices { memory: vec![limit; m], comm: BYTES_AS_US };
-    PlaceProblem::new(&g, devices, StepMode::ForwardOnly).unwrap()
+    problem_with(&g, &vec![limit; m], StepMode::ForwardOnly)
 }
 
 fn check(p: &PlaceProblem, placement: &Placement) -> Result<(), TestCaseError> {
     let m = p.devices.count();
     prop_assert!(placement.device_of.iter().all(|&d| d < m));
-    let mut listed = vec![0; p.len()];
-    for (d, order) in placement.order.iter().enumerate() {
-        for &v in order {
-            prop_assert_eq!(placement.device_of[v], d);
-            listed[v] += 1;
-        }
-    }
-    prop_assert!(listed.iter().all(|&count| count == 1));
+    check_order(p, placement)?;
     for d in 0..m {
         prop_assert!(placement.peak_memory_bytes[d] <= p.devices.memory[d]);
     }

@@ -1,52 +1,14 @@
 //! Baechi's execution simulator (`simulate`) and m-ETF's replay of a given order
 //! (`simulate_with_order`).
 
-use std::path::PathBuf;
+mod common;
 
-use ordo_cost::{CommModel, CostGraph, CostLink, CostNode, StepMode, TensorRef, read_costgraph};
+use common::{BYTES_AS_US, graph, problem, random_links, sample};
+use ordo_cost::{CostGraph, CostNode};
 use ordo_place::{
-    Capacity, Devices, PlaceError, PlaceProblem, m_topo, makespan_with_order, simulate,
-    simulate_with_order,
+    Capacity, PlaceError, m_topo, makespan_with_order, simulate, simulate_with_order,
 };
 use proptest::prelude::*;
-
-/// One µs per byte and no fixed cost, so a tensor's transfer time is its size.
-const BYTES_AS_US: CommModel = CommModel { us_per_byte: 1.0, fixed_us: 0.0 };
-
-/// A link `(source, target, tensors)` with tensors `(port, bytes)` named `<source>:<port>`.
-type Link<'a> = (usize, usize, &'a [(u32, u64)]);
-
-/// Nodes `(name, weight)` and links.
-fn graph(nodes: &[(&str, u64)], links: &[Link]) -> CostGraph {
-    let mut g = CostGraph::default();
-    for (i, &(name, weight)) in nodes.iter().enumerate() {
-        g.nodes.push(CostNode::new(i as u64, name, weight));
-    }
-    for &(s, t, tensors) in links {
-        let tensors = tensors
-            .iter()
-            .map(|&(port, bytes)| {
-                TensorRef::new(format!("{}:{port}", nodes[s].0), bytes, &BYTES_AS_US)
-            })
-            .collect();
-        g.links.push(CostLink::new(s as u64, t as u64, tensors));
-    }
-    g
-}
-
-fn problem(g: &CostGraph, devices: usize) -> PlaceProblem {
-    let devices = Devices { memory: vec![u64::MAX / 4; devices], comm: BYTES_AS_US };
-    PlaceProblem::new(g, devices, StepMode::ForwardOnly).unwrap()
-}
-
-fn sample(name: &str) -> PlaceProblem {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../ordo-cost/tests/fixtures")
-        .join(format!("{name}.json"));
-    let graph = read_costgraph(&path).unwrap();
-    PlaceProblem::new(&graph, Devices::uniform(4, 1_000_000_000_000_000), StepMode::ForwardOnly)
-        .unwrap()
-}
 
 #[test]
 fn a_tensor_crosses_to_a_device_once() {
@@ -193,25 +155,7 @@ fn random_graph(seed: u64, max_nodes: usize) -> CostGraph {
         g.nodes.push(node);
     }
     let density = 0.1 + 0.4 * rng.f64();
-    for j in 0..n {
-        for i in 0..j {
-            if rng.f64() < density {
-                let ports = [vec![0], vec![1], vec![0, 1]][rng.usize(0..3)].clone();
-                let tensors = ports
-                    .into_iter()
-                    .map(|k| {
-                        TensorRef::new(
-                            format!("n{i}:{k}"),
-                            g.nodes[i].output_memory[k],
-                            &BYTES_AS_US,
-                        )
-                    })
-                    .collect();
-                g.links.push(CostLink::new(i as u64, j as u64, tensors));
-            }
-        }
-    }
-    rng.shuffle(&mut g.links);
+    random_links(&mut rng, &mut g, density, &BYTES_AS_US);
     g
 }
 

@@ -1,43 +1,26 @@
 //! m-TOPO: hand-worked placements (forward only with Baechi's cap and with real capacities,
 //! training, colocation), errors, and properties over random DAGs.
 
-use ordo_cost::{
-    ColocationGroup, CommModel, CostGraph, CostLink, CostNode, Optimizer, StepMode, TensorRef,
-};
+mod common;
+
+use common::{FORWARD, baechi_problem as problem, dag_links, memory_graph};
+use ordo_cost::{CostGraph, Optimizer, StepMode};
 use ordo_place::{Capacity, Devices, PlaceError, PlaceProblem, m_topo};
 use proptest::prelude::*;
 
 /// A node: name, temporary, persistent, output bytes.
 type Spec<'a> = (&'a str, u64, u64, u64);
 
-/// A graph of `nodes` with links `(source, target)` carrying the source's output, and
-/// colocation `groups` given as (node, group name).
+/// A graph of `nodes` of weight 10 with links `(source, target)` carrying the source's output,
+/// and colocation `groups` given as (node, group name).
 fn graph(nodes: &[Spec], links: &[(usize, usize)], groups: &[(usize, &str)]) -> CostGraph {
-    let comm = CommModel::baechi_default();
-    let mut g = CostGraph::default();
-    for (i, &(name, temp, persistent, out)) in nodes.iter().enumerate() {
-        let mut node = CostNode::new(i as u64, name, 10);
-        node.temporary_memory = temp;
-        node.persistent_memory = persistent;
-        node.output_memory = vec![out];
-        g.nodes.push(node);
-    }
-    for &(node, group) in groups {
-        g.nodes[node].colocation_group = ColocationGroup::Name(group.to_string());
-    }
-    for &(s, t) in links {
-        let tensor = TensorRef::new(format!("{}:0", nodes[s].0), nodes[s].3, &comm);
-        g.links.push(CostLink::new(s as u64, t as u64, vec![tensor]));
-    }
-    g
+    let nodes: Vec<_> = nodes
+        .iter()
+        .map(|&(name, temp, persistent, out)| (name, 10, temp, persistent, out))
+        .collect();
+    memory_graph(&nodes, links, groups)
 }
 
-fn problem(g: &CostGraph, memory: &[u64], mode: StepMode) -> PlaceProblem {
-    let devices = Devices { memory: memory.to_vec(), comm: CommModel::baechi_default() };
-    PlaceProblem::new(g, devices, mode).unwrap()
-}
-
-const FORWARD: StepMode = StepMode::ForwardOnly;
 const SGD: StepMode = StepMode::Training { optimizer: Optimizer::Sgd };
 const CHAIN: [(usize, usize); 3] = [(0, 1), (1, 2), (2, 3)];
 
@@ -188,10 +171,7 @@ prop_compose! {
         let names: Vec<String> = (0..memory.len()).map(|i| format!("n{i}")).collect();
         let specs: Vec<Spec> = names.iter().zip(&memory)
             .map(|(name, &(t, p, o))| (name.as_str(), t, p, o)).collect();
-        let mut links: Vec<(usize, usize)> = edges.into_iter()
-            .filter(|(a, b)| a != b).map(|(a, b)| (a.min(b), a.max(b))).collect();
-        links.sort_unstable();
-        links.dedup();
+        let links = dag_links(edges);
         let names_of_groups = ["g0", "g1", "g2", "g3"];
         let group_list: Vec<(usize, &str)> = groups.iter().enumerate()
             .filter_map(|(v, g)| g.map(|g| (v, names_of_groups[g]))).collect();
