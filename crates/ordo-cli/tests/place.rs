@@ -186,3 +186,36 @@ fn compare_runs_every_algorithm() {
         );
     }
 }
+
+#[test]
+fn a_reduced_placement_still_places_every_node() {
+    let full = json(&ordo(&[
+        "place",
+        &fixture("transformer.json"),
+        "--devices",
+        "4",
+        "--forward-only",
+        "--algo",
+        "m-etf",
+        "--json",
+        "-",
+    ]));
+    let reduced = json(&ordo(&[
+        "place",
+        &fixture("transformer.json"),
+        "--devices",
+        "4",
+        "--forward-only",
+        "--algo",
+        "m-etf",
+        "--reduce",
+        "--json",
+        "-",
+    ]));
+    let nodes = |v: &serde_json::Value| v["device_of"].as_object().unwrap().len();
+    assert_eq!(nodes(&reduced), nodes(&full));
+    let ordered: usize =
+        reduced["order"].as_array().unwrap().iter().map(|o| o.as_array().unwrap().len()).sum();
+    assert_eq!(ordered, nodes(&full));
+    assert!(reduced["makespan_us"].as_u64() >= reduced["lower_bound_us"].as_u64());
+}

@@ -20,6 +20,10 @@ pub struct Args {
     /// m-SCT: an edge is a favorite when its LP value is below this.
     #[arg(long, default_value_t = 0.1)]
     pub sct_threshold: f64,
+    /// Place a reduced graph (Baechi's co-placement grouping, then fusion of same-group chains)
+    /// and expand the result to every node.
+    #[arg(long)]
+    pub reduce: bool,
     /// Write the placement as JSON to this file (`-` for standard output).
     #[arg(long, value_name = "OUT")]
     pub json: Option<PathBuf>,
@@ -30,7 +34,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let algo: Algorithm = args.algo.parse()?;
     let loaded = args.problem.load()?;
     let problem = &loaded.problem;
-    let options = PlaceOptions { sct_threshold: args.sct_threshold, ..PlaceOptions::default() };
+    let options = PlaceOptions { sct_threshold: args.sct_threshold, reduce: args.reduce };
     let placement = with_spinner(&format!("placing with {}", algo.name()), |_| {
         ordo_place::place(problem, algo, &options)
     })
