@@ -59,6 +59,15 @@ fn an_unknown_model_is_an_error_that_lists_the_zoo() {
 }
 
 #[test]
+fn a_missing_file_is_named_once_with_its_cause() {
+    let out = ordo(&["inspect", "/no/such/graph.json"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("/no/such/graph.json: cannot read the file"), "{err}");
+    assert_eq!(err.matches("No such file").count(), 1, "the cause is printed once: {err}");
+}
+
+#[test]
 fn a_zero_batch_is_an_error() {
     let out = ordo(&["inspect", "resnet50", "--batch", "0"]);
     assert!(!out.status.success());

@@ -137,6 +137,8 @@ fn a_node_bigger_than_every_device_is_named_with_the_shortfall() {
 fn bad_arguments_are_clear_errors() {
     let err = stderr(&ordo(&["place", "resnet50", "--devices", "0", "--algo", "m-etf"]));
     assert!(err.contains("at least 1"), "{err}");
+    let err = stderr(&ordo(&["place", "resnet50", "--devices", "100000", "--algo", "m-etf"]));
+    assert!(err.contains("at most 1024"), "{err}");
     let err = stderr(&ordo(&["place", "resnet50", "--devices", "2", "--algo", "m-best"]));
     assert!(err.contains("unknown algorithm `m-best`") && err.contains("m-sct"), "{err}");
     let err = stderr(&ordo(&["place", "resnet50", "--cluster", "tpu9", "--algo", "m-etf"]));

@@ -70,7 +70,7 @@ pub enum ModelError {
         what: &'static str,
     },
     /// The builder rejected the graph: a bug in the model definition or an unsupported size.
-    #[error("model `{name}` could not be built: {source}")]
+    #[error("model `{name}` could not be built")]
     Build {
         /// The model.
         name: String,

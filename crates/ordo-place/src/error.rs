@@ -6,6 +6,14 @@ pub enum PlaceError {
     /// No devices were given.
     #[error("no devices to place on: give at least one device")]
     NoDevices,
+    /// More devices than the placers support.
+    #[error("{count} devices asked for; the placers support at most {max}")]
+    TooManyDevices {
+        /// Devices asked for.
+        count: usize,
+        /// [`ordo_cost::MAX_DEVICES`].
+        max: usize,
+    },
     /// A node (or its colocation group) needs more memory than any device has.
     #[error(
         "node `{node}` needs {needed} bytes but the largest device has {available} ({shortfall} short)"

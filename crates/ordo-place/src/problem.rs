@@ -91,11 +91,18 @@ impl PlaceProblem {
     /// link model replaces the file's times; with Baechi's default model they are equal.
     ///
     /// # Errors
-    /// [`PlaceError::NoDevices`], [`PlaceError::Cycle`], or [`PlaceError::Invalid`] for a link
+    /// [`PlaceError::NoDevices`], [`PlaceError::TooManyDevices`], [`PlaceError::Cycle`], or
+    /// [`PlaceError::Invalid`] for a link
     /// to a missing node.
     pub fn new(graph: &CostGraph, devices: Devices, mode: StepMode) -> Result<Self, PlaceError> {
         if devices.count() == 0 {
             return Err(PlaceError::NoDevices);
+        }
+        if devices.count() > ordo_cost::MAX_DEVICES {
+            return Err(PlaceError::TooManyDevices {
+                count: devices.count(),
+                max: ordo_cost::MAX_DEVICES,
+            });
         }
         let n = graph.nodes.len();
         let index: HashMap<u64, usize> =

@@ -7,7 +7,7 @@ use super::FORMAT;
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     /// The file could not be read.
-    #[error("{origin}: cannot read the file: {source}")]
+    #[error("{origin}: cannot read the file")]
     Read {
         /// The file.
         origin: String,
@@ -15,7 +15,7 @@ pub enum ClusterError {
         source: std::io::Error,
     },
     /// The file could not be written.
-    #[error("{origin}: cannot write the file: {source}")]
+    #[error("{origin}: cannot write the file")]
     Write {
         /// The file.
         origin: String,

@@ -8,7 +8,7 @@ use std::fmt;
 #[derive(Debug, thiserror::Error)]
 pub enum CostGraphError {
     /// The file could not be read.
-    #[error("{origin}: cannot read the file: {source}")]
+    #[error("{origin}: cannot read the file")]
     Read {
         /// The file.
         origin: String,
@@ -16,7 +16,7 @@ pub enum CostGraphError {
         source: std::io::Error,
     },
     /// The file could not be written.
-    #[error("{origin}: cannot write the file: {source}")]
+    #[error("{origin}: cannot write the file")]
     Write {
         /// The file.
         origin: String,
