@@ -1,0 +1,153 @@
+//! The plan: what runs where, on which stream, in which order, waiting for which events. It is
+//! the contract between the scheduler, the simulator and the runtime, so that a prediction and a
+//! measurement are of the same thing.
+//!
+//! Rules a valid plan keeps (checked by `validate`):
+//! * every stream is an in-order queue of tasks on one device;
+//! * a compute task is on exactly one compute stream of its device;
+//! * a transfer task is on the tx stream of the sender for that peer **and** on the rx stream of
+//!   the receiver for that peer, at the same relative position in both (it starts when it is
+//!   first in both queues);
+//! * a dependency between tasks of different streams is an [`Event`] recorded after the
+//!   producing task and waited for by the consumer; a dependency within one stream is implied
+//!   by the order;
+//! * a buffer is allocated when its producer starts and freed when the last of its readers
+//!   (transfers included) has finished, unless it is retained until the end of the step.
+
+use serde::{Deserialize, Serialize};
+
+/// Index of a stream in [`Plan::streams`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct StreamId(pub u32);
+
+/// Index of a task in [`Plan::tasks`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TaskId(pub u32);
+
+/// Index of an event in [`Plan::events`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EventId(pub u32);
+
+/// Index of a buffer in [`Plan::buffers`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct BufferId(pub u32);
+
+/// What a stream carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StreamKind {
+    /// The device's main compute stream.
+    Compute,
+    /// A second compute stream (out-of-order backprop runs dW here).
+    SubCompute,
+    /// Sends from this device to `peer`.
+    Tx {
+        /// The receiving device.
+        peer: usize,
+    },
+    /// Receives on this device from `peer`.
+    Rx {
+        /// The sending device.
+        peer: usize,
+    },
+}
+
+/// An in-order queue of tasks on one device.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stream {
+    /// The device.
+    pub device: usize,
+    /// What it carries.
+    pub kind: StreamKind,
+    /// Its tasks, in execution order.
+    pub tasks: Vec<TaskId>,
+}
+
+/// What a task does.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TaskKind {
+    /// Runs a node of the graph.
+    Compute {
+        /// The node's name.
+        node: String,
+    },
+    /// Copies a buffer from one device to another.
+    Transfer {
+        /// The buffer read on the sender.
+        buffer: BufferId,
+        /// Sending device.
+        from: usize,
+        /// Receiving device.
+        to: usize,
+    },
+}
+
+/// One unit of work.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    /// Readable name: the node's name, or `<buffer>-><device>` for a transfer.
+    pub name: String,
+    /// What it does.
+    pub kind: TaskKind,
+    /// Streams it is on: one for a compute task; tx (sender) then rx (receiver) for a transfer.
+    pub streams: Vec<StreamId>,
+    /// Events it waits for before it starts.
+    pub waits: Vec<EventId>,
+    /// Predicted duration in µs when it has the device (or link) to itself.
+    pub duration_us: u64,
+}
+
+/// Recorded when task `after` finishes; tasks on other streams wait for it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// The task whose end the event marks.
+    pub after: TaskId,
+}
+
+/// A tensor in device memory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Buffer {
+    /// Tensor name (a received copy keeps the name; its device tells the copies apart).
+    pub name: String,
+    /// The device holding it.
+    pub device: usize,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// The task that writes it (a compute task, or the transfer that brings it).
+    pub producer: TaskId,
+    /// Every task that reads it, transfers included.
+    pub readers: Vec<TaskId>,
+    /// Kept until the end of the step (activations saved for backward) instead of being freed
+    /// after the last reader.
+    pub retained: bool,
+}
+
+/// A whole step's schedule over several devices.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Always [`Plan::FORMAT`].
+    pub format: String,
+    /// Number of devices.
+    pub devices: usize,
+    /// Bytes resident on each device for the whole step (parameters, gradients, optimizer
+    /// state).
+    pub persistent_bytes: Vec<u64>,
+    /// All streams.
+    pub streams: Vec<Stream>,
+    /// All tasks.
+    pub tasks: Vec<Task>,
+    /// All cross-stream events.
+    pub events: Vec<Event>,
+    /// All buffers.
+    pub buffers: Vec<Buffer>,
+}
+
+impl Plan {
+    /// The format tag of this version.
+    pub const FORMAT: &'static str = "ordo.plan/1";
+}
