@@ -390,21 +390,18 @@ fn layered_dag_is_valid_and_solves() {
 #[ignore = "timing; run in release with --ignored --nocapture"]
 fn lp_timing() {
     for n in [1_000, 10_000] {
-        let synth = ordo_cost::synth(n, 7);
-        let graphs = [
-            ("layered", layered_dag(n, 7)),
-            (
-                "synth",
-                (
-                    synth.nodes.iter().map(|v| v.weight as f64).collect(),
-                    synth
-                        .links
-                        .iter()
-                        .map(|l| (l.source as usize, l.target as usize, l.weight as f64))
-                        .collect(),
-                ),
-            ),
-        ];
+        // The synth graph as `crate::sct::m_sct` hands it to the LP (4 devices).
+        let problem = crate::problem::PlaceProblem::new(
+            &ordo_cost::synth(n, 1),
+            crate::problem::Devices::uniform(4, u64::MAX),
+            ordo_cost::StepMode::ForwardOnly,
+        )
+        .unwrap();
+        let synth = (
+            problem.weights.iter().map(|&w| w as f64).collect(),
+            problem.edges.iter().map(|e| (e.source, e.target, e.comm_us as f64)).collect(),
+        );
+        let graphs = [("layered", layered_dag(n, 7)), ("synth", synth)];
         for (name, (weights, edges)) in graphs {
             let clock = std::time::Instant::now();
             let r = favorite_children(&weights, &edges, 0.1).unwrap();
