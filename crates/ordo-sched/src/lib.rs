@@ -1,8 +1,22 @@
 //! ordo's plan builder: from a placement, per-device streams with ordered tasks, transfers on
 //! tx/rx streams, cross-stream events and buffer lifetimes.
+//!
+//! [`build_plan`] makes a [`Plan`] from a placement, [`validate`] checks any plan against the
+//! rules in [`plan`], [`task_graph`] and [`task_order`] give its dependency graph, and
+//! [`read_plan`] / [`write_plan`] store it as JSON.
 
-mod plan;
+mod build;
+mod error;
+mod graph;
+mod io;
+pub mod plan;
+mod validate;
 
+pub use build::build_plan;
+pub use error::SchedError;
+pub use graph::{task_graph, task_order};
+pub use io::{read_plan, write_plan};
 pub use plan::{
     Buffer, BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,
 };
+pub use validate::validate;

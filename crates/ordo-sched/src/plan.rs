@@ -120,7 +120,8 @@ pub struct Buffer {
     pub bytes: u64,
     /// The task that writes it (a compute task, or the transfer that brings it).
     pub producer: TaskId,
-    /// Every task that reads it, transfers included.
+    /// Every task that reads it, transfers included. A buffer without readers is freed when
+    /// its producer finishes, unless it is retained.
     pub readers: Vec<TaskId>,
     /// Kept until the end of the step (activations saved for backward) instead of being freed
     /// after the last reader.

@@ -1,0 +1,306 @@
+//! Building a plan from a placement: streams, transfers, events and buffers.
+
+use std::collections::{BTreeSet, HashMap};
+
+use ordo_place::{PlaceProblem, Placement};
+
+use crate::error::SchedError;
+use crate::plan::{
+    Buffer, BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,
+};
+use crate::validate::validate;
+
+/// A transfer to make: tensor `tensor` (its producer at `position` in the sender's order) from
+/// device `from` to device `to`. Field order is the sort order.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Send<'a> {
+    from: usize,
+    to: usize,
+    position: usize,
+    name: &'a str,
+    tensor: usize,
+}
+
+/// The plan that runs `placement` of `problem`, in the order the placement gives each device.
+///
+/// * **Streams**, per device in device order: one `Compute` stream with the device's order,
+///   then a `Tx { peer }` stream for each peer it sends to, then an `Rx { peer }` stream for
+///   each peer it receives from, peers ascending. Devices without nodes keep an empty compute
+///   stream.
+/// * **Tasks**: task `i < n` computes node `i` (duration: the node's weight); after them come
+///   the transfers. A tensor consumed on another device is sent once to each such device
+///   however many consumers it has there (duration: the tensor's `comm_us`), named
+///   `<tensor>-><device>`. Transfers are numbered, and queued on each (sender, receiver) pair's
+///   tx and rx streams, by sender, receiver, the producer's position in the sender's order,
+///   then tensor name: the order in which the sender's outputs become ready.
+/// * **Events**: one per task that something on another stream waits for, recorded after it,
+///   in task order. A transfer waits for the tensor's producer; a consumer waits for the
+///   transfers that bring its inputs; a consumer of a control edge (one that carries no tensor
+///   of its source) from another device waits for the source itself.
+/// * **Buffers**: first, node by node, each tensor on its producer's device (readers: its
+///   consumers there and its transfers) and, when the node's outputs
+///   ([`ordo_cost::NodeMemory::outputs`]) exceed its tensors' bytes, one more buffer named
+///   `<node>:unread` for the rest, with no readers (so a node whose outputs nobody reads still
+///   holds its memory); then each received copy on its receiver, in transfer order (producer:
+///   the transfer; readers: the consumers there). `retained` is the producer's
+///   [`ordo_cost::NodeMemory::retain_outputs`]. A buffer without readers is freed when its
+///   producer finishes unless it is retained.
+/// * `persistent_bytes`: per device, the sum of its nodes' [`ordo_cost::NodeMemory::persistent`].
+///
+/// The result is deterministic and passes [`validate`].
+///
+/// # Errors
+/// [`SchedError::Placement`] when the placement does not cover the problem's nodes and devices
+/// exactly once each; [`SchedError::OrderViolation`] when a device's order runs a node before a
+/// node on the same device that it depends on; [`SchedError::Cycle`] when the device orders
+/// together deadlock (a device waits for a transfer whose producer comes after it elsewhere).
+pub fn build_plan(problem: &PlaceProblem, placement: &Placement) -> Result<Plan, SchedError> {
+    let position = check_placement(problem, placement)?;
+    let n = problem.len();
+    let devices = problem.devices.count();
+    let device = &placement.device_of;
+    let tensors = &problem.tensors;
+
+    let mut sends = BTreeSet::new();
+    for edge in &problem.edges {
+        for &x in &edge.tensors {
+            let (from, to) = (device[tensors[x].producer], device[edge.target]);
+            if from != to {
+                let position = position[tensors[x].producer];
+                sends.insert(Send { from, to, position, name: &tensors[x].name, tensor: x });
+            }
+        }
+    }
+    let sends: Vec<Send> = sends.into_iter().collect();
+    let transfer_of: HashMap<(usize, usize), usize> =
+        sends.iter().enumerate().map(|(k, s)| ((s.tensor, s.to), k)).collect();
+
+    let streams = make_streams(placement, &sends, devices);
+    let stream_at: HashMap<(usize, StreamKind), StreamId> = streams
+        .iter()
+        .enumerate()
+        .map(|(s, stream)| ((stream.device, stream.kind), StreamId(s as u32)))
+        .collect();
+
+    // Producing tasks each task waits for on other streams; local and received readers.
+    let mut waits_for: Vec<Vec<TaskId>> = vec![Vec::new(); n + sends.len()];
+    let mut local_readers: Vec<Vec<TaskId>> = vec![Vec::new(); tensors.len()];
+    let mut copy_readers: Vec<Vec<TaskId>> = vec![Vec::new(); sends.len()];
+    for (k, send) in sends.iter().enumerate() {
+        let transfer = TaskId((n + k) as u32);
+        waits_for[n + k].push(TaskId(tensors[send.tensor].producer as u32));
+        local_readers[send.tensor].push(transfer);
+    }
+    for edge in &problem.edges {
+        let (source, target) = (edge.source, edge.target);
+        let mut from_source = false;
+        for &x in &edge.tensors {
+            from_source |= tensors[x].producer == source;
+            if device[tensors[x].producer] == device[target] {
+                local_readers[x].push(TaskId(target as u32));
+            } else {
+                let k = transfer_of[&(x, device[target])];
+                copy_readers[k].push(TaskId(target as u32));
+                waits_for[target].push(TaskId((n + k) as u32));
+            }
+        }
+        if device[source] != device[target] && !from_source {
+            waits_for[target].push(TaskId(source as u32));
+        }
+    }
+
+    let mut event_of: Vec<Option<EventId>> = vec![None; waits_for.len()];
+    for &t in waits_for.iter().flatten() {
+        event_of[t.0 as usize] = Some(EventId(0));
+    }
+    let mut events = Vec::new();
+    for (t, slot) in event_of.iter_mut().enumerate() {
+        if slot.is_some() {
+            *slot = Some(EventId(events.len() as u32));
+            events.push(Event { after: TaskId(t as u32) });
+        }
+    }
+    let waits = |t: usize| -> Vec<EventId> {
+        let mut list: Vec<EventId> =
+            waits_for[t].iter().filter_map(|p| event_of[p.0 as usize]).collect();
+        list.sort_unstable();
+        list.dedup();
+        list
+    };
+
+    let mut buffers = Vec::new();
+    let mut buffer_of_tensor = vec![BufferId(0); tensors.len()];
+    let mut tensors_of: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (x, tensor) in tensors.iter().enumerate() {
+        tensors_of[tensor.producer].push(x);
+    }
+    for v in 0..n {
+        let retained = problem.memory[v].retain_outputs;
+        let mut bytes = 0u64;
+        for &x in &tensors_of[v] {
+            buffer_of_tensor[x] = BufferId(buffers.len() as u32);
+            bytes = bytes.saturating_add(tensors[x].bytes);
+            buffers.push(Buffer {
+                name: tensors[x].name.clone(),
+                device: device[v],
+                bytes: tensors[x].bytes,
+                producer: TaskId(v as u32),
+                readers: sorted(std::mem::take(&mut local_readers[x])),
+                retained,
+            });
+        }
+        let unread = problem.memory[v].outputs.saturating_sub(bytes);
+        if unread > 0 {
+            buffers.push(Buffer {
+                name: format!("{}:unread", problem.names[v]),
+                device: device[v],
+                bytes: unread,
+                producer: TaskId(v as u32),
+                readers: Vec::new(),
+                retained,
+            });
+        }
+    }
+
+    let mut tasks = Vec::with_capacity(n + sends.len());
+    for v in 0..n {
+        tasks.push(Task {
+            name: problem.names[v].clone(),
+            kind: TaskKind::Compute { node: problem.names[v].clone() },
+            streams: vec![stream_at[&(device[v], StreamKind::Compute)]],
+            waits: waits(v),
+            duration_us: problem.weights[v],
+        });
+    }
+    for (k, send) in sends.iter().enumerate() {
+        let tensor = &tensors[send.tensor];
+        tasks.push(Task {
+            name: format!("{}->{}", tensor.name, send.to),
+            kind: TaskKind::Transfer {
+                buffer: buffer_of_tensor[send.tensor],
+                from: send.from,
+                to: send.to,
+            },
+            streams: vec![
+                stream_at[&(send.from, StreamKind::Tx { peer: send.to })],
+                stream_at[&(send.to, StreamKind::Rx { peer: send.from })],
+            ],
+            waits: waits(n + k),
+            duration_us: tensor.comm_us,
+        });
+        buffers.push(Buffer {
+            name: tensor.name.clone(),
+            device: send.to,
+            bytes: tensor.bytes,
+            producer: TaskId((n + k) as u32),
+            readers: sorted(std::mem::take(&mut copy_readers[k])),
+            retained: problem.memory[tensor.producer].retain_outputs,
+        });
+    }
+
+    let mut persistent_bytes = vec![0u64; devices];
+    for (v, memory) in problem.memory.iter().enumerate() {
+        persistent_bytes[device[v]] = persistent_bytes[device[v]].saturating_add(memory.persistent);
+    }
+    let plan = Plan {
+        format: Plan::FORMAT.to_string(),
+        devices,
+        persistent_bytes,
+        streams,
+        tasks,
+        events,
+        buffers,
+    };
+    validate(&plan)?;
+    Ok(plan)
+}
+
+fn sorted(mut tasks: Vec<TaskId>) -> Vec<TaskId> {
+    tasks.sort_unstable();
+    tasks.dedup();
+    tasks
+}
+
+/// Per device: compute stream, tx streams, rx streams (peers ascending), with their tasks.
+fn make_streams(placement: &Placement, sends: &[Send], devices: usize) -> Vec<Stream> {
+    let n = placement.device_of.len();
+    let mut tx: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); devices];
+    let mut rx: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); devices];
+    for send in sends {
+        tx[send.from].insert(send.to);
+        rx[send.to].insert(send.from);
+    }
+    let mut streams = Vec::new();
+    let mut link_index = HashMap::new();
+    for d in 0..devices {
+        let tasks = placement.order[d].iter().map(|&v| TaskId(v as u32)).collect();
+        streams.push(Stream { device: d, kind: StreamKind::Compute, tasks });
+        let links = tx[d].iter().map(|&peer| StreamKind::Tx { peer });
+        for kind in links.chain(rx[d].iter().map(|&peer| StreamKind::Rx { peer })) {
+            link_index.insert((d, kind), streams.len());
+            streams.push(Stream { device: d, kind, tasks: Vec::new() });
+        }
+    }
+    for (k, send) in sends.iter().enumerate() {
+        let task = TaskId((n + k) as u32);
+        streams[link_index[&(send.from, StreamKind::Tx { peer: send.to })]].tasks.push(task);
+        streams[link_index[&(send.to, StreamKind::Rx { peer: send.from })]].tasks.push(task);
+    }
+    streams
+}
+
+/// Checks that the placement covers every node and device exactly once and that each device's
+/// order respects the dependencies between its own nodes; returns each node's position in its
+/// device's order.
+fn check_placement(
+    problem: &PlaceProblem,
+    placement: &Placement,
+) -> Result<Vec<usize>, SchedError> {
+    let (n, devices) = (problem.len(), problem.devices.count());
+    let fail = |message: String| Err(SchedError::Placement(message));
+    if placement.device_of.len() != n {
+        return fail(format!("device_of has {} entries for {n} nodes", placement.device_of.len()));
+    }
+    if placement.order.len() != devices {
+        return fail(format!("order has {} devices, the problem {devices}", placement.order.len()));
+    }
+    if let Some(v) = placement.device_of.iter().position(|&d| d >= devices) {
+        let (name, d) = (&problem.names[v], placement.device_of[v]);
+        return fail(format!("node `{name}` is on device {d}, but there are {devices} devices"));
+    }
+    let mut position = vec![usize::MAX; n];
+    for (d, order) in placement.order.iter().enumerate() {
+        for (i, &v) in order.iter().enumerate() {
+            if v >= n {
+                return fail(format!("the order of device {d} lists node {v} of {n}"));
+            }
+            let name = &problem.names[v];
+            if placement.device_of[v] != d || position[v] != usize::MAX {
+                let on = placement.device_of[v];
+                return fail(format!(
+                    "node `{name}` is on device {on} but listed again or in the order of device {d}"
+                ));
+            }
+            position[v] = i;
+        }
+    }
+    if let Some(v) = position.iter().position(|&p| p == usize::MAX) {
+        let (name, on) = (&problem.names[v], placement.device_of[v]);
+        return fail(format!("node `{name}` is on device {on} but in no device's order"));
+    }
+    let device = &placement.device_of;
+    for edge in &problem.edges {
+        let producers = edge.tensors.iter().map(|&x| problem.tensors[x].producer);
+        for before in std::iter::once(edge.source).chain(producers) {
+            let after = edge.target;
+            if device[before] == device[after] && position[before] >= position[after] {
+                return Err(SchedError::OrderViolation {
+                    device: device[after],
+                    producer: problem.names[before].clone(),
+                    consumer: problem.names[after].clone(),
+                });
+            }
+        }
+    }
+    Ok(position)
+}

@@ -1,0 +1,145 @@
+//! Errors of the plan builder, the plan checker and plan files.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong building, checking, reading or writing a plan. Every variant
+/// names the node, task, stream, event, buffer or file at fault; streams read as
+/// `stream 3 (device 0 tx->1)`, events as `event 2 (after a)`.
+#[derive(Debug, thiserror::Error)]
+pub enum SchedError {
+    /// The placement does not fit the problem (lengths, device indices, orders).
+    #[error("placement does not match the problem: {0}")]
+    Placement(String),
+    /// A device's order runs a node before one it depends on.
+    #[error("device {device} runs `{consumer}` before `{producer}`, which it depends on")]
+    OrderViolation {
+        /// The device.
+        device: usize,
+        /// The node that depends on `consumer`.
+        producer: String,
+        /// The node that is run too early.
+        consumer: String,
+    },
+    /// The plan's format tag is not [`crate::Plan::FORMAT`].
+    #[error("plan format is {found:?}, expected {expected:?}")]
+    Format {
+        /// The tag found.
+        found: String,
+        /// The tag expected.
+        expected: &'static str,
+    },
+    /// `persistent_bytes` does not have one entry per device.
+    #[error("persistent_bytes has {len} entries for {devices} devices")]
+    PersistentBytes {
+        /// Entries found.
+        len: usize,
+        /// Devices of the plan.
+        devices: usize,
+    },
+    /// An id that is out of range.
+    #[error("{owner} names {kind} {id}, but the plan has only {count}")]
+    UnknownId {
+        /// What holds the id, e.g. `task a` or `buffer a:0 on device 1`.
+        owner: String,
+        /// `stream`, `task`, `event` or `buffer`.
+        kind: &'static str,
+        /// The id.
+        id: u32,
+        /// How many of that kind the plan has.
+        count: usize,
+    },
+    /// A stream on a device the plan does not have, or a tx/rx stream with a bad peer.
+    #[error("{stream}: {problem}")]
+    Stream {
+        /// The stream.
+        stream: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A compute task that is not on exactly one compute stream.
+    #[error("compute task `{task}`: {problem}")]
+    Compute {
+        /// The task's name.
+        task: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A transfer whose devices, buffer or streams do not agree.
+    #[error("transfer `{task}`: {problem}")]
+    Transfer {
+        /// The task's name.
+        task: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A stream lists a task that does not name the stream, or the other way round.
+    #[error("task `{task}` and {stream} disagree: {problem}")]
+    Membership {
+        /// The task's name.
+        task: String,
+        /// The stream.
+        stream: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A buffer on a bad device, or whose producer or readers are on another device.
+    #[error("buffer `{buffer}` on device {device}: {problem}")]
+    Buffer {
+        /// The buffer's name.
+        buffer: String,
+        /// Its device.
+        device: usize,
+        /// What is wrong.
+        problem: String,
+    },
+    /// Stream order and events make tasks wait for each other in a circle: a run would
+    /// deadlock. `tasks` lists the cycle in dependency order (each waits for the one before,
+    /// the first for the last).
+    #[error("dependency cycle across streams: {}", cycle_text(tasks))]
+    Cycle {
+        /// Names of the tasks on the cycle.
+        tasks: Vec<String>,
+    },
+    /// A plan file could not be read.
+    #[error("cannot read plan file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A plan file could not be written.
+    #[error("cannot write plan file {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A plan file is not plan JSON.
+    #[error("plan file {} is not a valid plan: {source}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: serde_json::Error,
+    },
+    /// A plan file parses but breaks the plan's rules.
+    #[error("plan file {}: {source}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The rule broken.
+        source: Box<SchedError>,
+    },
+}
+
+/// `a -> b -> c -> a`.
+fn cycle_text(tasks: &[String]) -> String {
+    let mut text = tasks.join(" -> ");
+    if let Some(first) = tasks.first() {
+        text.push_str(" -> ");
+        text.push_str(first);
+    }
+    text
+}

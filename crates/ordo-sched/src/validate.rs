@@ -1,0 +1,290 @@
+//! Checking a plan against the rules of [`crate::plan`].
+
+use std::collections::{HashMap, HashSet};
+
+use crate::error::SchedError;
+use crate::graph::task_order;
+use crate::plan::{Plan, StreamId, StreamKind, TaskId, TaskKind};
+
+/// Checks that `plan` keeps every rule of [`crate::plan`], in this order: the format tag and
+/// `persistent_bytes`; streams (device and peer in range, at most one tx and one rx stream per
+/// device pair, known tasks, no task twice); events (known task); tasks (known streams and
+/// events, a compute task on exactly one compute or sub-compute stream, a transfer between two
+/// distinct devices reading a buffer on the sender, on the sender's `Tx { peer: to }` stream
+/// then the receiver's `Rx { peer: from }` stream, and streams and tasks naming each other);
+/// buffers (device in range, known producer and readers on the buffer's device, every transfer
+/// listed as a reader of the buffer it sends); and last, no dependency cycle through stream
+/// order and events, which would deadlock a run.
+///
+/// Never panics, and runs in time linear in the size of the plan (up to the readers of the
+/// buffers that transfers send, times the number of such transfers).
+///
+/// # Errors
+/// The first broken rule, naming the task, stream, event or buffer; for a cycle,
+/// [`SchedError::Cycle`] with the names of the tasks on it.
+pub fn validate(plan: &Plan) -> Result<(), SchedError> {
+    if plan.format != Plan::FORMAT {
+        return Err(SchedError::Format { found: plan.format.clone(), expected: Plan::FORMAT });
+    }
+    if plan.persistent_bytes.len() != plan.devices {
+        return Err(SchedError::PersistentBytes {
+            len: plan.persistent_bytes.len(),
+            devices: plan.devices,
+        });
+    }
+    let links = check_streams(plan)?;
+    check_events(plan)?;
+    check_tasks(plan, &links)?;
+    check_buffers(plan)?;
+    task_order(plan).map(|_| ())
+}
+
+/// `stream 3 (device 0 tx->1)`, or `stream 3` for an unknown id.
+pub(crate) fn stream_label(plan: &Plan, id: StreamId) -> String {
+    let Some(stream) = plan.streams.get(id.0 as usize) else {
+        return format!("stream {}", id.0);
+    };
+    let kind = match stream.kind {
+        StreamKind::Compute => "compute".to_string(),
+        StreamKind::SubCompute => "sub-compute".to_string(),
+        StreamKind::Tx { peer } => format!("tx->{peer}"),
+        StreamKind::Rx { peer } => format!("rx<-{peer}"),
+    };
+    format!("stream {} (device {} {kind})", id.0, stream.device)
+}
+
+fn task_label(plan: &Plan, id: TaskId) -> String {
+    plan.tasks.get(id.0 as usize).map_or_else(|| format!("task {}", id.0), |t| t.name.clone())
+}
+
+fn unknown(owner: String, kind: &'static str, id: u32, count: usize) -> SchedError {
+    SchedError::UnknownId { owner, kind, id, count }
+}
+
+/// Checks the streams and returns the tx/rx stream of each (device, kind).
+fn check_streams(plan: &Plan) -> Result<HashMap<(usize, StreamKind), StreamId>, SchedError> {
+    let fail = |s: usize, problem: String| SchedError::Stream {
+        stream: stream_label(plan, StreamId(s as u32)),
+        problem,
+    };
+    let mut links = HashMap::new();
+    // Per task, 1 + the last stream that listed it, to find a task listed twice in one stream.
+    let mut last_listed = vec![0usize; plan.tasks.len()];
+    for (s, stream) in plan.streams.iter().enumerate() {
+        if stream.device >= plan.devices {
+            let problem = format!("the plan has only {} devices", plan.devices);
+            return Err(fail(s, problem));
+        }
+        if let StreamKind::Tx { peer } | StreamKind::Rx { peer } = stream.kind {
+            if peer >= plan.devices || peer == stream.device {
+                let problem =
+                    format!("peer {peer} must be another of the {} devices", plan.devices);
+                return Err(fail(s, problem));
+            }
+            if let Some(first) = links.insert((stream.device, stream.kind), StreamId(s as u32)) {
+                let problem = format!("duplicates {}", stream_label(plan, first));
+                return Err(fail(s, problem));
+            }
+        }
+        for &t in &stream.tasks {
+            let Some(listed) = last_listed.get_mut(t.0 as usize) else {
+                let owner = stream_label(plan, StreamId(s as u32));
+                return Err(unknown(owner, "task", t.0, plan.tasks.len()));
+            };
+            if *listed == s + 1 {
+                return Err(SchedError::Membership {
+                    task: task_label(plan, t),
+                    stream: stream_label(plan, StreamId(s as u32)),
+                    problem: "the stream lists the task twice".into(),
+                });
+            }
+            *listed = s + 1;
+        }
+    }
+    Ok(links)
+}
+
+fn check_events(plan: &Plan) -> Result<(), SchedError> {
+    for (e, event) in plan.events.iter().enumerate() {
+        if event.after.0 as usize >= plan.tasks.len() {
+            return Err(unknown(format!("event {e}"), "task", event.after.0, plan.tasks.len()));
+        }
+    }
+    Ok(())
+}
+
+fn check_tasks(
+    plan: &Plan,
+    links: &HashMap<(usize, StreamKind), StreamId>,
+) -> Result<(), SchedError> {
+    let mut listed: HashSet<(u32, u32)> = HashSet::new();
+    for (s, stream) in plan.streams.iter().enumerate() {
+        for &t in &stream.tasks {
+            listed.insert((t.0, s as u32));
+        }
+    }
+    for (t, task) in plan.tasks.iter().enumerate() {
+        let owner = || format!("task `{}`", task.name);
+        for s in &task.streams {
+            if s.0 as usize >= plan.streams.len() {
+                return Err(unknown(owner(), "stream", s.0, plan.streams.len()));
+            }
+        }
+        for w in &task.waits {
+            if w.0 as usize >= plan.events.len() {
+                return Err(unknown(owner(), "event", w.0, plan.events.len()));
+            }
+        }
+        match &task.kind {
+            TaskKind::Compute { .. } => check_compute(plan, t)?,
+            TaskKind::Transfer { .. } => check_transfer(plan, t, links)?,
+        }
+        for &s in &task.streams {
+            if !listed.contains(&(t as u32, s.0)) {
+                return Err(SchedError::Membership {
+                    task: task.name.clone(),
+                    stream: stream_label(plan, s),
+                    problem: "the task names the stream, which does not list it".into(),
+                });
+            }
+        }
+    }
+    for (s, stream) in plan.streams.iter().enumerate() {
+        for &t in &stream.tasks {
+            if !plan.tasks[t.0 as usize].streams.contains(&StreamId(s as u32)) {
+                return Err(SchedError::Membership {
+                    task: task_label(plan, t),
+                    stream: stream_label(plan, StreamId(s as u32)),
+                    problem: "the stream lists the task, which does not name it".into(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_compute(plan: &Plan, t: usize) -> Result<(), SchedError> {
+    let task = &plan.tasks[t];
+    let fail = |problem: String| SchedError::Compute { task: task.name.clone(), problem };
+    match task.streams[..] {
+        [s] => match plan.streams[s.0 as usize].kind {
+            StreamKind::Compute | StreamKind::SubCompute => Ok(()),
+            _ => {
+                Err(fail(format!("is on {}, which is not a compute stream", stream_label(plan, s))))
+            }
+        },
+        _ => Err(fail(format!(
+            "is on {} streams; it must be on exactly one compute stream of its device",
+            task.streams.len()
+        ))),
+    }
+}
+
+fn check_transfer(
+    plan: &Plan,
+    t: usize,
+    links: &HashMap<(usize, StreamKind), StreamId>,
+) -> Result<(), SchedError> {
+    let task = &plan.tasks[t];
+    let TaskKind::Transfer { buffer, from, to } = task.kind else {
+        return Ok(());
+    };
+    let fail = |problem: String| SchedError::Transfer { task: task.name.clone(), problem };
+    if from >= plan.devices || to >= plan.devices || from == to {
+        return Err(fail(format!(
+            "goes from device {from} to device {to}; both must be distinct devices of the {}",
+            plan.devices
+        )));
+    }
+    let Some(source) = plan.buffers.get(buffer.0 as usize) else {
+        let owner = format!("transfer `{}`", task.name);
+        return Err(unknown(owner, "buffer", buffer.0, plan.buffers.len()));
+    };
+    if source.device != from {
+        return Err(fail(format!(
+            "sends buffer `{}` of device {} from device {from}",
+            source.name, source.device
+        )));
+    }
+    let expected = [(from, StreamKind::Tx { peer: to }), (to, StreamKind::Rx { peer: from })];
+    for (i, (device, kind)) in expected.into_iter().enumerate() {
+        let want = match kind {
+            StreamKind::Tx { .. } => format!("the tx->{to} stream of device {from}"),
+            _ => format!("the rx<-{from} stream of device {to}"),
+        };
+        let Some(&stream) = links.get(&(device, kind)) else {
+            return Err(fail(format!("needs {want}, but the plan has none")));
+        };
+        match task.streams.get(i) {
+            Some(&s) if s == stream => {}
+            Some(&s) => {
+                let place = if i == 0 { "first" } else { "second" };
+                let got = stream_label(plan, s);
+                return Err(fail(format!("its {place} stream must be {want}, not {got}")));
+            }
+            None => return Err(fail(format!("is not on {want}"))),
+        }
+    }
+    if task.streams.len() != 2 {
+        let problem = format!("is on {} streams; a transfer is on exactly two", task.streams.len());
+        return Err(fail(problem));
+    }
+    Ok(())
+}
+
+/// The device of a task that passed [`check_tasks`]: its compute stream's, or a transfer's
+/// receiver (where it writes) or sender (where it reads).
+fn device_of(plan: &Plan, t: TaskId, writes: bool) -> usize {
+    let task = &plan.tasks[t.0 as usize];
+    match task.kind {
+        TaskKind::Compute { .. } => plan.streams[task.streams[0].0 as usize].device,
+        TaskKind::Transfer { to, .. } if writes => to,
+        TaskKind::Transfer { from, .. } => from,
+    }
+}
+
+fn check_buffers(plan: &Plan) -> Result<(), SchedError> {
+    for (b, buffer) in plan.buffers.iter().enumerate() {
+        let fail = |problem: String| SchedError::Buffer {
+            buffer: buffer.name.clone(),
+            device: buffer.device,
+            problem,
+        };
+        if buffer.device >= plan.devices {
+            return Err(fail(format!("the plan has only {} devices", plan.devices)));
+        }
+        let owner = || format!("buffer `{}` on device {}", buffer.name, buffer.device);
+        for &t in std::iter::once(&buffer.producer).chain(&buffer.readers) {
+            if t.0 as usize >= plan.tasks.len() {
+                return Err(unknown(owner(), "task", t.0, plan.tasks.len()));
+            }
+        }
+        let written_on = device_of(plan, buffer.producer, true);
+        if written_on != buffer.device {
+            let name = task_label(plan, buffer.producer);
+            return Err(fail(format!("its producer `{name}` writes on device {written_on}")));
+        }
+        for &t in &buffer.readers {
+            let read_on = device_of(plan, t, false);
+            let sends_other = matches!(plan.tasks[t.0 as usize].kind,
+                TaskKind::Transfer { buffer: sent, .. } if sent.0 as usize != b);
+            if read_on != buffer.device || sends_other {
+                let name = task_label(plan, t);
+                return Err(fail(format!("its reader `{name}` does not read it")));
+            }
+        }
+    }
+    for (t, task) in plan.tasks.iter().enumerate() {
+        if let TaskKind::Transfer { buffer, .. } = task.kind
+            && !plan.buffers[buffer.0 as usize].readers.contains(&TaskId(t as u32))
+        {
+            let source = &plan.buffers[buffer.0 as usize];
+            return Err(SchedError::Buffer {
+                buffer: source.name.clone(),
+                device: source.device,
+                problem: format!("transfer `{}` sends it but is not among its readers", task.name),
+            });
+        }
+    }
+    Ok(())
+}
