@@ -32,6 +32,8 @@ enum Command {
     Place(commands::place::Args),
     /// Run every placement algorithm and compare them in one table.
     Compare(commands::compare::Args),
+    /// Place, then schedule: per-device streams, transfers, events and buffer lifetimes.
+    Plan(commands::plan::Args),
 }
 
 /// Runs the command; on failure prints the error with its chain of causes (no backtrace: the
@@ -55,6 +57,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Synth(args) => commands::synth::run(&args),
         Command::Place(args) => commands::place::run(&args),
         Command::Compare(args) => commands::compare::run(&args),
+        Command::Plan(args) => commands::plan::run(&args),
     }
 }
 

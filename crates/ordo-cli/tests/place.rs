@@ -221,3 +221,29 @@ fn a_reduced_placement_still_places_every_node() {
     assert_eq!(ordered, nodes(&full));
     assert!(reduced["makespan_us"].as_u64() >= reduced["lower_bound_us"].as_u64());
 }
+
+#[test]
+fn plan_json_is_a_valid_plan_with_one_compute_task_per_node() {
+    let out = ordo(&[
+        "plan",
+        &fixture("transformer.json"),
+        "--devices",
+        "4",
+        "--forward-only",
+        "--algo",
+        "m-etf",
+        "--json",
+        "-",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: ordo_sched::Plan = serde_json::from_slice(&out.stdout).unwrap();
+    ordo_sched::validate(&plan).unwrap();
+    assert_eq!(plan.format, "ordo.plan/1");
+    let compute = plan
+        .tasks
+        .iter()
+        .filter(|t| matches!(t.kind, ordo_sched::TaskKind::Compute { .. }))
+        .count();
+    let graph = ordo_cost::read_costgraph(fixture("transformer.json")).unwrap();
+    assert_eq!(compute, graph.nodes.len());
+}

@@ -5,4 +5,5 @@ pub mod export;
 pub mod inspect;
 pub mod models;
 pub mod place;
+pub mod plan;
 pub mod synth;

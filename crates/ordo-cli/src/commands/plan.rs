@@ -1,0 +1,88 @@
+//! `ordo plan MODEL|COSTGRAPH --devices N --algo A`: place, then schedule streams.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use ordo_place::{Algorithm, PlaceOptions};
+use ordo_sched::{Plan, StreamKind, TaskKind};
+
+use crate::format::Table;
+use crate::placing::ProblemArgs;
+use crate::progress::with_spinner;
+
+/// Arguments of `ordo plan`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub problem: ProblemArgs,
+    /// Placement algorithm (see `ordo place --help`).
+    #[arg(long, default_value = "m-etf")]
+    pub algo: String,
+    /// Write the plan as JSON to this file (`-` for standard output).
+    #[arg(long, value_name = "OUT")]
+    pub json: Option<PathBuf>,
+}
+
+/// Places the graph, builds the plan, and prints or writes it.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let algo: Algorithm = args.algo.parse()?;
+    let loaded = args.problem.load()?;
+    let problem = &loaded.problem;
+    let placement = with_spinner(&format!("placing with {}", algo.name()), |_| {
+        ordo_place::place(problem, algo, &PlaceOptions::default())
+    })
+    .with_context(|| format!("placing `{}` with {}", loaded.label, algo.name()))?;
+    let plan = ordo_sched::build_plan(problem, &placement)
+        .with_context(|| format!("scheduling `{}`", loaded.label))?;
+    match &args.json {
+        Some(path) if path.as_os_str() == "-" => {
+            println!("{}", serde_json::to_string_pretty(&plan)?);
+            return Ok(());
+        }
+        Some(path) => ordo_sched::write_plan(&plan, path)?,
+        None => {}
+    }
+    println!(
+        "plan for {} ({} nodes) on {}, placed with {}",
+        loaded.label,
+        problem.len(),
+        loaded.devices_label,
+        placement.algo
+    );
+    print!("{}", summary(&plan));
+    if let Some(path) = &args.json {
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Per device: streams, compute tasks, transfers sent and received, buffers.
+fn summary(plan: &Plan) -> String {
+    let mut table = Table::new(&["device", "streams", "compute", "sends", "receives", "buffers"]);
+    for device in 0..plan.devices {
+        let streams = plan.streams.iter().filter(|s| s.device == device);
+        let (mut count, mut compute, mut sends, mut receives) = (0, 0, 0, 0);
+        for stream in streams {
+            count += 1;
+            match stream.kind {
+                StreamKind::Compute | StreamKind::SubCompute => compute += stream.tasks.len(),
+                StreamKind::Tx { .. } => sends += stream.tasks.len(),
+                StreamKind::Rx { .. } => receives += stream.tasks.len(),
+            }
+        }
+        let buffers = plan.buffers.iter().filter(|b| b.device == device).count();
+        table.row(
+            [device, count, compute, sends, receives, buffers].map(|n| n.to_string()).to_vec(),
+        );
+    }
+    let transfers =
+        plan.tasks.iter().filter(|t| matches!(t.kind, TaskKind::Transfer { .. })).count();
+    format!(
+        "{} tasks ({transfers} transfers), {} streams, {} events, {} buffers\n{}",
+        plan.tasks.len(),
+        plan.streams.len(),
+        plan.events.len(),
+        plan.buffers.len(),
+        table.render()
+    )
+}
