@@ -34,6 +34,8 @@ enum Command {
     Compare(commands::compare::Args),
     /// Place, then schedule: per-device streams, transfers, events and buffer lifetimes.
     Plan(commands::plan::Args),
+    /// Predict a step: time, utilisation, memory, critical path; Chrome trace and SVG charts.
+    Simulate(commands::simulate::Args),
 }
 
 /// Runs the command; on failure prints the error with its chain of causes (no backtrace: the
@@ -58,6 +60,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Place(args) => commands::place::run(&args),
         Command::Compare(args) => commands::compare::run(&args),
         Command::Plan(args) => commands::plan::run(&args),
+        Command::Simulate(args) => commands::simulate::run(&args),
     }
 }
 

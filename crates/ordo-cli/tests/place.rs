@@ -247,3 +247,60 @@ fn plan_json_is_a_valid_plan_with_one_compute_task_per_node() {
     let graph = ordo_cost::read_costgraph(fixture("transformer.json")).unwrap();
     assert_eq!(compute, graph.nodes.len());
 }
+
+#[test]
+fn simulate_reports_json_and_writes_trace_and_svgs() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.json");
+    let svg = dir.path().join("g.svg");
+    let v = json(&ordo(&[
+        "simulate",
+        &fixture("resnet50.json"),
+        "--devices",
+        "2",
+        "--forward-only",
+        "--algo",
+        "m-etf",
+        "--json",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
+    ]));
+    let step = v["step_time_us"].as_f64().unwrap();
+    assert!(step >= v["lower_bound_us"].as_f64().unwrap());
+    assert_eq!(v["peak_memory_bytes"].as_array().unwrap().len(), 2);
+    assert_eq!(v["busy_fraction"]["devices"].as_array().unwrap().len(), 2);
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    assert!(trace["traceEvents"].as_array().unwrap().len() >= 175);
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    assert!(dir.path().join("g-memory-1.svg").exists());
+}
+
+#[test]
+fn simulate_takes_a_plan_file_and_channel_models_differ_as_expected() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    let out = ordo(&[
+        "plan",
+        &fixture("inception_v3.json"),
+        "--devices",
+        "4",
+        "--forward-only",
+        "--algo",
+        "m-etf",
+        "--json",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let step = |channel: &str| {
+        json(&ordo(&["simulate", plan.to_str().unwrap(), "--channel", channel, "--json"]))
+            ["step_time_us"]
+            .as_f64()
+            .unwrap()
+    };
+    // No contention can only be faster than one shared channel per device.
+    assert!(step("pytorch") <= step("tf"));
+    assert!(step("pytorch") <= step("duplex"));
+}

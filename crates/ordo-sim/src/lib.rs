@@ -1,2 +1,25 @@
-//! ordo's discrete-event simulator: runs a plan against the cost model and reports step time,
-//! utilisation, peak memory and the critical path. Implemented by the simulator issue.
+//! ordo's discrete-event simulator: runs a [`Plan`](ordo_sched::Plan) and reports step time,
+//! utilisation, memory over time and the critical path, and draws the result as a Chrome trace
+//! and SVG charts.
+//!
+//! ```text
+//! let report = ordo_sim::simulate(&plan, &SimOptions::default())?;
+//! std::fs::write("trace.json", ordo_sim::chrome_trace_json(&plan, &report))?;
+//! ```
+
+mod analysis;
+mod engine;
+mod error;
+mod index;
+mod memory;
+mod options;
+mod report;
+mod svg;
+mod trace;
+
+pub use engine::simulate;
+pub use error::SimError;
+pub use options::{Channel, SimOptions};
+pub use report::{BusyFraction, LinkBusy, Report, TaskTiming};
+pub use svg::{gantt_svg, memory_svg};
+pub use trace::{chrome_trace, chrome_trace_json};

@@ -6,4 +6,5 @@ pub mod inspect;
 pub mod models;
 pub mod place;
 pub mod plan;
+pub mod simulate;
 pub mod synth;

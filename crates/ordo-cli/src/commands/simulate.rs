@@ -1,0 +1,158 @@
+//! `ordo simulate MODEL|COSTGRAPH|PLAN`: predict a step's time, utilisation and memory.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use ordo_place::{Algorithm, PlaceOptions};
+use ordo_sched::Plan;
+use ordo_sim::{Channel, Report, SimOptions};
+
+use crate::format::{Table, bytes};
+use crate::placing::ProblemArgs;
+use crate::progress::with_spinner;
+
+/// Transfer contention model.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum ChannelArg {
+    /// One channel per device shared by sends and receives (Baechi's TensorFlow simulator).
+    Tf,
+    /// Independent tx and rx, no contention (Baechi's PyTorch simulator).
+    Pytorch,
+    /// Full duplex per link, receptions at one device serialised.
+    Duplex,
+}
+
+impl From<ChannelArg> for Channel {
+    fn from(arg: ChannelArg) -> Self {
+        match arg {
+            ChannelArg::Tf => Channel::BaechiTf,
+            ChannelArg::Pytorch => Channel::BaechiPytorch,
+            ChannelArg::Duplex => Channel::Duplex,
+        }
+    }
+}
+
+/// Arguments of `ordo simulate`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A zoo model, a cost-graph file, or a plan file written by `ordo plan --json`.
+    #[command(flatten)]
+    pub problem: ProblemArgs,
+    /// Placement algorithm when the target is not a plan.
+    #[arg(long, default_value = "m-etf")]
+    pub algo: String,
+    /// How transfers contend.
+    #[arg(long, value_enum, default_value = "tf")]
+    pub channel: ChannelArg,
+    /// Let kernels of different streams of one device run at once, sharing it.
+    #[arg(long)]
+    pub concurrent_kernels: bool,
+    /// Write a Chrome trace (open it in Perfetto or chrome://tracing).
+    #[arg(long, value_name = "OUT.json")]
+    pub trace: Option<PathBuf>,
+    /// Write an SVG Gantt chart, and `<stem>-memory-<device>.svg` memory plots beside it.
+    #[arg(long, value_name = "OUT.svg")]
+    pub svg: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Places (unless given a plan), schedules, simulates and reports.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let (plan, label, placer_estimate) = load_plan(args)?;
+    let options =
+        SimOptions { concurrent_kernels: args.concurrent_kernels, channel: args.channel.into() };
+    let report = with_spinner("simulating", |_| ordo_sim::simulate(&plan, &options))
+        .with_context(|| format!("simulating `{label}`"))?;
+    if let Some(path) = &args.trace {
+        std::fs::write(path, ordo_sim::chrome_trace_json(&plan, &report))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.svg {
+        write_svgs(path, &plan, &report)?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!("simulated {label}: {} tasks on {} devices", plan.tasks.len(), plan.devices);
+    print_summary(&report, placer_estimate);
+    for path in args.trace.iter().chain(&args.svg) {
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// The plan to simulate, a label, and the placer's own estimate when placed here.
+fn load_plan(args: &Args) -> anyhow::Result<(Plan, String, Option<u64>)> {
+    let target = &args.problem.target;
+    if is_plan_file(Path::new(target)) {
+        let plan = ordo_sched::read_plan(target)?;
+        return Ok((plan, target.clone(), None));
+    }
+    let algo: Algorithm = args.algo.parse()?;
+    let loaded = args.problem.load()?;
+    let placement = with_spinner(&format!("placing with {}", algo.name()), |_| {
+        ordo_place::place(&loaded.problem, algo, &PlaceOptions::default())
+    })
+    .with_context(|| format!("placing `{}` with {}", loaded.label, algo.name()))?;
+    let plan = ordo_sched::build_plan(&loaded.problem, &placement)
+        .with_context(|| format!("scheduling `{}`", loaded.label))?;
+    let label = format!("{} placed with {} on {}", loaded.label, algo.name(), loaded.devices_label);
+    Ok((plan, label, Some(placement.makespan_us)))
+}
+
+/// Whether `path` is a JSON file whose `format` is a plan's.
+fn is_plan_file(path: &Path) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Header {
+        format: Option<String>,
+    }
+    let Ok(text) = std::fs::read_to_string(path) else { return false };
+    serde_json::from_str::<Header>(&text)
+        .ok()
+        .and_then(|h| h.format)
+        .is_some_and(|f| f.starts_with("ordo.plan/"))
+}
+
+fn write_svgs(path: &Path, plan: &Plan, report: &Report) -> anyhow::Result<()> {
+    std::fs::write(path, ordo_sim::gantt_svg(plan, report))
+        .with_context(|| format!("writing {}", path.display()))?;
+    let stem = path.with_extension("");
+    for device in 0..plan.devices {
+        if let Some(svg) = ordo_sim::memory_svg(report, device) {
+            let memory_path = PathBuf::from(format!("{}-memory-{device}.svg", stem.display()));
+            std::fs::write(&memory_path, svg)
+                .with_context(|| format!("writing {}", memory_path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn print_summary(report: &Report, placer_estimate: Option<u64>) {
+    let gap = (report.step_time_us / report.lower_bound_us.max(1.0) - 1.0) * 100.0;
+    println!(
+        "step time     {:.2} ms (lower bound {:.2} ms, gap {gap:.1}%)",
+        report.step_time_us / 1e3,
+        report.lower_bound_us / 1e3
+    );
+    if let Some(estimate) = placer_estimate {
+        println!("placer said   {:.2} ms", estimate as f64 / 1e3);
+    }
+    println!(
+        "critical path {} tasks, from `{}` to `{}`",
+        report.critical_path.len(),
+        report.critical_path.first().map_or("", String::as_str),
+        report.critical_path.last().map_or("", String::as_str)
+    );
+    let mut table = Table::new(&["device", "busy", "peak memory"]);
+    for (device, busy) in report.busy_fraction.devices.iter().enumerate() {
+        table.row(vec![
+            device.to_string(),
+            format!("{:.1}%", busy * 100.0),
+            bytes(report.peak_memory_bytes.get(device).copied().unwrap_or(0)),
+        ]);
+    }
+    print!("{}", table.render());
+}

@@ -1,0 +1,415 @@
+//! The event loop.
+//!
+//! Time advances from one happening (a task's end, or the next end on a device whose kernels
+//! share it) to the next, taken from a binary heap. All happenings at one instant are handled
+//! first, in the order (time, task ends before device ticks, task or device id); then the tasks
+//! they made ready are admitted in task-id order, and then waiting tasks start where their
+//! resource is free. A resource freed at an instant goes to the waiting task that became ready
+//! first, the lowest task id among those ready at the same time.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+
+use ordo_sched::Plan;
+
+use crate::analysis;
+use crate::index::{Index, Need};
+use crate::memory::Memory;
+use crate::{Channel, Report, SimError, SimOptions};
+
+/// A time with a total order, for heap and set keys.
+#[derive(Clone, Copy, Debug)]
+struct Time(f64);
+
+impl PartialEq for Time {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.total_cmp(&other.0).is_eq()
+    }
+}
+impl Eq for Time {}
+impl PartialOrd for Time {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Time {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum What {
+    Finish(u32),
+    /// The next end among a processor-sharing device's kernels, valid while `version` is the
+    /// device's current one.
+    Tick {
+        device: u32,
+        version: u64,
+    },
+}
+
+/// A waiting task's claim on a resource: when it became ready, then its id.
+type Key = (Time, u32);
+
+/// A device whose kernels share its throughput equally.
+#[derive(Default)]
+struct Shared {
+    /// Running kernels and their remaining work in µs of exclusive use.
+    running: Vec<(u32, f64)>,
+    since: f64,
+    version: u64,
+}
+
+/// An exclusive resource: a device (one kernel at a time) or a port (a channel or a receiver).
+#[derive(Default)]
+struct Slot {
+    busy: bool,
+    waiting: BTreeSet<Key>,
+    /// When it was last freed, and by which task.
+    freed_by: Option<(Time, u32)>,
+    dirty: bool,
+}
+
+/// Runs `plan` and reports step time, utilisation, memory and the critical path.
+///
+/// A task starts when it is first in all of its streams, every event it waits for has been
+/// recorded, and its resource is free (see [`SimOptions`] and [`Channel`]). Tasks run for their
+/// `duration_us` unless kernels share a device.
+///
+/// Ties are broken deterministically: everything that happens at one instant is handled first
+/// (task ends in task-id order, so frees come before the allocations of tasks starting then);
+/// a free resource goes to the waiting task that became ready first, and among tasks ready at
+/// the same instant to the lowest task id.
+///
+/// Returns [`SimError::Deadlock`] when tasks are
+/// left and none can start, and [`SimError::InvalidPlan`] when the plan refers to things that
+/// do not exist.
+pub fn simulate(plan: &Plan, options: &SimOptions) -> Result<Report, SimError> {
+    let index = Index::build(plan)?;
+    let mut sim = Sim::new(plan, &index, *options);
+    sim.run()?;
+    Ok(sim.report())
+}
+
+struct Sim<'a> {
+    plan: &'a Plan,
+    ix: &'a Index,
+    opts: SimOptions,
+    now: f64,
+    heap: BinaryHeap<Reverse<(Time, What)>>,
+    /// Per stream: position of its first unfinished task.
+    head: Vec<usize>,
+    /// Per task: in how many of its streams it is first.
+    at_head: Vec<u32>,
+    waits_left: Vec<u32>,
+    ready: Vec<bool>,
+    started: Vec<bool>,
+    ready_at: Vec<f64>,
+    /// The task whose end made it ready.
+    ready_by: Vec<Option<u32>>,
+    start: Vec<f64>,
+    finish: Vec<f64>,
+    /// The task whose end determined its start.
+    pred: Vec<Option<u32>>,
+    done: usize,
+    newly_ready: Vec<u32>,
+    devices: Vec<Slot>,
+    shared: Vec<Shared>,
+    ports: Vec<Slot>,
+    dirty_devices: Vec<usize>,
+    dirty_ports: Vec<usize>,
+    memory: Memory,
+}
+
+impl<'a> Sim<'a> {
+    fn new(plan: &'a Plan, ix: &'a Index, opts: SimOptions) -> Self {
+        let n = plan.tasks.len();
+        let slots = |count: usize| (0..count).map(|_| Slot::default()).collect::<Vec<_>>();
+        Sim {
+            plan,
+            ix,
+            opts,
+            now: 0.0,
+            heap: BinaryHeap::new(),
+            head: vec![0; plan.streams.len()],
+            at_head: vec![0; n],
+            waits_left: plan.tasks.iter().map(|t| t.waits.len() as u32).collect(),
+            ready: vec![false; n],
+            started: vec![false; n],
+            ready_at: vec![0.0; n],
+            ready_by: vec![None; n],
+            start: vec![0.0; n],
+            finish: vec![0.0; n],
+            pred: vec![None; n],
+            done: 0,
+            newly_ready: Vec::new(),
+            devices: slots(plan.devices),
+            shared: (0..plan.devices).map(|_| Shared::default()).collect(),
+            ports: slots(plan.devices),
+            dirty_devices: Vec::new(),
+            dirty_ports: Vec::new(),
+            memory: Memory::new(plan, &ix.holders),
+        }
+    }
+
+    fn run(&mut self) -> Result<(), SimError> {
+        for stream in &self.plan.streams {
+            if let Some(&t) = stream.tasks.first() {
+                self.at_head[t.0 as usize] += 1;
+            }
+        }
+        for t in 0..self.plan.tasks.len() {
+            self.make_ready(t as u32, None);
+        }
+        self.admit();
+        self.dispatch();
+        while let Some(Reverse((time, what))) = self.heap.pop() {
+            self.now = time.0;
+            self.happen(what);
+            while let Some(&Reverse((next, what))) = self.heap.peek()
+                && next == time
+            {
+                self.heap.pop();
+                self.happen(what);
+            }
+            self.admit();
+            self.dispatch();
+        }
+        if self.done < self.plan.tasks.len() {
+            let stuck = (0..self.plan.tasks.len())
+                .filter(|&t| !self.started[t] && self.at_head[t] > 0)
+                .map(|t| self.plan.tasks[t].name.clone())
+                .collect();
+            return Err(SimError::Deadlock {
+                stuck,
+                unfinished: self.plan.tasks.len() - self.done,
+            });
+        }
+        Ok(())
+    }
+
+    fn make_ready(&mut self, t: u32, by: Option<u32>) {
+        let i = t as usize;
+        if !self.ready[i]
+            && self.waits_left[i] == 0
+            && self.at_head[i] as usize == self.plan.tasks[i].streams.len()
+        {
+            self.ready[i] = true;
+            self.ready_at[i] = self.now;
+            self.ready_by[i] = by;
+            self.newly_ready.push(t);
+        }
+    }
+
+    fn happen(&mut self, what: What) {
+        match what {
+            What::Finish(t) => self.complete(t),
+            What::Tick { device, version } => {
+                if self.shared[device as usize].version == version {
+                    self.shared_tick(device as usize);
+                }
+            }
+        }
+    }
+
+    /// The ports a transfer holds under the current channel model.
+    fn ports_of(&self, from: usize, to: usize) -> ([usize; 2], usize) {
+        match self.opts.channel {
+            Channel::BaechiTf if from != to => ([from, to], 2),
+            Channel::BaechiTf => ([from, to], 1),
+            Channel::Duplex => ([to, to], 1),
+            Channel::BaechiPytorch => ([from, to], 0),
+        }
+    }
+
+    fn complete(&mut self, t: u32) {
+        let i = t as usize;
+        self.finish[i] = self.now;
+        self.done += 1;
+        match self.ix.need[i] {
+            Need::Compute(d) if !self.opts.concurrent_kernels => {
+                free_slot(&mut self.devices[d], &mut self.dirty_devices, d, self.now, t);
+            }
+            Need::Compute(_) => {}
+            Need::Transfer { from, to } => {
+                let (ports, count) = self.ports_of(from, to);
+                for &p in &ports[..count] {
+                    free_slot(&mut self.ports[p], &mut self.dirty_ports, p, self.now, t);
+                }
+            }
+        }
+        for &b in self.ix.holds.get(i) {
+            self.memory.release(self.plan, b, self.now);
+        }
+        for s in &self.plan.tasks[i].streams {
+            let s = s.0 as usize;
+            self.head[s] += 1;
+            if let Some(&next) = self.plan.streams[s].tasks.get(self.head[s]) {
+                self.at_head[next.0 as usize] += 1;
+                self.make_ready(next.0, Some(t));
+            }
+        }
+        for &e in self.ix.events_after.get(i) {
+            for &w in self.ix.waiters.get(e as usize) {
+                self.waits_left[w as usize] -= 1;
+                self.make_ready(w, Some(t));
+            }
+        }
+    }
+
+    /// Queues the tasks made ready at this instant, or starts those that need no exclusive
+    /// resource.
+    fn admit(&mut self) {
+        let mut ready = std::mem::take(&mut self.newly_ready);
+        ready.sort_unstable();
+        for &t in &ready {
+            let key = (Time(self.now), t);
+            match self.ix.need[t as usize] {
+                Need::Compute(_) if self.opts.concurrent_kernels => self.begin(t),
+                Need::Compute(d) => {
+                    self.devices[d].waiting.insert(key);
+                    mark(&mut self.devices[d], &mut self.dirty_devices, d);
+                }
+                Need::Transfer { from, to } => {
+                    let (ports, count) = self.ports_of(from, to);
+                    if count == 0 {
+                        self.begin(t);
+                    }
+                    for &p in &ports[..count] {
+                        self.ports[p].waiting.insert(key);
+                        mark(&mut self.ports[p], &mut self.dirty_ports, p);
+                    }
+                }
+            }
+        }
+        ready.clear();
+        self.newly_ready = ready;
+    }
+
+    /// Hands the resources freed or wanted at this instant to waiting tasks.
+    fn dispatch(&mut self) {
+        for d in std::mem::take(&mut self.dirty_devices) {
+            self.devices[d].dirty = false;
+            if !self.devices[d].busy
+                && let Some((_, t)) = self.devices[d].waiting.pop_first()
+            {
+                self.begin(t);
+            }
+        }
+        // A transfer waits in the queue of every port it needs; it can only have become
+        // startable if one of those ports is dirty.
+        let mut candidates: Vec<Key> = Vec::new();
+        for p in std::mem::take(&mut self.dirty_ports) {
+            self.ports[p].dirty = false;
+            candidates.extend(self.ports[p].waiting.iter().copied());
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        for key in candidates {
+            let Need::Transfer { from, to } = self.ix.need[key.1 as usize] else { continue };
+            let (ports, count) = self.ports_of(from, to);
+            let ports = &ports[..count];
+            if ports.iter().all(|&p| !self.ports[p].busy && self.ports[p].waiting.contains(&key)) {
+                for &p in ports {
+                    self.ports[p].waiting.remove(&key);
+                }
+                self.begin(key.1);
+            }
+        }
+    }
+
+    fn begin(&mut self, t: u32) {
+        let i = t as usize;
+        self.started[i] = true;
+        self.start[i] = self.now;
+        let end = Time(self.now + self.plan.tasks[i].duration_us as f64);
+        let mut holder = None;
+        match self.ix.need[i] {
+            Need::Compute(d) if self.opts.concurrent_kernels => {
+                self.shared_advance(d);
+                self.shared[d].running.push((t, self.plan.tasks[i].duration_us as f64));
+                self.shared_reschedule(d);
+            }
+            Need::Compute(d) => {
+                self.devices[d].busy = true;
+                holder = self.devices[d].freed_by;
+                self.heap.push(Reverse((end, What::Finish(t))));
+            }
+            Need::Transfer { from, to } => {
+                let (ports, count) = self.ports_of(from, to);
+                for &p in &ports[..count] {
+                    self.ports[p].busy = true;
+                    holder = holder.max(self.ports[p].freed_by);
+                }
+                self.heap.push(Reverse((end, What::Finish(t))));
+            }
+        }
+        // A task that waited for its resource was started by the end of the resource's
+        // previous holder; otherwise by the end that made it ready.
+        self.pred[i] = match holder {
+            Some((_, by)) if self.now > self.ready_at[i] => Some(by),
+            _ => self.ready_by[i],
+        };
+        for &b in self.ix.produces.get(i) {
+            self.memory.allocate(self.plan, b, self.now);
+        }
+    }
+
+    fn shared_advance(&mut self, d: usize) {
+        let dev = &mut self.shared[d];
+        if !dev.running.is_empty() {
+            let work = (self.now - dev.since) / dev.running.len() as f64;
+            for r in &mut dev.running {
+                r.1 -= work;
+            }
+        }
+        dev.since = self.now;
+    }
+
+    fn shared_reschedule(&mut self, d: usize) {
+        let dev = &mut self.shared[d];
+        dev.version += 1;
+        let n = dev.running.len() as f64;
+        if let Some(min) = dev.running.iter().map(|r| r.1).min_by(f64::total_cmp) {
+            let at = self.now + min.max(0.0) * n;
+            let what = What::Tick { device: d as u32, version: dev.version };
+            self.heap.push(Reverse((Time(at), what)));
+        }
+    }
+
+    fn shared_tick(&mut self, d: usize) {
+        self.shared_advance(d);
+        let dev = &mut self.shared[d];
+        let Some(min) = dev.running.iter().map(|r| r.1).min_by(f64::total_cmp) else { return };
+        // Rounding can leave kernels that end now a hair above zero.
+        let limit = min.max(0.0) + 1e-9 * (1.0 + self.now.abs());
+        let mut ended: Vec<u32> =
+            dev.running.iter().filter(|r| r.1 <= limit).map(|r| r.0).collect();
+        dev.running.retain(|r| r.1 > limit);
+        ended.sort_unstable();
+        self.shared_reschedule(d);
+        for t in ended {
+            self.complete(t);
+        }
+    }
+
+    fn report(self) -> Report {
+        let step = self.finish.iter().copied().fold(0.0, f64::max);
+        let (peak, timeline) = self.memory.finish(self.plan, step);
+        analysis::report(self.plan, self.ix, &self.start, &self.finish, &self.pred, peak, timeline)
+    }
+}
+
+fn mark(slot: &mut Slot, dirty: &mut Vec<usize>, id: usize) {
+    if !slot.dirty {
+        slot.dirty = true;
+        dirty.push(id);
+    }
+}
+
+fn free_slot(slot: &mut Slot, dirty: &mut Vec<usize>, id: usize, now: f64, by: u32) {
+    slot.busy = false;
+    slot.freed_by = Some((Time(now), by));
+    mark(slot, dirty, id);
+}

@@ -1,0 +1,198 @@
+//! Hand-made plans whose timelines are worked out by hand.
+
+mod common;
+
+use common::Builder;
+use ordo_sched::{Plan, StreamKind};
+use ordo_sim::{Channel, Report, SimOptions, simulate};
+
+fn run(plan: &Plan, channel: Channel) -> Report {
+    simulate(plan, &SimOptions { channel, concurrent_kernels: false }).unwrap()
+}
+
+fn spans(report: &Report) -> Vec<(f64, f64)> {
+    report.tasks.iter().map(|t| (t.start_us, t.finish_us)).collect()
+}
+
+#[test]
+fn one_device_runs_everything_back_to_back() {
+    let mut b = Builder::new(1);
+    let c = b.stream(0, StreamKind::Compute);
+    let s = b.stream(0, StreamKind::SubCompute);
+    let x = b.compute("x", c, 5);
+    b.compute("y", c, 7);
+    let w = b.compute("w", s, 11);
+    b.compute("z", s, 3);
+    b.wait(w, x);
+    let z2 = b.compute("z2", c, 2);
+    b.wait(z2, w);
+    let report = run(&b.build(), Channel::BaechiTf);
+    assert_eq!(report.step_time_us, 5.0 + 7.0 + 11.0 + 3.0 + 2.0);
+    // x; at 5 y and w are both ready and y has the lower id; at 23 z and z2 are.
+    assert_eq!(spans(&report), [(0.0, 5.0), (5.0, 12.0), (12.0, 23.0), (23.0, 26.0), (26.0, 28.0)]);
+    assert_eq!(report.busy_fraction.devices, [1.0]);
+    assert_eq!(report.critical_path, ["x", "y", "w", "z", "z2"]);
+}
+
+/// Devices 0 and 1 each compute 10 µs, then send 5 µs to device 2.
+fn two_into_one() -> Plan {
+    let mut b = Builder::new(3);
+    let c0 = b.stream(0, StreamKind::Compute);
+    let c1 = b.stream(1, StreamKind::Compute);
+    let tx0 = b.stream(0, StreamKind::Tx { peer: 2 });
+    let tx1 = b.stream(1, StreamKind::Tx { peer: 2 });
+    let rx0 = b.stream(2, StreamKind::Rx { peer: 0 });
+    let rx1 = b.stream(2, StreamKind::Rx { peer: 1 });
+    let a = b.compute("a", c0, 10);
+    let c = b.compute("b", c1, 10);
+    let ba = b.buffer("a", 0, 8, a);
+    let bb = b.buffer("b", 1, 8, c);
+    let ta = b.transfer("a->2", ba, tx0, rx0, 5);
+    let tb = b.transfer("b->2", bb, tx1, rx1, 5);
+    b.wait(ta, a);
+    b.wait(tb, c);
+    b.build()
+}
+
+#[test]
+fn two_transfers_into_one_device() {
+    let plan = two_into_one();
+    for channel in [Channel::BaechiTf, Channel::Duplex] {
+        let report = run(&plan, channel);
+        assert_eq!(spans(&report)[2..], [(10.0, 15.0), (15.0, 20.0)], "{channel:?}");
+        assert_eq!(report.step_time_us, 20.0);
+        // The second waited for the receiver, held by the first.
+        assert_eq!(report.critical_path, ["a", "a->2", "b->2"], "{channel:?}");
+        let links: Vec<_> =
+            report.busy_fraction.links.iter().map(|l| (l.from, l.to, l.fraction)).collect();
+        assert_eq!(links, [(0, 2, 0.25), (1, 2, 0.25)]);
+    }
+    let report = run(&plan, Channel::BaechiPytorch);
+    assert_eq!(spans(&report)[2..], [(10.0, 15.0), (10.0, 15.0)]);
+    assert_eq!(report.step_time_us, 15.0);
+    assert_eq!(report.critical_path, ["a", "a->2"]);
+}
+
+/// Device 0 sends to 1 while 1 sends to 0.
+fn crossing() -> Plan {
+    let mut b = Builder::new(2);
+    let c0 = b.stream(0, StreamKind::Compute);
+    let c1 = b.stream(1, StreamKind::Compute);
+    let tx01 = b.stream(0, StreamKind::Tx { peer: 1 });
+    let rx01 = b.stream(1, StreamKind::Rx { peer: 0 });
+    let tx10 = b.stream(1, StreamKind::Tx { peer: 0 });
+    let rx10 = b.stream(0, StreamKind::Rx { peer: 1 });
+    let a = b.compute("a", c0, 10);
+    let c = b.compute("b", c1, 10);
+    let ba = b.buffer("a", 0, 8, a);
+    let bb = b.buffer("b", 1, 8, c);
+    let ta = b.transfer("a->1", ba, tx01, rx01, 5);
+    let tb = b.transfer("b->0", bb, tx10, rx10, 5);
+    b.wait(ta, a);
+    b.wait(tb, c);
+    b.build()
+}
+
+#[test]
+fn send_and_receive_on_one_device() {
+    let plan = crossing();
+    let report = run(&plan, Channel::BaechiTf);
+    assert_eq!(spans(&report)[2..], [(10.0, 15.0), (15.0, 20.0)]);
+    for channel in [Channel::Duplex, Channel::BaechiPytorch] {
+        let report = run(&plan, channel);
+        assert_eq!(spans(&report)[2..], [(10.0, 15.0), (10.0, 15.0)], "{channel:?}");
+        assert_eq!(report.step_time_us, 15.0);
+    }
+}
+
+#[test]
+fn two_sends_from_one_device() {
+    let mut b = Builder::new(3);
+    let c0 = b.stream(0, StreamKind::Compute);
+    let tx1 = b.stream(0, StreamKind::Tx { peer: 1 });
+    let tx2 = b.stream(0, StreamKind::Tx { peer: 2 });
+    let rx1 = b.stream(1, StreamKind::Rx { peer: 0 });
+    let rx2 = b.stream(2, StreamKind::Rx { peer: 0 });
+    let a = b.compute("a", c0, 4);
+    let ba = b.buffer("a", 0, 8, a);
+    let t1 = b.transfer("a->1", ba, tx1, rx1, 6);
+    let t2 = b.transfer("a->2", ba, tx2, rx2, 6);
+    b.wait(t1, a);
+    b.wait(t2, a);
+    let plan = b.build();
+    assert_eq!(spans(&run(&plan, Channel::BaechiTf))[1..], [(4.0, 10.0), (10.0, 16.0)]);
+    assert_eq!(spans(&run(&plan, Channel::Duplex))[1..], [(4.0, 10.0), (4.0, 10.0)]);
+    assert_eq!(spans(&run(&plan, Channel::BaechiPytorch))[1..], [(4.0, 10.0), (4.0, 10.0)]);
+}
+
+#[test]
+fn events_and_streams_chain_across_devices() {
+    let mut b = Builder::new(2);
+    let c0 = b.stream(0, StreamKind::Compute);
+    let c1 = b.stream(1, StreamKind::Compute);
+    let tx = b.stream(0, StreamKind::Tx { peer: 1 });
+    let rx = b.stream(1, StreamKind::Rx { peer: 0 });
+    let a = b.compute("a", c0, 10);
+    b.compute("x", c1, 3);
+    let ba = b.buffer("a", 0, 8, a);
+    let t = b.transfer("a->1", ba, tx, rx, 4);
+    b.wait(t, a);
+    let c = b.compute("c", c1, 6);
+    b.wait(c, t);
+    let report = run(&b.build(), Channel::BaechiTf);
+    assert_eq!(spans(&report), [(0.0, 10.0), (0.0, 3.0), (10.0, 14.0), (14.0, 20.0)]);
+    assert_eq!(report.step_time_us, 20.0);
+    assert_eq!(report.lower_bound_us, 20.0);
+    assert_eq!(report.critical_path, ["a", "a->1", "c"]);
+    assert_eq!(report.busy_fraction.devices, [0.5, 9.0 / 20.0]);
+}
+
+#[test]
+fn a_stream_is_in_order_even_when_a_later_task_is_ready() {
+    // y waits for an event after z on the other stream; w behind y on the same stream must
+    // not overtake it, although it waits for nothing.
+    let mut b = Builder::new(1);
+    let c = b.stream(0, StreamKind::Compute);
+    let s = b.stream(0, StreamKind::SubCompute);
+    let z = b.compute("z", s, 8);
+    let y = b.compute("y", c, 1);
+    b.compute("w", c, 1);
+    b.wait(y, z);
+    let report = run(&b.build(), Channel::BaechiTf);
+    assert_eq!(spans(&report), [(0.0, 8.0), (8.0, 9.0), (9.0, 10.0)]);
+}
+
+#[test]
+fn concurrent_kernels_share_the_device() {
+    let mut b = Builder::new(1);
+    let c = b.stream(0, StreamKind::Compute);
+    let s = b.stream(0, StreamKind::SubCompute);
+    b.compute("a", c, 10);
+    b.compute("b", s, 10);
+    let plan = b.build();
+    let shared = simulate(&plan, &SimOptions { concurrent_kernels: true, ..Default::default() });
+    let shared = shared.unwrap();
+    assert_eq!(spans(&shared), [(0.0, 20.0), (0.0, 20.0)]);
+    assert_eq!(shared.busy_fraction.devices, [1.0]);
+    let exclusive = run(&plan, Channel::BaechiTf);
+    assert_eq!(spans(&exclusive), [(0.0, 10.0), (10.0, 20.0)]);
+    assert_eq!(exclusive.critical_path, ["a", "b"]);
+}
+
+#[test]
+fn processor_sharing_speeds_up_when_a_kernel_leaves() {
+    let mut b = Builder::new(1);
+    let c = b.stream(0, StreamKind::Compute);
+    let s = b.stream(0, StreamKind::SubCompute);
+    b.compute("a", c, 10);
+    b.compute("x", s, 5);
+    b.compute("b", s, 10);
+    let plan = b.build();
+    let report =
+        simulate(&plan, &SimOptions { concurrent_kernels: true, ..Default::default() }).unwrap();
+    // a and x share from 0 to 10 (x needs 5 at half speed), then a has 5 left and b 10:
+    // both at half speed, a ends at 20; b has 5 left alone and ends at 25.
+    assert_eq!(spans(&report), [(0.0, 20.0), (0.0, 10.0), (10.0, 25.0)]);
+    assert_eq!(report.step_time_us, 25.0);
+    assert_eq!(report.lower_bound_us, 25.0);
+}
