@@ -186,6 +186,8 @@ fn compare_runs_every_algorithm() {
             row["makespan_us"].as_u64().unwrap() >= v["lower_bound_us"].as_u64().unwrap(),
             "{algo}"
         );
+        let simulated = row["simulated_step_us"].as_f64().unwrap();
+        assert!(simulated >= v["lower_bound_us"].as_f64().unwrap() - 1e-6, "{algo}: {simulated}");
     }
 }
 

@@ -3,6 +3,7 @@
 use ordo_place::{Algorithm, PlaceOptions, PlacementFile};
 use serde_json::json;
 
+use crate::commands::simulate::ChannelArg;
 use crate::format::{Table, bytes};
 use crate::placing::{ProblemArgs, mode_label};
 use crate::progress::with_spinner;
@@ -12,9 +13,23 @@ use crate::progress::with_spinner;
 pub struct Args {
     #[command(flatten)]
     pub problem: ProblemArgs,
+    /// Transfer contention model of the simulated step time.
+    #[arg(long, value_enum, default_value = "tf")]
+    pub channel: ChannelArg,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The simulated step time of a placement's plan, in µs, or why there is none.
+fn simulated_us(
+    problem: &ordo_place::PlaceProblem,
+    placement: &ordo_place::Placement,
+    channel: ChannelArg,
+) -> Result<f64, String> {
+    let plan = ordo_sched::build_plan(problem, placement).map_err(|e| e.to_string())?;
+    let options = ordo_sim::SimOptions { channel: channel.into(), ..Default::default() };
+    ordo_sim::simulate(&plan, &options).map(|r| r.step_time_us).map_err(|e| e.to_string())
 }
 
 /// Runs every algorithm and prints one row each.
@@ -27,7 +42,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .iter()
             .map(|&algo| {
                 bar.set_message(format!("placing with {}", algo.name()));
-                (algo, ordo_place::place(problem, algo, &options))
+                let placement = ordo_place::place(problem, algo, &options);
+                let simulated = placement
+                    .as_ref()
+                    .map(|p| simulated_us(problem, p, args.channel))
+                    .unwrap_or_else(|e| Err(e.to_string()));
+                (algo, placement, simulated)
             })
             .collect()
     });
@@ -35,9 +55,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.json {
         let rows: Vec<_> = results
             .iter()
-            .map(|(algo, result)| match result {
-                Ok(p) => serde_json::to_value(PlacementFile::new(problem, p))
-                    .expect("a placement serialises"),
+            .map(|(algo, result, simulated)| match result {
+                Ok(p) => {
+                    let mut row = serde_json::to_value(PlacementFile::new(problem, p))
+                        .expect("a placement serialises");
+                    row["simulated_step_us"] = match simulated {
+                        Ok(us) => json!(us),
+                        Err(e) => json!({ "error": e }),
+                    };
+                    row
+                }
                 Err(e) => json!({"algo": algo.name(), "error": e.to_string()}),
             })
             .collect();
@@ -53,20 +80,31 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     println!("{} ({} nodes) on {}", loaded.label, problem.len(), loaded.devices_label);
     println!("memory model  {}", mode_label(problem.mode));
     println!("lower bound   {:.2} ms", lower_bound as f64 / 1e3);
-    let mut table =
-        Table::new(&["algorithm", "place ms", "step ms", "vs bound", "max peak memory", "note"]);
-    for (algo, result) in &results {
+    let mut table = Table::new(&[
+        "algorithm",
+        "place ms",
+        "step ms",
+        "simulated ms",
+        "vs bound",
+        "max peak memory",
+        "note",
+    ]);
+    for (algo, result, simulated) in &results {
         match result {
             Ok(p) => table.row(vec![
                 algo.name().to_string(),
                 format!("{:.1}", p.placement_seconds * 1e3),
                 format!("{:.2}", p.makespan_us as f64 / 1e3),
+                simulated
+                    .as_ref()
+                    .map_or_else(|e| format!("error: {e}"), |us| format!("{:.2}", us / 1e3)),
                 format!("{:.2}x", p.makespan_us as f64 / lower_bound.max(1) as f64),
                 bytes(p.peak_memory_bytes.iter().copied().max().unwrap_or(0)),
                 String::new(),
             ]),
             Err(e) => table.row(vec![
                 algo.name().to_string(),
+                String::new(),
                 String::new(),
                 String::new(),
                 String::new(),
