@@ -3,7 +3,7 @@
 
 use anyhow::{Context, bail};
 use ordo_cost::{Cluster, CostGraph, Optimizer, StepMode};
-use ordo_place::{Devices, PlaceProblem};
+use ordo_place::{Algorithm, Devices, PlaceOptions, PlaceProblem, Placement};
 
 use crate::source::{self, SizeArgs, Source};
 
@@ -143,4 +143,27 @@ pub fn mode_label(mode: StepMode) -> &'static str {
         }
         StepMode::Training { optimizer: Optimizer::Adam } => "whole training step, Adam",
     }
+}
+
+impl Loaded {
+    /// Places the problem with the named algorithm, showing a spinner if it takes a while.
+    pub fn place(&self, algo: &str, options: &PlaceOptions) -> anyhow::Result<Placement> {
+        let algo: Algorithm = algo.parse()?;
+        crate::progress::with_spinner(&format!("placing with {}", algo.name()), |_| {
+            ordo_place::place(&self.problem, algo, options)
+        })
+        .with_context(|| format!("placing `{}` with {}", self.label, algo.name()))
+    }
+}
+
+/// Writes `value` as pretty JSON to `path`, or to standard output when `path` is `-`.
+/// Returns whether it went to standard output (so nothing else should be printed).
+pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> anyhow::Result<bool> {
+    let text = serde_json::to_string_pretty(value)?;
+    if path.as_os_str() == "-" {
+        println!("{text}");
+        return Ok(true);
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    Ok(false)
 }

@@ -2,12 +2,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-use ordo_place::{Algorithm, PlaceOptions, Placement, PlacementFile};
+use ordo_place::{PlaceOptions, Placement, PlacementFile};
 
 use crate::format::{Table, bytes};
-use crate::placing::{ProblemArgs, mode_label};
-use crate::progress::with_spinner;
+use crate::placing::{ProblemArgs, mode_label, write_json};
 
 /// Arguments of `ordo place`.
 #[derive(clap::Args, Debug)]
@@ -31,25 +29,14 @@ pub struct Args {
 
 /// Places the graph and prints or writes the result.
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let algo: Algorithm = args.algo.parse()?;
     let loaded = args.problem.load()?;
-    let problem = &loaded.problem;
     let options = PlaceOptions { sct_threshold: args.sct_threshold, reduce: args.reduce };
-    let placement = with_spinner(&format!("placing with {}", algo.name()), |_| {
-        ordo_place::place(problem, algo, &options)
-    })
-    .with_context(|| format!("placing `{}` with {}", loaded.label, algo.name()))?;
-    let file = PlacementFile::new(problem, &placement);
-    match &args.json {
-        Some(path) if path.as_os_str() == "-" => {
-            println!("{}", serde_json::to_string_pretty(&file)?);
-            return Ok(());
-        }
-        Some(path) => {
-            let text = serde_json::to_string_pretty(&file)?;
-            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
-        }
-        None => {}
+    let placement = loaded.place(&args.algo, &options)?;
+    let file = PlacementFile::new(&loaded.problem, &placement);
+    if let Some(path) = &args.json
+        && write_json(path, &file)?
+    {
+        return Ok(());
     }
     print_summary(&loaded, &placement, &file);
     if let Some(path) = &args.json {

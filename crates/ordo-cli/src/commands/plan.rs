@@ -3,12 +3,11 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use ordo_place::{Algorithm, PlaceOptions};
+use ordo_place::PlaceOptions;
 use ordo_sched::{Plan, StreamKind, TaskKind};
 
 use crate::format::Table;
-use crate::placing::ProblemArgs;
-use crate::progress::with_spinner;
+use crate::placing::{ProblemArgs, write_json};
 
 /// Arguments of `ordo plan`.
 #[derive(clap::Args, Debug)]
@@ -25,27 +24,19 @@ pub struct Args {
 
 /// Places the graph, builds the plan, and prints or writes it.
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let algo: Algorithm = args.algo.parse()?;
     let loaded = args.problem.load()?;
-    let problem = &loaded.problem;
-    let placement = with_spinner(&format!("placing with {}", algo.name()), |_| {
-        ordo_place::place(problem, algo, &PlaceOptions::default())
-    })
-    .with_context(|| format!("placing `{}` with {}", loaded.label, algo.name()))?;
-    let plan = ordo_sched::build_plan(problem, &placement)
+    let placement = loaded.place(&args.algo, &PlaceOptions::default())?;
+    let plan = ordo_sched::build_plan(&loaded.problem, &placement)
         .with_context(|| format!("scheduling `{}`", loaded.label))?;
-    match &args.json {
-        Some(path) if path.as_os_str() == "-" => {
-            println!("{}", serde_json::to_string_pretty(&plan)?);
-            return Ok(());
-        }
-        Some(path) => ordo_sched::write_plan(&plan, path)?,
-        None => {}
+    if let Some(path) = &args.json
+        && write_json(path, &plan)?
+    {
+        return Ok(());
     }
     println!(
         "plan for {} ({} nodes) on {}, placed with {}",
         loaded.label,
-        problem.len(),
+        loaded.problem.len(),
         loaded.devices_label,
         placement.algo
     );

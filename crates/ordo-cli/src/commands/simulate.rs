@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use ordo_place::{Algorithm, PlaceOptions};
+use ordo_place::PlaceOptions;
 use ordo_sched::Plan;
 use ordo_sim::{Channel, Report, SimOptions};
 
@@ -91,15 +91,12 @@ fn load_plan(args: &Args) -> anyhow::Result<(Plan, String, Option<u64>)> {
         let plan = ordo_sched::read_plan(target)?;
         return Ok((plan, target.clone(), None));
     }
-    let algo: Algorithm = args.algo.parse()?;
     let loaded = args.problem.load()?;
-    let placement = with_spinner(&format!("placing with {}", algo.name()), |_| {
-        ordo_place::place(&loaded.problem, algo, &PlaceOptions::default())
-    })
-    .with_context(|| format!("placing `{}` with {}", loaded.label, algo.name()))?;
+    let placement = loaded.place(&args.algo, &PlaceOptions::default())?;
     let plan = ordo_sched::build_plan(&loaded.problem, &placement)
         .with_context(|| format!("scheduling `{}`", loaded.label))?;
-    let label = format!("{} placed with {} on {}", loaded.label, algo.name(), loaded.devices_label);
+    let label =
+        format!("{} placed with {} on {}", loaded.label, placement.algo, loaded.devices_label);
     Ok((plan, label, Some(placement.makespan_us)))
 }
 
