@@ -146,6 +146,7 @@ pub fn place(
         order: schedule.order,
         makespan_us: schedule.makespan_us,
         peak_memory_bytes: schedule.peak_memory_bytes,
+        transfers: None,
         placement_seconds,
     })
 }

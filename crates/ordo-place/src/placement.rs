@@ -17,6 +17,15 @@ pub struct Placement {
     pub makespan_us: u64,
     /// Predicted peak memory of each device in bytes.
     pub peak_memory_bytes: Vec<u64>,
+    /// The transfers of the placer's own schedule, `(tensor index, receiving device)` in the
+    /// order the placer booked them on the channels (m-ETF and m-SCT: when each consumer
+    /// started); `None` for the other placers and for reduced placements. Each tensor is listed
+    /// at most once per device. A plan built from the placement queues each link's transfers
+    /// in this order. It does not carry m-ETF's whole channel model: m-ETF books each device's
+    /// one channel strictly in this order across all its peers and frees a sender's channel
+    /// when its send ends even if the receiver is still busy, which a plan's per-link queues
+    /// cannot express (see [`crate::etf`]).
+    pub transfers: Option<Vec<(usize, usize)>>,
     /// Wall time of the placement itself, in seconds.
     pub placement_seconds: f64,
 }

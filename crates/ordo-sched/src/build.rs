@@ -10,12 +10,14 @@ use crate::plan::{
 };
 use crate::validate::validate;
 
-/// A transfer to make: tensor `tensor` (its producer at `position` in the sender's order) from
+/// A transfer to make: tensor `tensor` (its producer at `position` in the sender's order, the
+/// transfer at `issued` in the placement's transfer schedule, `usize::MAX` if not there) from
 /// device `from` to device `to`. Field order is the sort order.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Send<'a> {
     from: usize,
     to: usize,
+    issued: usize,
     position: usize,
     name: &'a str,
     tensor: usize,
@@ -27,12 +29,16 @@ struct Send<'a> {
 ///   then a `Tx { peer }` stream for each peer it sends to, then an `Rx { peer }` stream for
 ///   each peer it receives from, peers ascending. Devices without nodes keep an empty compute
 ///   stream.
-/// * **Tasks**: task `i < n` computes node `i` (duration: the node's weight); after them come
+/// * **Tasks**: task `i < n` computes node `i` (duration: the node's weight; workspace: its
+///   [`ordo_cost::NodeMemory::temporary`]); after them come
 ///   the transfers. A tensor consumed on another device is sent once to each such device
 ///   however many consumers it has there (duration: the tensor's `comm_us`), named
 ///   `<tensor>-><device>`. Transfers are numbered, and queued on each (sender, receiver) pair's
-///   tx and rx streams, by sender, receiver, the producer's position in the sender's order,
-///   then tensor name: the order in which the sender's outputs become ready.
+///   tx and rx streams, by sender, receiver, then in the order of the placement's transfer
+///   schedule ([`Placement::transfers`]: the order in which the placer's own schedule booked
+///   the channels), and otherwise (no schedule, or transfers it
+///   does not list, which come after those it lists) by the producer's position in the sender's
+///   order, then tensor name: the order in which the sender's outputs become ready.
 /// * **Events**: one per task that something on another stream waits for, recorded after it,
 ///   in task order. A transfer waits for the tensor's producer; a consumer waits for the
 ///   transfers that bring its inputs; a consumer of a control edge (one that carries no tensor
@@ -60,6 +66,10 @@ pub fn build_plan(problem: &PlaceProblem, placement: &Placement) -> Result<Plan,
     let devices = problem.devices.count();
     let device = &placement.device_of;
     let tensors = &problem.tensors;
+    let mut issued: HashMap<(usize, usize), usize> = HashMap::new();
+    for (k, &key) in placement.transfers.iter().flatten().enumerate() {
+        issued.entry(key).or_insert(k);
+    }
 
     let mut sends = BTreeSet::new();
     for edge in &problem.edges {
@@ -67,7 +77,9 @@ pub fn build_plan(problem: &PlaceProblem, placement: &Placement) -> Result<Plan,
             let (from, to) = (device[tensors[x].producer], device[edge.target]);
             if from != to {
                 let position = position[tensors[x].producer];
-                sends.insert(Send { from, to, position, name: &tensors[x].name, tensor: x });
+                let issued = issued.get(&(x, to)).copied().unwrap_or(usize::MAX);
+                let name = &tensors[x].name;
+                sends.insert(Send { from, to, issued, position, name, tensor: x });
             }
         }
     }
@@ -170,6 +182,7 @@ pub fn build_plan(problem: &PlaceProblem, placement: &Placement) -> Result<Plan,
             streams: vec![stream_at[&(device[v], StreamKind::Compute)]],
             waits: waits(v),
             duration_us: problem.weights[v],
+            workspace_bytes: problem.memory[v].temporary,
         });
     }
     for (k, send) in sends.iter().enumerate() {
@@ -187,6 +200,7 @@ pub fn build_plan(problem: &PlaceProblem, placement: &Placement) -> Result<Plan,
             ],
             waits: waits(n + k),
             duration_us: tensor.comm_us,
+            workspace_bytes: 0,
         });
         buffers.push(Buffer {
             name: tensor.name.clone(),

@@ -12,7 +12,9 @@
 //!   producing task and waited for by the consumer; a dependency within one stream is implied
 //!   by the order;
 //! * a buffer is allocated when its producer starts and freed when the last of its readers
-//!   (transfers included) has finished, unless it is retained until the end of the step.
+//!   (transfers included) has finished, unless it is retained until the end of the step;
+//! * a task's `workspace_bytes` are allocated on its device when it starts and freed when it
+//!   ends (at one instant, frees come before allocations); a transfer's are 0.
 
 use serde::{Deserialize, Serialize};
 
@@ -100,6 +102,10 @@ pub struct Task {
     pub waits: Vec<EventId>,
     /// Predicted duration in µs when it has the device (or link) to itself.
     pub duration_us: u64,
+    /// Scratch bytes held on the task's device while it runs: allocated when it starts, freed
+    /// when it ends (a compute node's [`ordo_cost::NodeMemory::temporary`]; 0 for a transfer).
+    #[serde(default)]
+    pub workspace_bytes: u64,
 }
 
 /// Recorded when task `after` finishes; tasks on other streams wait for it.

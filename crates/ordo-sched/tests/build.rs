@@ -3,7 +3,10 @@
 
 mod common;
 
-use common::{placement, two_device_placement, two_device_plan, two_device_problem};
+use common::{
+    BYTES_AS_US, placement, two_device_graph, two_device_placement, two_device_plan,
+    two_device_problem,
+};
 use ordo_cost::{CostLink, Optimizer, StepMode};
 use ordo_place::{Devices, PlaceProblem};
 use ordo_sched::{
@@ -121,7 +124,32 @@ fn training_retains_outputs_and_charges_optimizer_state() {
     let plan = build_plan(&two_device_problem(mode), &two_device_placement()).unwrap();
     assert!(plan.buffers.iter().all(|b| b.retained));
     assert_eq!(plan.persistent_bytes, [4 * 180, 4 * 100]);
-    assert_eq!(plan.tasks, two_device_plan().tasks);
+    // The forward-only tasks, each compute task holding its upstream gradient (as large as its
+    // outputs) as workspace.
+    let mut expected = two_device_plan().tasks;
+    for (task, outputs) in expected.iter_mut().zip([100, 200, 300, 400, 500, 64, 0]) {
+        task.workspace_bytes = outputs;
+    }
+    assert_eq!(plan.tasks, expected);
+}
+
+#[test]
+fn compute_tasks_hold_their_temporary_memory_as_workspace() {
+    let mut graph = two_device_graph();
+    for (i, node) in graph.nodes.iter_mut().enumerate() {
+        node.temporary_memory = 1000 + i as u64;
+    }
+    let devices = Devices { memory: vec![u64::MAX / 4; 2], comm: BYTES_AS_US };
+    let forward = PlaceProblem::new(&graph, devices.clone(), StepMode::ForwardOnly).unwrap();
+    let plan = build_plan(&forward, &two_device_placement()).unwrap();
+    let workspace: Vec<u64> = plan.tasks.iter().map(|t| t.workspace_bytes).collect();
+    assert_eq!(workspace, [1000, 1001, 1002, 1003, 1004, 1005, 1006, 0, 0, 0]);
+    let training = StepMode::Training { optimizer: Optimizer::Sgd };
+    let plan =
+        build_plan(&PlaceProblem::new(&graph, devices, training).unwrap(), &two_device_placement())
+            .unwrap();
+    let workspace: Vec<u64> = plan.tasks.iter().map(|t| t.workspace_bytes).collect();
+    assert_eq!(workspace, [1100, 1201, 1302, 1403, 1504, 1069, 1006, 0, 0, 0]);
 }
 
 #[test]

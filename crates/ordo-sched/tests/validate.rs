@@ -216,6 +216,7 @@ mod arbitrary {
             streams: streams.into_iter().map(StreamId).collect(),
             waits: waits.into_iter().map(EventId).collect(),
             duration_us: 1,
+            workspace_bytes: 0,
         })
     }
 

@@ -239,6 +239,9 @@ impl<'a> Sim<'a> {
                 }
             }
         }
+        if let Need::Compute(d) = self.ix.need[i] {
+            self.memory.workspace(d, self.plan.tasks[i].workspace_bytes, false, self.now);
+        }
         for &b in self.ix.holds.get(i) {
             self.memory.release(self.plan, b, self.now);
         }
@@ -351,6 +354,9 @@ impl<'a> Sim<'a> {
             Some((_, by)) if self.now > self.ready_at[i] => Some(by),
             _ => self.ready_by[i],
         };
+        if let Need::Compute(d) = self.ix.need[i] {
+            self.memory.workspace(d, self.plan.tasks[i].workspace_bytes, true, self.now);
+        }
         for &b in self.ix.produces.get(i) {
             self.memory.allocate(self.plan, b, self.now);
         }

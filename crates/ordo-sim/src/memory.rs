@@ -1,5 +1,6 @@
 //! Device memory over time: buffers allocated when their producer starts, freed when the
-//! producer and every reader have finished (retained ones at the end of the step).
+//! producer and every reader have finished (retained ones at the end of the step); a task's
+//! workspace allocated when it starts and freed when it ends.
 
 use ordo_sched::Plan;
 
@@ -34,6 +35,15 @@ impl Memory {
         if b.bytes > 0 {
             self.level[b.device] = self.level[b.device].saturating_add(b.bytes);
             self.record(b.device, now);
+        }
+    }
+
+    /// A task with `bytes` of workspace on `device` starts (`starts`) or ends (`!starts`).
+    pub(crate) fn workspace(&mut self, device: usize, bytes: u64, starts: bool, now: f64) {
+        if bytes > 0 {
+            let level = &mut self.level[device];
+            *level = if starts { level.saturating_add(bytes) } else { level.saturating_sub(bytes) };
+            self.record(device, now);
         }
     }
 

@@ -47,9 +47,9 @@ pub struct Report {
     pub busy_fraction: BusyFraction,
     /// Per task, in [`Plan::tasks`](ordo_sched::Plan::tasks) order.
     pub tasks: Vec<TaskTiming>,
-    /// Per device, `(time_us, bytes)` after every change, from `(0, persistent)` to the level
-    /// at `step_time_us` once retained buffers are released. At one instant, frees come before
-    /// allocations.
+    /// Per device, `(time_us, bytes)` after every change (buffers, and the workspace of each
+    /// task while it runs), from `(0, persistent)` to the level at `step_time_us` once retained
+    /// buffers are released. At one instant, frees come before allocations.
     pub memory_timeline: Vec<Vec<(f64, u64)>>,
     /// Task names from the start of the step to the last task to finish, each the predecessor
     /// (stream predecessor, awaited event, or the holder of the resource it waited for) that

@@ -54,6 +54,8 @@ pub(crate) struct Engine<'a> {
     pub(crate) count: usize,
     /// Tensors sent to their consumer's device by the last [`Engine::start`].
     pub(crate) sent: Vec<usize>,
+    /// Every transfer so far, `(tensor, receiving device)`, in the order it was booked.
+    issued: Vec<(usize, usize)>,
     memory: Memory,
 }
 
@@ -133,6 +135,7 @@ impl<'a> Engine<'a> {
             order: vec![Vec::new(); m],
             count: 0,
             sent: Vec::new(),
+            issued: Vec::new(),
             memory: Memory {
                 limit: problem.devices.memory.clone(),
                 reserved: vec![0; m],
@@ -350,6 +353,7 @@ impl<'a> Engine<'a> {
                     Some(arrival) => arrival,
                     None => {
                         self.sent.push(t);
+                        self.issued.push((t, d));
                         self.links.send(t, from, d, self.finish[u], p.tensors[t].comm_us)
                     }
                 };
@@ -421,11 +425,12 @@ impl<'a> Engine<'a> {
     }
 
     /// The placement, or [`PlaceError::OutOfMemory`] if some ops could not be started.
-    pub(crate) fn into_placement(self, algo: &'static str) -> Result<Placement, PlaceError> {
+    pub(crate) fn into_placement(mut self, algo: &'static str) -> Result<Placement, PlaceError> {
         if self.count < self.problem.len() {
             return Err(self.out_of_memory(algo));
         }
         let device_of = self.device_of.clone();
+        let transfers = Some(std::mem::take(&mut self.issued));
         let schedule = self.into_schedule();
         Ok(Placement {
             algo: algo.to_string(),
@@ -433,6 +438,7 @@ impl<'a> Engine<'a> {
             order: schedule.order,
             makespan_us: schedule.makespan_us,
             peak_memory_bytes: schedule.peak_memory_bytes,
+            transfers,
             placement_seconds: 0.0,
         })
     }

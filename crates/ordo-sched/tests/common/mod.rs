@@ -73,6 +73,7 @@ pub fn placement(device_of: &[usize], order: &[&[usize]]) -> Placement {
         order: order.iter().map(|o| o.to_vec()).collect(),
         makespan_us: 0,
         peak_memory_bytes: vec![0; order.len()],
+        transfers: None,
         placement_seconds: 0.0,
     }
 }

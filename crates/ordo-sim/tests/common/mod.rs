@@ -43,6 +43,7 @@ impl Builder {
             streams,
             waits: Vec::new(),
             duration_us: dur,
+            workspace_bytes: 0,
         });
         id
     }

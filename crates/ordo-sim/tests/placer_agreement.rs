@@ -1,0 +1,115 @@
+//! The placers' own estimates against the simulator on the plans built from their placements,
+//! both under Baechi's TensorFlow channel model.
+
+use std::path::PathBuf;
+
+use ordo_place::{Algorithm, Devices, PlaceOptions, PlaceProblem, Placement};
+use ordo_sched::{Plan, StreamKind, TaskKind, build_plan};
+use ordo_sim::{Channel, SimOptions, simulate};
+
+const SAMPLES: [&str; 5] = ["resnet50", "inception_v3", "transformer", "gnmt", "synth_1k"];
+
+/// Baechi's sample `name` on 4 devices without memory limits, forward only.
+fn sample(name: &str) -> PlaceProblem {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../ordo-cost/tests/fixtures")
+        .join(format!("{name}.json"));
+    let graph = ordo_cost::read_costgraph(&path).unwrap();
+    forward(&graph, 4)
+}
+
+fn forward(graph: &ordo_cost::CostGraph, devices: usize) -> PlaceProblem {
+    let devices = Devices::uniform(devices, 1_000_000_000_000_000);
+    PlaceProblem::new(graph, devices, ordo_cost::StepMode::ForwardOnly).unwrap()
+}
+
+fn place(problem: &PlaceProblem, algo: Algorithm) -> Placement {
+    ordo_place::place(problem, algo, &PlaceOptions::default()).unwrap()
+}
+
+/// The step time of the plan of `placement`, Baechi-TF channels.
+fn step_us(problem: &PlaceProblem, placement: &Placement) -> (Plan, f64) {
+    let plan = build_plan(problem, placement).unwrap();
+    let options = SimOptions { channel: Channel::BaechiTf, ..SimOptions::default() };
+    let step = simulate(&plan, &options).unwrap().step_time_us;
+    (plan, step)
+}
+
+fn assert_agrees(what: &str, problem: &PlaceProblem, placement: &Placement) {
+    let (_, step) = step_us(problem, placement);
+    let estimate = placement.makespan_us as f64;
+    assert!((step - estimate).abs() <= 1.0, "{what}: simulated {step} µs, placer {estimate} µs");
+}
+
+/// m-TOPO's makespan comes from ordo-place's simulator (Baechi's `VirtualScheduler`), which
+/// sends every output as soon as its producer is taken: the plan's order.
+#[test]
+fn m_topo_estimate_is_the_simulated_step_on_the_samples() {
+    for name in SAMPLES {
+        let problem = sample(name);
+        assert_agrees(name, &problem, &place(&problem, Algorithm::MTopo));
+    }
+}
+
+/// Without contention on the channels m-ETF's model and the simulator's are the same.
+#[test]
+fn m_etf_estimate_is_the_simulated_step_on_the_image_samples() {
+    for name in ["resnet50", "inception_v3"] {
+        let problem = sample(name);
+        assert_agrees(name, &problem, &place(&problem, Algorithm::MEtf));
+    }
+}
+
+/// Every tx and rx queue of the plan of an m-ETF placement lists its transfers in the order in
+/// which m-ETF booked them.
+#[test]
+fn plan_queues_follow_m_etfs_transfer_order() {
+    let mut graphs: Vec<(String, PlaceProblem)> =
+        SAMPLES.iter().map(|name| (name.to_string(), sample(name))).collect();
+    for seed in 0..8 {
+        let problem = forward(&ordo_cost::synth(200, seed), 2 + seed as usize % 3);
+        graphs.push((format!("synth(200, {seed})"), problem));
+    }
+    for (name, problem) in &graphs {
+        let placement = place(problem, Algorithm::MEtf);
+        let transfers = placement.transfers.as_ref().expect("m-ETF lists its transfers");
+        let (plan, _) = step_us(problem, &placement);
+        let issued: std::collections::HashMap<(String, usize), usize> = transfers
+            .iter()
+            .enumerate()
+            .map(|(k, &(t, to))| ((problem.tensors[t].name.clone(), to), k))
+            .collect();
+        let mut count = 0;
+        for stream in &plan.streams {
+            if !matches!(stream.kind, StreamKind::Tx { .. } | StreamKind::Rx { .. }) {
+                continue;
+            }
+            let ranks: Vec<usize> = stream
+                .tasks
+                .iter()
+                .map(|t| {
+                    let task = &plan.tasks[t.0 as usize];
+                    let TaskKind::Transfer { buffer, to, .. } = task.kind else {
+                        panic!("{name}: compute task {} on a link stream", task.name)
+                    };
+                    let tensor = plan.buffers[buffer.0 as usize].name.clone();
+                    issued[&(tensor, to)]
+                })
+                .collect();
+            assert!(ranks.is_sorted(), "{name}: {:?} queue out of m-ETF's order", stream.kind);
+            count += ranks.len();
+        }
+        assert_eq!(count, 2 * transfers.len(), "{name}: every transfer is queued twice");
+    }
+}
+
+#[test]
+fn m_topo_estimate_is_the_simulated_step_on_random_graphs() {
+    for (n, seed) in [(10, 0), (30, 1), (100, 2), (300, 3), (1000, 4)] {
+        for devices in 2..=4 {
+            let problem = forward(&ordo_cost::synth(n, seed), devices);
+            let what = format!("synth({n}, {seed}) on {devices} devices");
+            assert_agrees(&what, &problem, &place(&problem, Algorithm::MTopo));
+        }
+    }
+}
