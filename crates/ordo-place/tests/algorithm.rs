@@ -8,7 +8,7 @@ use ordo_cost::{CostGraph, StepMode};
 use ordo_place::{Algorithm, Devices, PlaceError, PlaceOptions, PlaceProblem, place};
 
 /// Baechi's m-TOPO makespans in ms with 4 devices of 1e15 bytes, forward only (Baechi's TF
-/// placer and VirtualScheduler, from the research notes).
+/// placer and VirtualScheduler run on these sample graphs).
 const BAECHI_M_TOPO_MS: [(&str, f64); 5] = [
     ("resnet50", 75.90),
     ("inception_v3", 51.69),

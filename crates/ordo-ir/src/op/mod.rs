@@ -5,7 +5,7 @@
 //! dimension; `Lstm` is sequence-first (`[T, B, I]`); `CrossEntropyLoss` takes logits with the
 //! classes in the last dimension and integer targets of the remaining shape, and returns the
 //! mean as a scalar. FLOPs count a multiply-add as two and follow the cost-graph converter's
-//! rules (see `formats/costgraph.md` in the docs).
+//! rules (see `doc/costgraph.md`).
 
 mod conv;
 mod elementwise;
