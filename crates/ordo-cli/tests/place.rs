@@ -19,6 +19,15 @@ fn fixture(name: &str) -> String {
     format!("{}/../ordo-cost/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
+/// `ordo COMMAND` on one of Baechi's sample cost graphs with `devices` devices, forward only
+/// (Baechi's setting), followed by `extra` arguments.
+fn on_sample(command: &str, sample: &str, devices: usize, extra: &[&str]) -> Output {
+    let (path, devices) = (fixture(&format!("{sample}.json")), devices.to_string());
+    let mut args = vec![command, &path, "--devices", &devices, "--forward-only"];
+    args.extend_from_slice(extra);
+    ordo(&args)
+}
+
 #[test]
 fn place_json_has_the_documented_keys_and_places_every_node() {
     let v = json(&ordo(&[
@@ -60,17 +69,7 @@ fn forward_only_on_baechis_resnet50_sample_matches_baechi() {
     // Baechi's own placer on this graph, 4 devices, unlimited memory: m-TOPO 75.90 ms,
     // m-ETF 25.94 ms.
     for (algo, expected_us) in [("m-topo", 75_900), ("m-etf", 25_940)] {
-        let v = json(&ordo(&[
-            "place",
-            &fixture("resnet50.json"),
-            "--devices",
-            "4",
-            "--forward-only",
-            "--algo",
-            algo,
-            "--json",
-            "-",
-        ]));
+        let v = json(&on_sample("place", "resnet50", 4, &["--algo", algo, "--json", "-"]));
         let makespan = v["makespan_us"].as_i64().unwrap();
         assert!((makespan - expected_us).abs() <= 10, "{algo}: {makespan} us");
     }
@@ -80,17 +79,7 @@ fn forward_only_on_baechis_resnet50_sample_matches_baechi() {
 fn baechis_own_estimate_is_reported_beside_ours() {
     // On Baechi's gnmt sample m-ETF's own schedule (101.73 ms) beats what Baechi's virtual
     // scheduler makes of the same placement (135.69 ms, the number Baechi reports).
-    let v = json(&ordo(&[
-        "place",
-        &fixture("gnmt.json"),
-        "--devices",
-        "4",
-        "--forward-only",
-        "--algo",
-        "m-etf",
-        "--json",
-        "-",
-    ]));
+    let v = json(&on_sample("place", "gnmt", 4, &["--algo", "m-etf", "--json", "-"]));
     assert!((v["baechi_makespan_us"].as_i64().unwrap() - 135_690).abs() <= 10, "{v}");
     assert!((v["makespan_us"].as_i64().unwrap() - 101_730).abs() <= 10, "{v}");
 }
@@ -170,14 +159,7 @@ fn a_cluster_sets_devices_memory_and_speed() {
 
 #[test]
 fn compare_runs_every_algorithm() {
-    let v = json(&ordo(&[
-        "compare",
-        &fixture("gnmt.json"),
-        "--devices",
-        "4",
-        "--forward-only",
-        "--json",
-    ]));
+    let v = json(&on_sample("compare", "gnmt", 4, &["--json"]));
     let results = v["results"].as_array().unwrap();
     for algo in ["m-topo", "m-topo-real", "m-etf", "m-sct", "single", "round-robin", "balanced"] {
         let row =
@@ -193,29 +175,13 @@ fn compare_runs_every_algorithm() {
 
 #[test]
 fn a_reduced_placement_still_places_every_node() {
-    let full = json(&ordo(&[
+    let full = json(&on_sample("place", "transformer", 4, &["--algo", "m-etf", "--json", "-"]));
+    let reduced = json(&on_sample(
         "place",
-        &fixture("transformer.json"),
-        "--devices",
-        "4",
-        "--forward-only",
-        "--algo",
-        "m-etf",
-        "--json",
-        "-",
-    ]));
-    let reduced = json(&ordo(&[
-        "place",
-        &fixture("transformer.json"),
-        "--devices",
-        "4",
-        "--forward-only",
-        "--algo",
-        "m-etf",
-        "--reduce",
-        "--json",
-        "-",
-    ]));
+        "transformer",
+        4,
+        &["--algo", "m-etf", "--reduce", "--json", "-"],
+    ));
     let nodes = |v: &serde_json::Value| v["device_of"].as_object().unwrap().len();
     assert_eq!(nodes(&reduced), nodes(&full));
     let ordered: usize =
@@ -226,17 +192,7 @@ fn a_reduced_placement_still_places_every_node() {
 
 #[test]
 fn plan_json_is_a_valid_plan_with_one_compute_task_per_node() {
-    let out = ordo(&[
-        "plan",
-        &fixture("transformer.json"),
-        "--devices",
-        "4",
-        "--forward-only",
-        "--algo",
-        "m-etf",
-        "--json",
-        "-",
-    ]);
+    let out = on_sample("plan", "transformer", 4, &["--algo", "m-etf", "--json", "-"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let plan: ordo_sched::Plan = serde_json::from_slice(&out.stdout).unwrap();
     ordo_sched::validate(&plan).unwrap();
@@ -255,20 +211,20 @@ fn simulate_reports_json_and_writes_trace_and_svgs() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.json");
     let svg = dir.path().join("g.svg");
-    let v = json(&ordo(&[
+    let v = json(&on_sample(
         "simulate",
-        &fixture("resnet50.json"),
-        "--devices",
-        "2",
-        "--forward-only",
-        "--algo",
-        "m-etf",
-        "--json",
-        "--trace",
-        trace.to_str().unwrap(),
-        "--svg",
-        svg.to_str().unwrap(),
-    ]));
+        "resnet50",
+        2,
+        &[
+            "--algo",
+            "m-etf",
+            "--json",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--svg",
+            svg.to_str().unwrap(),
+        ],
+    ));
     let step = v["step_time_us"].as_f64().unwrap();
     assert!(step >= v["lower_bound_us"].as_f64().unwrap());
     assert_eq!(v["peak_memory_bytes"].as_array().unwrap().len(), 2);
@@ -284,17 +240,12 @@ fn simulate_reports_json_and_writes_trace_and_svgs() {
 fn simulate_takes_a_plan_file_and_channel_models_differ_as_expected() {
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.json");
-    let out = ordo(&[
+    let out = on_sample(
         "plan",
-        &fixture("inception_v3.json"),
-        "--devices",
-        "4",
-        "--forward-only",
-        "--algo",
-        "m-etf",
-        "--json",
-        plan.to_str().unwrap(),
-    ]);
+        "inception_v3",
+        4,
+        &["--algo", "m-etf", "--json", plan.to_str().unwrap()],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let step = |channel: &str| {
         json(&ordo(&["simulate", plan.to_str().unwrap(), "--channel", channel, "--json"]))
