@@ -146,7 +146,7 @@ pub fn place(
         order: schedule.order,
         makespan_us: schedule.makespan_us,
         peak_memory_bytes: schedule.peak_memory_bytes,
-        transfers: None,
+        transfers: Some(schedule.transfers),
         placement_seconds,
     })
 }

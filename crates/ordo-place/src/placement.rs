@@ -19,12 +19,10 @@ pub struct Placement {
     pub peak_memory_bytes: Vec<u64>,
     /// The transfers of the placer's own schedule, `(tensor index, receiving device)` in the
     /// order the placer booked them on the channels (m-ETF and m-SCT: when each consumer
-    /// started); `None` for the other placers and for reduced placements. Each tensor is listed
-    /// at most once per device. A plan built from the placement queues each link's transfers
-    /// in this order. It does not carry m-ETF's whole channel model: m-ETF books each device's
-    /// one channel strictly in this order across all its peers and frees a sender's channel
-    /// when its send ends even if the receiver is still busy, which a plan's per-link queues
-    /// cannot express (see [`crate::etf`]).
+    /// started; the others, from Baechi's simulator: when each producer was taken). Each tensor
+    /// is listed at most once per device. A plan built from the placement numbers its transfers
+    /// in this order, and the simulator's Baechi-TF channel model serves each device's one
+    /// channel in that order, which reproduces the placer's schedule; `None` when unknown.
     pub transfers: Option<Vec<(usize, usize)>>,
     /// Wall time of the placement itself, in seconds.
     pub placement_seconds: f64,

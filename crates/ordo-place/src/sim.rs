@@ -61,6 +61,9 @@ pub struct Schedule {
     pub makespan_us: u64,
     /// Peak memory of each device in bytes.
     pub peak_memory_bytes: Vec<u64>,
+    /// Every transfer, `(tensor index, receiving device)`, in the order it was booked on the
+    /// channels.
+    pub transfers: Vec<(usize, usize)>,
 }
 
 /// Simulates `problem` placed by `device_of` (a device index per node) with Baechi's
@@ -271,6 +274,7 @@ impl<'a> Run<'a> {
             start_us: self.start,
             finish_us: self.finish,
             peak_memory_bytes,
+            transfers: self.links.issued,
         }
     }
 }
@@ -283,11 +287,18 @@ pub(crate) struct Links {
     channel_free: Vec<u64>,
     /// `tensor * devices + device` -> arrival time, `u64::MAX` if not there.
     arrival: Vec<u64>,
+    /// Every transfer so far, `(tensor, receiving device)`, in booking order.
+    pub(crate) issued: Vec<(usize, usize)>,
 }
 
 impl Links {
     pub(crate) fn new(devices: usize, tensors: usize) -> Self {
-        Self { devices, channel_free: vec![0; devices], arrival: vec![u64::MAX; tensors * devices] }
+        Self {
+            devices,
+            channel_free: vec![0; devices],
+            arrival: vec![u64::MAX; tensors * devices],
+            issued: Vec::new(),
+        }
     }
 
     /// When tensor `t` arrived on `device`, if it has been sent there.
@@ -309,6 +320,7 @@ impl Links {
         self.channel_free[from] = send_start.saturating_add(cost);
         self.channel_free[to] = recv_end;
         self.arrival[t * self.devices + to] = recv_end;
+        self.issued.push((t, to));
         recv_end
     }
 

@@ -10,17 +10,15 @@ use crate::plan::{
 };
 use crate::validate::validate;
 
-/// A transfer to make: tensor `tensor` (its producer at `position` in the sender's order, the
-/// transfer at `issued` in the placement's transfer schedule, `usize::MAX` if not there) from
-/// device `from` to device `to`. Field order is the sort order.
+/// A transfer to make: tensor `tensor` from device `from` to device `to`, at `rank` in the
+/// plan's transfer order. Field order is the sort order.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Send<'a> {
-    from: usize,
+    rank: usize,
     to: usize,
-    issued: usize,
-    position: usize,
     name: &'a str,
     tensor: usize,
+    from: usize,
 }
 
 /// The plan that runs `placement` of `problem`, in the order the placement gives each device.
@@ -34,11 +32,13 @@ struct Send<'a> {
 ///   the transfers. A tensor consumed on another device is sent once to each such device
 ///   however many consumers it has there (duration: the tensor's `comm_us`), named
 ///   `<tensor>-><device>`. Transfers are numbered, and queued on each (sender, receiver) pair's
-///   tx and rx streams, by sender, receiver, then in the order of the placement's transfer
-///   schedule ([`Placement::transfers`]: the order in which the placer's own schedule booked
-///   the channels), and otherwise (no schedule, or transfers it
-///   does not list, which come after those it lists) by the producer's position in the sender's
-///   order, then tensor name: the order in which the sender's outputs become ready.
+///   tx and rx streams, in the order of the placement's transfer schedule
+///   ([`Placement::transfers`]: the order in which the placer's own schedule booked the
+///   channels) when it lists every transfer; otherwise by the producer's position in one
+///   topological order of the device orders and the edges together, then receiver and tensor
+///   name. Either order is one in which the transfers can run one after another, so that the
+///   simulator's Baechi-TF model, which serves each device's channel in transfer order, cannot
+///   deadlock on a plan built here.
 /// * **Events**: one per task that something on another stream waits for, recorded after it,
 ///   in task order. A transfer waits for the tensor's producer; a consumer waits for the
 ///   transfers that bring its inputs; a consumer of a control edge (one that carries no tensor
@@ -61,7 +61,7 @@ struct Send<'a> {
 /// node on the same device that it depends on; [`SchedError::Cycle`] when the device orders
 /// together deadlock (a device waits for a transfer whose producer comes after it elsewhere).
 pub fn build_plan(problem: &PlaceProblem, placement: &Placement) -> Result<Plan, SchedError> {
-    let position = check_placement(problem, placement)?;
+    check_placement(problem, placement)?;
     let n = problem.len();
     let devices = problem.devices.count();
     let device = &placement.device_of;
@@ -70,18 +70,26 @@ pub fn build_plan(problem: &PlaceProblem, placement: &Placement) -> Result<Plan,
     for (k, &key) in placement.transfers.iter().flatten().enumerate() {
         issued.entry(key).or_insert(k);
     }
-
-    let mut sends = BTreeSet::new();
+    let mut needed: BTreeSet<(usize, usize, usize)> = BTreeSet::new();
     for edge in &problem.edges {
         for &x in &edge.tensors {
             let (from, to) = (device[tensors[x].producer], device[edge.target]);
             if from != to {
-                let position = position[tensors[x].producer];
-                let issued = issued.get(&(x, to)).copied().unwrap_or(usize::MAX);
-                let name = &tensors[x].name;
-                sends.insert(Send { from, to, issued, position, name, tensor: x });
+                needed.insert((x, from, to));
             }
         }
+    }
+    let rank: Box<dyn Fn(usize, usize) -> usize> =
+        if needed.iter().all(|&(x, _, to)| issued.contains_key(&(x, to))) {
+            Box::new(|x, to| issued[&(x, to)])
+        } else {
+            let position = joint_topological_position(problem, placement);
+            Box::new(move |x, _| position[tensors[x].producer])
+        };
+    let mut sends = BTreeSet::new();
+    for &(x, from, to) in &needed {
+        let name = &tensors[x].name;
+        sends.insert(Send { rank: rank(x, to), to, name, tensor: x, from });
     }
     let sends: Vec<Send> = sends.into_iter().collect();
     let transfer_of: HashMap<(usize, usize), usize> =
@@ -263,13 +271,52 @@ fn make_streams(placement: &Placement, sends: &[Send], devices: usize) -> Vec<St
     streams
 }
 
+/// Each node's position in a topological order of the graph whose edges are the problem's
+/// edges (producer to consumer) and each device's order (one node to the next); the smallest
+/// node index goes first among those available. Nodes on a cycle get `usize::MAX` (the plan's
+/// validation reports the cycle).
+fn joint_topological_position(problem: &PlaceProblem, placement: &Placement) -> Vec<usize> {
+    let n = problem.len();
+    let mut successors: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for edge in &problem.edges {
+        successors[edge.source].push(edge.target);
+        for &x in &edge.tensors {
+            successors[problem.tensors[x].producer].push(edge.target);
+        }
+    }
+    for order in &placement.order {
+        for pair in order.windows(2) {
+            successors[pair[0]].push(pair[1]);
+        }
+    }
+    let mut indegree = vec![0usize; n];
+    for list in &mut successors {
+        list.sort_unstable();
+        list.dedup();
+        for &c in list.iter() {
+            indegree[c] += 1;
+        }
+    }
+    let mut available: std::collections::BinaryHeap<std::cmp::Reverse<usize>> =
+        (0..n).filter(|&v| indegree[v] == 0).map(std::cmp::Reverse).collect();
+    let mut position = vec![usize::MAX; n];
+    let mut count = 0;
+    while let Some(std::cmp::Reverse(v)) = available.pop() {
+        position[v] = count;
+        count += 1;
+        for &c in &successors[v] {
+            indegree[c] -= 1;
+            if indegree[c] == 0 {
+                available.push(std::cmp::Reverse(c));
+            }
+        }
+    }
+    position
+}
+
 /// Checks that the placement covers every node and device exactly once and that each device's
-/// order respects the dependencies between its own nodes; returns each node's position in its
-/// device's order.
-fn check_placement(
-    problem: &PlaceProblem,
-    placement: &Placement,
-) -> Result<Vec<usize>, SchedError> {
+/// order respects the dependencies between its own nodes.
+fn check_placement(problem: &PlaceProblem, placement: &Placement) -> Result<(), SchedError> {
     let (n, devices) = (problem.len(), problem.devices.count());
     let fail = |message: String| Err(SchedError::Placement(message));
     if placement.device_of.len() != n {
@@ -316,5 +363,5 @@ fn check_placement(
             }
         }
     }
-    Ok(position)
+    Ok(())
 }

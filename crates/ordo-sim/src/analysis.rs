@@ -133,8 +133,9 @@ fn critical_path(plan: &Plan, finish: &[f64], pred: &[Option<u32>]) -> Vec<Strin
     };
     let mut path = vec![last];
     let mut t = last;
-    // Each predecessor ended before its successor started, so the walk cannot revisit a task;
-    // the bound is a guard.
+    // A predecessor's first `duration` ends before its successor's last `duration` begins (a
+    // Baechi-TF transfer's predecessor can be one whose send, not whole transfer, held the
+    // channel), so the walk cannot revisit a task that takes time; the bound is a guard.
     while let Some(p) = pred[t]
         && path.len() <= finish.len()
     {

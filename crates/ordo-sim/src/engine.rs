@@ -13,6 +13,7 @@ use std::collections::{BTreeSet, BinaryHeap};
 use ordo_sched::Plan;
 
 use crate::analysis;
+use crate::booking::{Booked, Channels};
 use crate::index::{Index, Need};
 use crate::memory::Memory;
 use crate::{Channel, Report, SimError, SimOptions};
@@ -41,6 +42,9 @@ impl Ord for Time {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum What {
     Finish(u32),
+    /// A transfer's send starts (Baechi-TF channels, where it is booked ahead of time).
+    /// Handled after the task ends of the same instant.
+    Start(u32),
     /// The next end among a processor-sharing device's kernels, valid while `version` is the
     /// device's current one.
     Tick {
@@ -119,6 +123,9 @@ struct Sim<'a> {
     ports: Vec<Slot>,
     dirty_devices: Vec<usize>,
     dirty_ports: Vec<usize>,
+    /// Baechi-TF's booked channels, which replace `ports` under that model.
+    channels: Option<Channels>,
+    booked: Vec<Booked>,
     memory: Memory,
 }
 
@@ -149,6 +156,16 @@ impl<'a> Sim<'a> {
             ports: slots(plan.devices),
             dirty_devices: Vec::new(),
             dirty_ports: Vec::new(),
+            channels: (opts.channel == Channel::BaechiTf).then(|| {
+                let transfers: Vec<(u32, usize, usize)> = (0..n)
+                    .filter_map(|t| match ix.need[t] {
+                        Need::Transfer { from, to } => Some((t as u32, from, to)),
+                        Need::Compute(_) => None,
+                    })
+                    .collect();
+                Channels::new(plan.devices, n, &transfers)
+            }),
+            booked: Vec::new(),
             memory: Memory::new(plan, &ix.holders),
         }
     }
@@ -205,6 +222,11 @@ impl<'a> Sim<'a> {
     fn happen(&mut self, what: What) {
         match what {
             What::Finish(t) => self.complete(t),
+            What::Start(t) => {
+                if !self.started[t as usize] {
+                    self.begin(t);
+                }
+            }
             What::Tick { device, version } => {
                 if self.shared[device as usize].version == version {
                     self.shared_tick(device as usize);
@@ -213,18 +235,55 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// The ports a transfer holds under the current channel model.
+    /// The ports a transfer holds under the current channel model (none under Baechi-TF,
+    /// whose channels are booked instead).
     fn ports_of(&self, from: usize, to: usize) -> ([usize; 2], usize) {
         match self.opts.channel {
-            Channel::BaechiTf if from != to => ([from, to], 2),
-            Channel::BaechiTf => ([from, to], 1),
             Channel::Duplex => ([to, to], 1),
-            Channel::BaechiPytorch => ([from, to], 0),
+            Channel::BaechiTf | Channel::BaechiPytorch => ([from, to], 0),
         }
+    }
+
+    /// Books the Baechi-TF channel parts that became bookable, starting at `device`'s channel,
+    /// and schedules the starts and ends they decide.
+    fn book(&mut self, device: usize) {
+        let Some(channels) = self.channels.as_mut() else { return };
+        let (ready, ready_at, plan) = (&self.ready, &self.ready_at, self.plan);
+        let mut booked = std::mem::take(&mut self.booked);
+        channels.book(
+            device,
+            |t| ready[t as usize].then(|| ready_at[t as usize]),
+            |t| plan.tasks[t as usize].duration_us as f64,
+            &mut booked,
+        );
+        for &event in &booked {
+            match event {
+                Booked::Send { task, at, waited_for } => {
+                    self.pred[task as usize] = waited_for.or(self.ready_by[task as usize]);
+                    if at <= self.now {
+                        self.begin(task);
+                    } else {
+                        self.heap.push(Reverse((Time(at), What::Start(task))));
+                    }
+                }
+                Booked::Receive { task, at, waited_for } => {
+                    if waited_for.is_some() {
+                        self.pred[task as usize] = waited_for;
+                    }
+                    self.heap.push(Reverse((Time(at), What::Finish(task))));
+                }
+            }
+        }
+        booked.clear();
+        self.booked = booked;
     }
 
     fn complete(&mut self, t: u32) {
         let i = t as usize;
+        if !self.started[i] {
+            // A zero-length Baechi-TF transfer whose end is handled before its start.
+            self.begin(t);
+        }
         self.finish[i] = self.now;
         self.done += 1;
         match self.ix.need[i] {
@@ -245,13 +304,8 @@ impl<'a> Sim<'a> {
         for &b in self.ix.holds.get(i) {
             self.memory.release(self.plan, b, self.now);
         }
-        for s in &self.plan.tasks[i].streams {
-            let s = s.0 as usize;
-            self.head[s] += 1;
-            if let Some(&next) = self.plan.streams[s].tasks.get(self.head[s]) {
-                self.at_head[next.0 as usize] += 1;
-                self.make_ready(next.0, Some(t));
-            }
+        if !self.is_booked(i) {
+            self.leave_streams(t);
         }
         for &e in self.ix.events_after.get(i) {
             for &w in self.ix.waiters.get(e as usize) {
@@ -261,33 +315,60 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Whether task `i` is a transfer on Baechi-TF's booked channels.
+    fn is_booked(&self, i: usize) -> bool {
+        self.channels.is_some() && matches!(self.ix.need[i], Need::Transfer { .. })
+    }
+
+    /// Makes the next task of each of `t`'s streams first in it.
+    fn leave_streams(&mut self, t: u32) {
+        for s in &self.plan.tasks[t as usize].streams {
+            let s = s.0 as usize;
+            self.head[s] += 1;
+            if let Some(&next) = self.plan.streams[s].tasks.get(self.head[s]) {
+                self.at_head[next.0 as usize] += 1;
+                self.make_ready(next.0, Some(t));
+            }
+        }
+    }
+
     /// Queues the tasks made ready at this instant, or starts those that need no exclusive
     /// resource.
     fn admit(&mut self) {
-        let mut ready = std::mem::take(&mut self.newly_ready);
-        ready.sort_unstable();
-        for &t in &ready {
-            let key = (Time(self.now), t);
-            match self.ix.need[t as usize] {
-                Need::Compute(_) if self.opts.concurrent_kernels => self.begin(t),
-                Need::Compute(d) => {
-                    self.devices[d].waiting.insert(key);
-                    mark(&mut self.devices[d], &mut self.dirty_devices, d);
+        // Starting a booked transfer can make the next one on its link ready at once.
+        while !self.newly_ready.is_empty() {
+            let mut ready = std::mem::take(&mut self.newly_ready);
+            ready.sort_unstable();
+            for &t in &ready {
+                self.admit_one(t);
+            }
+            if self.newly_ready.is_empty() {
+                ready.clear();
+                self.newly_ready = ready;
+            }
+        }
+    }
+
+    fn admit_one(&mut self, t: u32) {
+        let key = (Time(self.now), t);
+        match self.ix.need[t as usize] {
+            Need::Compute(_) if self.opts.concurrent_kernels => self.begin(t),
+            Need::Compute(d) => {
+                self.devices[d].waiting.insert(key);
+                mark(&mut self.devices[d], &mut self.dirty_devices, d);
+            }
+            Need::Transfer { from, .. } if self.channels.is_some() => self.book(from),
+            Need::Transfer { from, to } => {
+                let (ports, count) = self.ports_of(from, to);
+                if count == 0 {
+                    self.begin(t);
                 }
-                Need::Transfer { from, to } => {
-                    let (ports, count) = self.ports_of(from, to);
-                    if count == 0 {
-                        self.begin(t);
-                    }
-                    for &p in &ports[..count] {
-                        self.ports[p].waiting.insert(key);
-                        mark(&mut self.ports[p], &mut self.dirty_ports, p);
-                    }
+                for &p in &ports[..count] {
+                    self.ports[p].waiting.insert(key);
+                    mark(&mut self.ports[p], &mut self.dirty_ports, p);
                 }
             }
         }
-        ready.clear();
-        self.newly_ready = ready;
     }
 
     /// Hands the resources freed or wanted at this instant to waiting tasks.
@@ -339,6 +420,8 @@ impl<'a> Sim<'a> {
                 holder = self.devices[d].freed_by;
                 self.heap.push(Reverse((end, What::Finish(t))));
             }
+            // Its end and predecessor were decided when its channels were booked.
+            Need::Transfer { .. } if self.channels.is_some() => {}
             Need::Transfer { from, to } => {
                 let (ports, count) = self.ports_of(from, to);
                 for &p in &ports[..count] {
@@ -348,12 +431,18 @@ impl<'a> Sim<'a> {
                 self.heap.push(Reverse((end, What::Finish(t))));
             }
         }
-        // A task that waited for its resource was started by the end of the resource's
-        // previous holder; otherwise by the end that made it ready.
-        self.pred[i] = match holder {
-            Some((_, by)) if self.now > self.ready_at[i] => Some(by),
-            _ => self.ready_by[i],
-        };
+        if self.is_booked(i) {
+            // The channels keep the link's order; the next transfer on the link may be booked
+            // behind this one at once.
+            self.leave_streams(t);
+        } else {
+            // A task that waited for its resource was started by the end of the resource's
+            // previous holder; otherwise by the end that made it ready.
+            self.pred[i] = match holder {
+                Some((_, by)) if self.now > self.ready_at[i] => Some(by),
+                _ => self.ready_by[i],
+            };
+        }
         if let Need::Compute(d) = self.ix.need[i] {
             self.memory.workspace(d, self.plan.tasks[i].workspace_bytes, true, self.now);
         }

@@ -110,8 +110,11 @@ impl Index {
                     Need::Compute(device)
                 }
                 TaskKind::Transfer { from, to, buffer } => {
-                    if from >= plan.devices || to >= plan.devices {
-                        return Err(invalid(format!("transfer {t} between {from} and {to}")));
+                    if from >= plan.devices || to >= plan.devices || from == to {
+                        return Err(invalid(format!(
+                            "transfer {t} ({}) from device {from} to device {to}",
+                            task.name
+                        )));
                     }
                     if buffer.0 as usize >= plan.buffers.len() {
                         return Err(invalid(format!("transfer {t} reads unknown buffer")));

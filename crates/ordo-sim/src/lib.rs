@@ -8,6 +8,7 @@
 //! ```
 
 mod analysis;
+mod booking;
 mod engine;
 mod error;
 mod index;

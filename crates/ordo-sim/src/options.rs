@@ -6,9 +6,16 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Channel {
-    /// Baechi's TensorFlow simulator: each device has one channel shared by its sends and its
-    /// receives; a transfer holds the sender's and the receiver's channel. The placers use this
-    /// model, so it is the default.
+    /// Baechi's TensorFlow model: each device has one channel shared by its sends and its
+    /// receives, serving the transfers that involve it in the plan's task order (the order in
+    /// which the placer booked them). A send starts when its data is ready and the sender's
+    /// channel is free; the receive starts when the send has started and the receiver's
+    /// channel is free, and the transfer ends one transfer time later; the sender's channel is
+    /// free again one transfer time after the send started. A transfer leaves its tx and rx
+    /// streams when its send starts (the channels keep the link's order), so the next transfer
+    /// on the link can start sending while this one waits for its receiver. The placers use this
+    /// model, so it is the default, and a plan built from a placement simulates to the placer's
+    /// estimate.
     #[default]
     BaechiTf,
     /// Baechi's PyTorch simulator: no contention; a transfer waits only for its streams.

@@ -38,25 +38,42 @@ fn step_us(problem: &PlaceProblem, placement: &Placement) -> (Plan, f64) {
 fn assert_agrees(what: &str, problem: &PlaceProblem, placement: &Placement) {
     let (_, step) = step_us(problem, placement);
     let estimate = placement.makespan_us as f64;
-    assert!((step - estimate).abs() <= 1.0, "{what}: simulated {step} µs, placer {estimate} µs");
+    assert_eq!(step, estimate, "{what} ({}): simulated vs placer's estimate", placement.algo);
 }
 
-/// m-TOPO's makespan comes from ordo-place's simulator (Baechi's `VirtualScheduler`), which
-/// sends every output as soon as its producer is taken: the plan's order.
+const ALGORITHMS: [Algorithm; 7] = [
+    Algorithm::MTopo,
+    Algorithm::MTopoReal,
+    Algorithm::MEtf,
+    Algorithm::MSct,
+    Algorithm::Single,
+    Algorithm::RoundRobin,
+    Algorithm::Balanced,
+];
+
+/// Every placer's estimate is the simulated step of its plan: m-ETF and m-SCT's own schedule
+/// (transfers booked when consumers start), the others' from Baechi's `VirtualScheduler`
+/// (booked when producers are taken); the plan carries the booking order.
 #[test]
-fn m_topo_estimate_is_the_simulated_step_on_the_samples() {
+fn every_estimate_is_the_simulated_step_on_the_samples() {
     for name in SAMPLES {
         let problem = sample(name);
-        assert_agrees(name, &problem, &place(&problem, Algorithm::MTopo));
+        for algo in ALGORITHMS {
+            assert_agrees(name, &problem, &place(&problem, algo));
+        }
     }
 }
 
-/// Without contention on the channels m-ETF's model and the simulator's are the same.
 #[test]
-fn m_etf_estimate_is_the_simulated_step_on_the_image_samples() {
-    for name in ["resnet50", "inception_v3"] {
-        let problem = sample(name);
-        assert_agrees(name, &problem, &place(&problem, Algorithm::MEtf));
+fn every_estimate_is_the_simulated_step_on_random_graphs() {
+    for (n, seed) in [(10, 0), (30, 1), (100, 2), (300, 3), (1000, 4)] {
+        for devices in 2..=4 {
+            let problem = forward(&ordo_cost::synth(n, seed), devices);
+            let what = format!("synth({n}, {seed}) on {devices} devices");
+            for algo in ALGORITHMS {
+                assert_agrees(&what, &problem, &place(&problem, algo));
+            }
+        }
     }
 }
 
@@ -100,16 +117,5 @@ fn plan_queues_follow_m_etfs_transfer_order() {
             count += ranks.len();
         }
         assert_eq!(count, 2 * transfers.len(), "{name}: every transfer is queued twice");
-    }
-}
-
-#[test]
-fn m_topo_estimate_is_the_simulated_step_on_random_graphs() {
-    for (n, seed) in [(10, 0), (30, 1), (100, 2), (300, 3), (1000, 4)] {
-        for devices in 2..=4 {
-            let problem = forward(&ordo_cost::synth(n, seed), devices);
-            let what = format!("synth({n}, {seed}) on {devices} devices");
-            assert_agrees(&what, &problem, &place(&problem, Algorithm::MTopo));
-        }
     }
 }

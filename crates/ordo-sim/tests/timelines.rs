@@ -57,16 +57,22 @@ fn two_into_one() -> Plan {
 #[test]
 fn two_transfers_into_one_device() {
     let plan = two_into_one();
-    for channel in [Channel::BaechiTf, Channel::Duplex] {
-        let report = run(&plan, channel);
-        assert_eq!(spans(&report)[2..], [(10.0, 15.0), (15.0, 20.0)], "{channel:?}");
-        assert_eq!(report.step_time_us, 20.0);
-        // The second waited for the receiver, held by the first.
-        assert_eq!(report.critical_path, ["a", "a->2", "b->2"], "{channel:?}");
-        let links: Vec<_> =
-            report.busy_fraction.links.iter().map(|l| (l.from, l.to, l.fraction)).collect();
-        assert_eq!(links, [(0, 2, 0.25), (1, 2, 0.25)]);
-    }
+    let links = |report: &Report| -> Vec<(usize, usize, f64)> {
+        report.busy_fraction.links.iter().map(|l| (l.from, l.to, l.fraction)).collect()
+    };
+    let report = run(&plan, Channel::Duplex);
+    assert_eq!(spans(&report)[2..], [(10.0, 15.0), (15.0, 20.0)]);
+    assert_eq!(report.step_time_us, 20.0);
+    // The second waited for the receiver, held by the first.
+    assert_eq!(report.critical_path, ["a", "a->2", "b->2"]);
+    assert_eq!(links(&report), [(0, 2, 0.25), (1, 2, 0.25)]);
+    // Baechi-TF: b->2's send starts at 10 on device 1's free channel; its receive waits for
+    // device 2's channel, booked by a->2 (first in task order) until 15.
+    let report = run(&plan, Channel::BaechiTf);
+    assert_eq!(spans(&report)[2..], [(10.0, 15.0), (10.0, 20.0)]);
+    assert_eq!(report.step_time_us, 20.0);
+    assert_eq!(report.critical_path, ["a", "a->2", "b->2"]);
+    assert_eq!(links(&report), [(0, 2, 0.25), (1, 2, 0.5)]);
     let report = run(&plan, Channel::BaechiPytorch);
     assert_eq!(spans(&report)[2..], [(10.0, 15.0), (10.0, 15.0)]);
     assert_eq!(report.step_time_us, 15.0);
@@ -103,6 +109,53 @@ fn send_and_receive_on_one_device() {
         assert_eq!(spans(&report)[2..], [(10.0, 15.0), (10.0, 15.0)], "{channel:?}");
         assert_eq!(report.step_time_us, 15.0);
     }
+}
+
+/// Baechi-TF serves a device's channel in task order across peers, and frees the sender's
+/// channel when its send ends even while the receive waits.
+///
+/// Device 0 runs `slow` (0–9) then sends it to device 1 (`slow->1`, 3 µs), and sends `fast`
+/// (ready at 1) to device 2 (`fast->2`, 2 µs); `slow->1` comes first in task order. Device 1
+/// is receiving `busy` from device 2 (`busy->1`, 0–20, task 0 of the transfers).
+///
+/// * `busy->1`: send and receive 0–20 (device 2's and device 1's channels).
+/// * `slow->1`: send at max(9, free 0) = 9, device 0 free at 12; receive at max(9, 20) = 20,
+///   ends 23.
+/// * `fast->2`: ready at 1, but behind `slow->1` on device 0: send at 12; receive at
+///   max(12, device 2 free at 20) = 20, ends 22.
+#[test]
+fn baechi_tf_books_each_channel_in_task_order() {
+    let mut b = Builder::new(3);
+    let c0 = b.stream(0, StreamKind::Compute);
+    let c2 = b.stream(2, StreamKind::Compute);
+    let tx01 = b.stream(0, StreamKind::Tx { peer: 1 });
+    let tx02 = b.stream(0, StreamKind::Tx { peer: 2 });
+    let tx21 = b.stream(2, StreamKind::Tx { peer: 1 });
+    let rx01 = b.stream(1, StreamKind::Rx { peer: 0 });
+    let rx02 = b.stream(2, StreamKind::Rx { peer: 0 });
+    let rx21 = b.stream(1, StreamKind::Rx { peer: 2 });
+    let fast = b.compute("fast", c0, 1);
+    let slow = b.compute("slow", c0, 8);
+    let busy = b.compute("busy", c2, 0);
+    let fast_buffer = b.buffer("fast", 0, 8, fast);
+    let slow_buffer = b.buffer("slow", 0, 8, slow);
+    let busy_buffer = b.buffer("busy", 2, 8, busy);
+    let busy_sent = b.transfer("busy->1", busy_buffer, tx21, rx21, 20);
+    let slow_sent = b.transfer("slow->1", slow_buffer, tx01, rx01, 3);
+    let fast_sent = b.transfer("fast->2", fast_buffer, tx02, rx02, 2);
+    b.wait(busy_sent, busy);
+    b.wait(slow_sent, slow);
+    b.wait(fast_sent, fast);
+    let plan = b.build();
+    let report = run(&plan, Channel::BaechiTf);
+    assert_eq!(
+        spans(&report),
+        [(0.0, 1.0), (1.0, 9.0), (0.0, 0.0), (0.0, 20.0), (9.0, 23.0), (12.0, 22.0)]
+    );
+    assert_eq!(report.critical_path, ["busy", "busy->1", "slow->1"]);
+    // Without the booking order `fast->2` goes first, at 1.
+    let report = run(&plan, Channel::Duplex);
+    assert_eq!(spans(&report)[5], (1.0, 3.0));
 }
 
 #[test]

@@ -54,8 +54,6 @@ pub(crate) struct Engine<'a> {
     pub(crate) count: usize,
     /// Tensors sent to their consumer's device by the last [`Engine::start`].
     pub(crate) sent: Vec<usize>,
-    /// Every transfer so far, `(tensor, receiving device)`, in the order it was booked.
-    issued: Vec<(usize, usize)>,
     memory: Memory,
 }
 
@@ -135,7 +133,6 @@ impl<'a> Engine<'a> {
             order: vec![Vec::new(); m],
             count: 0,
             sent: Vec::new(),
-            issued: Vec::new(),
             memory: Memory {
                 limit: problem.devices.memory.clone(),
                 reserved: vec![0; m],
@@ -353,7 +350,6 @@ impl<'a> Engine<'a> {
                     Some(arrival) => arrival,
                     None => {
                         self.sent.push(t);
-                        self.issued.push((t, d));
                         self.links.send(t, from, d, self.finish[u], p.tensors[t].comm_us)
                     }
                 };
@@ -421,17 +417,18 @@ impl<'a> Engine<'a> {
             order: self.order,
             start_us: self.start,
             finish_us: self.finish,
+            transfers: self.links.issued,
         }
     }
 
     /// The placement, or [`PlaceError::OutOfMemory`] if some ops could not be started.
-    pub(crate) fn into_placement(mut self, algo: &'static str) -> Result<Placement, PlaceError> {
+    pub(crate) fn into_placement(self, algo: &'static str) -> Result<Placement, PlaceError> {
         if self.count < self.problem.len() {
             return Err(self.out_of_memory(algo));
         }
         let device_of = self.device_of.clone();
-        let transfers = Some(std::mem::take(&mut self.issued));
         let schedule = self.into_schedule();
+        let transfers = Some(schedule.transfers);
         Ok(Placement {
             algo: algo.to_string(),
             device_of,
