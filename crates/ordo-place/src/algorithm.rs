@@ -104,9 +104,12 @@ impl Default for PlaceOptions {
 /// problem. `placement_seconds` is the time spent deciding devices (reduction included,
 /// the final simulation not).
 ///
+/// In training mode the result always fits: a placement whose simulated peak exceeds a
+/// device's memory is an error, not a result.
+///
 /// # Errors
-/// Those of the algorithm, and [`PlaceError::NoDevices`] / [`PlaceError::NodeTooLarge`] from
-/// [`check_fits`].
+/// Those of the algorithm, [`PlaceError::NoDevices`] / [`PlaceError::NodeTooLarge`] from
+/// [`check_fits`], and [`PlaceError::ExceedsMemory`] in training mode.
 pub fn place(
     problem: &PlaceProblem,
     algo: Algorithm,
@@ -140,6 +143,18 @@ pub fn place(
     };
     let placement_seconds = start.elapsed().as_secs_f64();
     let schedule = crate::sim::simulate(problem, &device_of);
+    if let ordo_cost::StepMode::Training { .. } = problem.mode {
+        let over =
+            schedule.peak_memory_bytes.iter().zip(&problem.devices.memory).position(|(p, l)| p > l);
+        if let Some(device) = over {
+            return Err(PlaceError::ExceedsMemory {
+                algo: algo.name(),
+                device,
+                peak: schedule.peak_memory_bytes[device],
+                limit: problem.devices.memory[device],
+            });
+        }
+    }
     Ok(Placement {
         algo: algo.name().into(),
         device_of,

@@ -2,11 +2,13 @@
 //! round-robin expert placement by layer, and compute-balanced contiguous stages.
 //!
 //! All three keep colocation groups together and respect each device's memory under the step's
-//! memory need ([`MemoryNeed`]: resident bytes plus the largest run-time allocation).
+//! memory need ([`MemoryNeed`]: resident bytes plus the largest run-time allocation), counting
+//! the copies a device receives of tensors produced elsewhere as resident.
 
 use crate::algorithm::{MemoryNeed, check_fits, group_need};
 use crate::error::PlaceError;
 use crate::problem::PlaceProblem;
+use crate::received::Received;
 
 /// Everything on device 0.
 ///
@@ -80,18 +82,21 @@ pub fn round_robin(problem: &PlaceProblem) -> Result<Vec<usize>, PlaceError> {
     }
     let mut loads = vec![MemoryNeed::default(); n];
     let mut device_of = vec![usize::MAX; problem.len()];
+    let mut received = Received::default();
     let mut placed = 0;
     for &v in &problem.topo_order {
         if device_of[v] != usize::MAX {
             continue;
         }
         let g = problem.group_of[v];
-        let need = group_need(problem, g);
+        let need =
+            |d: usize| with_copies(problem, group_need(problem, g), &received, (g, d), &device_of);
         let device = (0..n)
             .map(|k| (preferred[v] + k) % n)
-            .find(|&d| loads[d].with(need).bytes() <= problem.devices.memory[d])
+            .find(|&d| loads[d].with(need(d)).bytes() <= problem.devices.memory[d])
             .ok_or_else(|| out_of_memory(problem, "round-robin", placed, v))?;
-        loads[device] = loads[device].with(need);
+        loads[device] = loads[device].with(need(device));
+        received.receive(problem, g, device, &device_of);
         for &u in &problem.groups[g] {
             device_of[u] = device;
         }
@@ -105,8 +110,10 @@ pub fn round_robin(problem: &PlaceProblem) -> Result<Vec<usize>, PlaceError> {
 ///
 /// The units are the colocation groups, in the order their first node appears. For a bound `B`
 /// a greedy pass gives each device the longest run of units whose compute stays within `B` and
-/// whose memory need fits the device; that pass is optimal for contiguous stages, so a binary
-/// search over `B` finds the smallest feasible bottleneck.
+/// whose memory need fits the device; without tensors crossing stages that pass is optimal for
+/// contiguous stages, so a binary search over `B` finds the smallest feasible bottleneck. The
+/// copies a stage receives (counted as resident) make memory depend on the split, and the
+/// search then returns a feasible bound that may not be the smallest.
 ///
 /// Time `O(|V| + U · log W)` for `U` groups and total compute `W`.
 ///
@@ -128,7 +135,7 @@ pub fn balanced(problem: &PlaceProblem) -> Result<Vec<usize>, PlaceError> {
         .collect();
     let needs: Vec<MemoryNeed> = units.iter().map(|&g| group_need(problem, g)).collect();
     let total = weights.iter().fold(0u64, |s, &w| s.saturating_add(w));
-    let stages = |bound: u64| split(&weights, &needs, &problem.devices.memory, bound);
+    let stages = |bound: u64| split(problem, &units, &weights, &needs, bound);
     let mut best = stages(total).map_err(|unit| {
         let first = problem.groups[units[unit]][0];
         let placed = units[..unit].iter().map(|&g| problem.groups[g].len()).sum();
@@ -160,17 +167,23 @@ pub fn balanced(problem: &PlaceProblem) -> Result<Vec<usize>, PlaceError> {
 /// The greedy pass of [`balanced`]: the device of every unit, or the index of the first unit
 /// that fits nowhere.
 fn split(
+    problem: &PlaceProblem,
+    units: &[usize],
     weights: &[u64],
     needs: &[MemoryNeed],
-    limits: &[u64],
     bound: u64,
 ) -> Result<Vec<usize>, usize> {
+    let limits = &problem.devices.memory;
+    let mut device_of = vec![usize::MAX; problem.len()];
+    let mut received = Received::default();
     let mut device = 0;
     let mut load = 0u64;
     let mut need = MemoryNeed::default();
     let mut stages = Vec::with_capacity(weights.len());
     for (unit, (&w, &unit_need)) in weights.iter().zip(needs).enumerate() {
-        while load.saturating_add(w) > bound || need.with(unit_need).bytes() > limits[device] {
+        let g = units[unit];
+        let with = |d: usize| with_copies(problem, unit_need, &received, (g, d), &device_of);
+        while load.saturating_add(w) > bound || need.with(with(device)).bytes() > limits[device] {
             device += 1;
             if device == limits.len() {
                 return Err(unit);
@@ -179,10 +192,27 @@ fn split(
             need = MemoryNeed::default();
         }
         load += w;
-        need = need.with(unit_need);
+        need = need.with(with(device));
+        received.receive(problem, g, device, &device_of);
+        for &v in &problem.groups[g] {
+            device_of[v] = device;
+        }
         stages.push(device);
     }
     Ok(stages)
+}
+
+/// `need` of group `g` on `device` with the copies of tensors it would receive there counted
+/// as resident ([`Received`]).
+fn with_copies(
+    problem: &PlaceProblem,
+    need: MemoryNeed,
+    received: &Received,
+    (g, device): (usize, usize),
+    device_of: &[usize],
+) -> MemoryNeed {
+    let copies = received.incoming(problem, g, device, device_of);
+    MemoryNeed { resident: need.resident.saturating_add(copies), run: need.run }
 }
 
 fn out_of_memory(

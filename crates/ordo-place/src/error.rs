@@ -42,6 +42,22 @@ pub enum PlaceError {
         /// The first node that did not fit.
         first: String,
     },
+    /// A placement whose simulated training step needs more memory than a device has (a
+    /// budget placer's estimate fell short, e.g. copies sent to a device it had already
+    /// filled).
+    #[error(
+        "{algo}: device {device} would need {peak} bytes during the training step but has {limit}"
+    )]
+    ExceedsMemory {
+        /// The algorithm.
+        algo: &'static str,
+        /// The first device over its limit.
+        device: usize,
+        /// Its simulated peak in bytes.
+        peak: u64,
+        /// Its memory in bytes.
+        limit: u64,
+    },
     /// The graph has a cycle.
     #[error("the graph has a cycle through node `{node}`")]
     Cycle {

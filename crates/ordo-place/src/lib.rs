@@ -8,6 +8,7 @@ pub mod etf;
 pub mod lp;
 mod placement;
 mod problem;
+mod received;
 pub mod reduce;
 pub mod sct;
 pub mod sim;

@@ -29,8 +29,10 @@
 //!   when it finishes; its outputs are freed when its last consumer finishes, unless
 //!   [`NodeMemory::retain_outputs`](ordo_cost::NodeMemory) is set (training: kept for backward)
 //!   or it has no consumer. At equal times frees come first, so the peak is the largest level
-//!   the memory holds over an interval. Received copies of tensors are not counted (Baechi does
-//!   not count them either).
+//!   the memory holds over an interval. A received copy of a tensor takes its bytes on the
+//!   receiver from the start of its send until its last consumer there finishes, or to the end
+//!   when its producer's outputs are retained (Baechi does not count copies; ordo's simulator of
+//!   plans does, and these peaks are its peaks).
 //!
 //! Compute and communication follow Baechi's `virtual_scheduler.py` and `device.py` exactly.
 //! Memory is ordo's time-based version of Baechi's allocator rules (Baechi counts memory in the
@@ -267,7 +269,7 @@ impl<'a> Run<'a> {
 
     fn finish(self) -> Schedule {
         let peak_memory_bytes =
-            memory_peaks(self.problem, self.device_of, &self.start, &self.finish);
+            memory_peaks(self.problem, self.device_of, &self.start, &self.finish, &self.links);
         Schedule {
             makespan_us: self.finish.iter().copied().max().unwrap_or(0),
             order: self.order,
@@ -289,6 +291,8 @@ pub(crate) struct Links {
     arrival: Vec<u64>,
     /// Every transfer so far, `(tensor, receiving device)`, in booking order.
     pub(crate) issued: Vec<(usize, usize)>,
+    /// When each transfer of `issued` starts sending.
+    pub(crate) sent_at: Vec<u64>,
 }
 
 impl Links {
@@ -298,6 +302,7 @@ impl Links {
             channel_free: vec![0; devices],
             arrival: vec![u64::MAX; tensors * devices],
             issued: Vec::new(),
+            sent_at: Vec::new(),
         }
     }
 
@@ -321,6 +326,7 @@ impl Links {
         self.channel_free[to] = recv_end;
         self.arrival[t * self.devices + to] = recv_end;
         self.issued.push((t, to));
+        self.sent_at.push(send_start);
         recv_end
     }
 
@@ -332,13 +338,15 @@ impl Links {
     }
 }
 
-/// Peak memory of each device for the given start and finish times, by the rules in the
-/// [module documentation](self). Time `O(|V| log |V| + |E|)`.
+/// Peak memory of each device for the given start and finish times and transfers, by the
+/// rules in the [module documentation](self). Time `O((|V| + T) log (|V| + T))` for `T`
+/// transfers, plus `O(|E|)`.
 pub(crate) fn memory_peaks(
     problem: &PlaceProblem,
     device_of: &[usize],
     start: &[u64],
     finish: &[u64],
+    links: &Links,
 ) -> Vec<u64> {
     let m = problem.devices.count();
     let mut base = vec![0u64; m];
@@ -355,6 +363,24 @@ pub(crate) fn memory_peaks(
                 .max()
                 .unwrap_or(0);
             events[d].push((freed, -i128::from(mem.outputs)));
+        }
+    }
+    // A received copy lives from its send's start until its last reader there finishes, or to
+    // the end when its producer's outputs are retained.
+    let mut last_reader: std::collections::HashMap<(usize, usize), u64> =
+        std::collections::HashMap::new();
+    for edge in &problem.edges {
+        let to = device_of[edge.target];
+        for &t in &edge.tensors {
+            let at = last_reader.entry((t, to)).or_default();
+            *at = (*at).max(finish[edge.target]);
+        }
+    }
+    for (&(t, to), &sent) in links.issued.iter().zip(&links.sent_at) {
+        let tensor = &problem.tensors[t];
+        events[to].push((sent, i128::from(tensor.bytes)));
+        if !problem.memory[tensor.producer].retain_outputs {
+            events[to].push((last_reader[&(t, to)], -i128::from(tensor.bytes)));
         }
     }
     events

@@ -14,10 +14,11 @@
 //!   uniform cap `floor(sum(mem) / n) + max(mem)` (mem = temporary + sum(outputs)), or at most
 //!   the device's real memory with [`Capacity::Real`].
 //! * **Training** fills devices by the step's memory need ([`MemoryNeed`]): the resident bytes
-//!   of everything on the device plus its largest run-time allocation. The uniform cap is
+//!   of everything on the device (the copies it receives of tensors produced on other devices
+//!   included: backward reads them) plus its largest run-time allocation. The uniform cap is
 //!   `floor(sum(resident) / n) + max(run) + max(group resident)`, Baechi's "average plus the
 //!   largest item" rule for this measure, so every device left behind holds more than the
-//!   average and the last one always has room.
+//!   average; the last device is filled up to its memory (the cap leaves out the copies).
 //!
 //! Two safety rules are ordo's own, and change Baechi's result only where Baechi's placement
 //! would not run or where Baechi gives up: a device never takes more than its real memory under
@@ -30,6 +31,7 @@ use ordo_cost::StepMode;
 use crate::algorithm::{MemoryNeed, check_fits, group_need};
 use crate::error::PlaceError;
 use crate::problem::PlaceProblem;
+use crate::received::Received;
 
 /// Which limit m-TOPO fills each device up to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -70,12 +72,17 @@ pub fn m_topo(problem: &PlaceProblem, capacity: Capacity) -> Result<Vec<usize>, 
     let mut placed = 0;
     let mut device = 0;
     let mut load = Load::default();
+    let mut received = Received::default();
     for &v in &problem.topo_order {
         if device_of[v] != usize::MAX {
             continue;
         }
         let g = problem.group_of[v];
-        while !rule.fits(device, &load, &groups[g]) {
+        let copies = |device: usize, device_of: &[usize]| match problem.mode {
+            StepMode::ForwardOnly => 0,
+            StepMode::Training { .. } => received.incoming(problem, g, device, device_of),
+        };
+        while !rule.fits(device, &load, &groups[g], copies(device, &device_of)) {
             device += 1;
             if device == devices {
                 return Err(PlaceError::OutOfMemory {
@@ -87,7 +94,8 @@ pub fn m_topo(problem: &PlaceProblem, capacity: Capacity) -> Result<Vec<usize>, 
             }
             load = Load::default();
         }
-        load.add(&groups[g]);
+        load.add(&groups[g], copies(device, &device_of));
+        received.receive(problem, g, device, &device_of);
         for &u in &problem.groups[g] {
             device_of[u] = device;
         }
@@ -129,8 +137,10 @@ struct Load {
 }
 
 impl Load {
-    fn add(&mut self, group: &GroupMemory) {
+    /// Adds `group` and `copies` bytes of tensors it receives.
+    fn add(&mut self, group: &GroupMemory, copies: u64) {
         self.need = self.need.with(group.need);
+        self.need.resident = self.need.resident.saturating_add(copies);
         self.used += group.baechi_add;
         self.occupied = true;
     }
@@ -175,16 +185,19 @@ impl<'a> Rule<'a> {
         Self { cap, limits: &problem.devices.memory }
     }
 
-    fn fits(&self, device: usize, load: &Load, group: &GroupMemory) -> bool {
+    /// Whether `group`, receiving `copies` bytes of tensors, fits on `device` beside `load`.
+    fn fits(&self, device: usize, load: &Load, group: &GroupMemory, copies: u64) -> bool {
         let limit = self.limits[device];
-        let need = load.need.with(group.need).bytes();
+        let need = load.need.with(group.need).bytes().saturating_add(copies);
         if need > limit {
             return false;
         }
         match self.cap {
             Cap::BaechiUniform(cap) => !load.occupied || load.used + group.baechi_check < cap,
             Cap::BaechiReal => load.used + group.baechi_check <= u128::from(limit),
-            Cap::StepUniform(cap) => need <= cap,
+            // The copies a device receives are not in the cap, so the last device takes
+            // whatever fits in its memory.
+            Cap::StepUniform(cap) => need <= cap || device + 1 == self.limits.len(),
             Cap::StepReal => true,
         }
     }

@@ -81,8 +81,9 @@ fn round_robin_puts_layer_i_on_device_i_mod_n() {
 #[test]
 fn round_robin_moves_a_group_on_when_its_device_is_full() {
     let g = gnmt_like();
-    // Each node: 1000 persistent, 100 output. Device 1 holds one node only.
-    let p = problem(&g, &[u64::MAX, 1100, u64::MAX, u64::MAX], FORWARD);
+    // Each node: 1000 persistent, 100 output; enc.1 receives enc.0's 100-byte tensor. Device 1
+    // holds one node only.
+    let p = problem(&g, &[u64::MAX, 1200, u64::MAX, u64::MAX], FORWARD);
     let device_of = round_robin(&p).unwrap();
     assert_eq!(device_of[2], 1, "enc.1");
     assert_eq!(device_of[6], 2, "dec.1 moves on to device 2");

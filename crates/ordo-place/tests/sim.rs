@@ -84,11 +84,13 @@ fn memory_follows_the_time_based_rules() {
     }
     assert_eq!(simulate(&p, &[0, 0, 0]).peak_memory_bytes, [1600]);
     // On two devices (1 µs transfers): a runs 0-5 on device 0, b 6-11 on device 1, c 12-17
-    // on device 0. a's output is freed at 11, before c allocates its own.
+    // on device 0. a's output is freed at 11, before c allocates its own. The received 1-byte
+    // copies count on their receivers from the send's start until their reader finishes: on
+    // device 1 a's (5-11, with b's 200 + 10), on device 0 b's (11-17, with c's 300).
     let p = problem(&g, 2);
     let s = simulate(&p, &[0, 1, 0]);
     assert_eq!(s.start_us, [0, 6, 12]);
-    assert_eq!(s.peak_memory_bytes, [1300, 210]);
+    assert_eq!(s.peak_memory_bytes, [1000 + 300 + 1, 200 + 10 + 1]);
 }
 
 #[test]

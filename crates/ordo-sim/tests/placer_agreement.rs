@@ -119,3 +119,37 @@ fn plan_queues_follow_m_etfs_transfer_order() {
         assert_eq!(count, 2 * transfers.len(), "{name}: every transfer is queued twice");
     }
 }
+
+/// In training, under memory limits tight enough that placements must spread out: whatever a
+/// placer accepts fits on every device by the simulator's count (received copies included),
+/// its peaks are the simulated peaks, and its makespan the simulated step.
+#[test]
+fn accepted_training_placements_fit_in_simulation() {
+    let training = ordo_cost::StepMode::Training { optimizer: ordo_cost::Optimizer::Adam };
+    let mut accepted = 0;
+    for seed in 0..12u64 {
+        let graph = ordo_cost::synth(200, seed);
+        let unlimited =
+            PlaceProblem::new(&graph, Devices::uniform(3, u64::MAX / 4), training).unwrap();
+        let total = ordo_place::device_needs(&unlimited, &vec![0; unlimited.len()])[0];
+        for share in [0.45, 0.6] {
+            let limit = (total as f64 * share) as u64;
+            let problem = PlaceProblem::new(&graph, Devices::uniform(3, limit), training).unwrap();
+            for algo in ALGORITHMS {
+                let Ok(placement) = ordo_place::place(&problem, algo, &PlaceOptions::default())
+                else {
+                    continue;
+                };
+                accepted += 1;
+                let what = format!("synth(200, {seed}), {share} of the memory, {}", algo.name());
+                let plan = build_plan(&problem, &placement).unwrap();
+                let report = simulate(&plan, &SimOptions::default()).unwrap();
+                assert_eq!(report.peak_memory_bytes, placement.peak_memory_bytes, "{what}");
+                assert!(report.peak_memory_bytes.iter().all(|&p| p <= limit), "{what}");
+                assert_eq!(report.step_time_us, placement.makespan_us as f64, "{what}");
+            }
+        }
+    }
+    println!("{accepted} placements accepted");
+    assert!(accepted >= 50, "only {accepted} placements accepted");
+}

@@ -22,13 +22,17 @@ pub(crate) const NONE: usize = usize::MAX;
 ///
 /// * `reserved[d]`: resident bytes (persistent, plus retained outputs in training) of every
 ///   colocation group pinned to `d`, counted from time 0 as the simulator counts persistent
-///   memory;
+///   memory, and the received copies on `d` (in training they are kept for backward; in
+///   forward-only mode they are freed after their last consumer, but are counted as resident
+///   all the same, which is simple and safe), counted from time 0 too although they arrive
+///   later;
 /// * `live[d]`: outputs of started ops on `d` that are not freed yet; an output whose last
 ///   consumer has not started counts as live (it cannot be freed before that consumer finishes);
 /// * `high[d]`: the largest `live + outputs + temporary` seen when an op started on `d`.
 ///
-/// An op fits on `d` when `reserved + live + its outputs and temporary <= limit` (adding its
-/// group's resident bytes if it is the group's first op there); a group may be pinned to `d`
+/// An op fits on `d` when `reserved + max(high, live + its outputs and temporary) <= limit`
+/// (adding to `reserved` its group's resident bytes if it is the group's first op there, and
+/// the tensors it would receive); a group may be pinned to `d`
 /// when `reserved + its resident bytes + high <= limit`. Then `reserved + high` bounds the
 /// schedule's memory on `d` at all times.
 pub(crate) struct Engine<'a> {
@@ -219,15 +223,39 @@ impl<'a> Engine<'a> {
         mem.temporary.saturating_add(outputs)
     }
 
+    /// Bytes of the tensors that starting `v` on `d` would send there. Time `O(in-edges + their
+    /// tensors)`.
+    fn incoming(&self, v: usize, d: usize) -> u64 {
+        let p = self.problem;
+        let mut bytes = 0u64;
+        for &e in &p.in_edges[v] {
+            let edge = &p.edges[e];
+            if self.device_of[edge.source] == d {
+                continue;
+            }
+            for &t in &edge.tensors {
+                let tensor = &p.tensors[t];
+                if self.links.arrival(t, d).is_none() {
+                    bytes = bytes.saturating_add(tensor.bytes);
+                }
+            }
+        }
+        bytes
+    }
+
     /// Whether `v` fits in `d`'s memory now (Baechi's `is_placeable`), counting the resident
-    /// bytes its group would reserve if it is the group's first op there.
+    /// bytes its group would reserve if it is the group's first op there and the tensors it
+    /// would receive.
     pub(crate) fn fits(&self, v: usize, d: usize) -> bool {
         let mem = &self.memory;
         let reserving = if mem.counted[v] { 0 } else { mem.part_resident[v] };
+        let now = mem.live[d].saturating_add(self.transient(v));
+        // What it reserves counts from time 0, so it must also fit beside the highest level
+        // seen so far.
         mem.reserved[d]
             .saturating_add(reserving)
-            .saturating_add(mem.live[d])
-            .saturating_add(self.transient(v))
+            .saturating_add(self.incoming(v, d))
+            .saturating_add(now.max(mem.high[d]))
             <= mem.limit[d]
     }
 
@@ -356,6 +384,9 @@ impl<'a> Engine<'a> {
                 ready = ready.max(arrival);
             }
         }
+        for &t in &self.sent {
+            self.memory.reserved[d] = self.memory.reserved[d].saturating_add(p.tensors[t].bytes);
+        }
         let start = self.now.max(self.device_free[d]).max(ready);
         let finish = start.saturating_add(p.weights[v]);
         (self.start[v], self.finish[v]) = (start, finish);
@@ -413,7 +444,13 @@ impl<'a> Engine<'a> {
         let p = self.problem;
         Schedule {
             makespan_us: self.makespan(),
-            peak_memory_bytes: memory_peaks(p, &self.device_of, &self.start, &self.finish),
+            peak_memory_bytes: memory_peaks(
+                p,
+                &self.device_of,
+                &self.start,
+                &self.finish,
+                &self.links,
+            ),
             order: self.order,
             start_us: self.start,
             finish_us: self.finish,
