@@ -19,7 +19,7 @@ pub enum OptimizerArg {
 }
 
 /// Arguments shared by `place` and `compare`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct ProblemArgs {
     /// A zoo model name (see `ordo models`) or a cost-graph JSON file.
     pub target: String,

@@ -256,4 +256,18 @@ fn simulate_takes_a_plan_file_and_channel_models_differ_as_expected() {
     // No contention can only be faster than one shared channel per device.
     assert!(step("pytorch") <= step("tf"));
     assert!(step("pytorch") <= step("duplex"));
+    // The placer's estimate is the simulated step under the default channel model.
+    let placed = json(&on_sample("place", "inception_v3", 4, &["--algo", "m-etf", "--json", "-"]));
+    assert_eq!(step("tf"), placed["makespan_us"].as_f64().unwrap());
+
+    // Checked against the graph it came from, and against another.
+    let (plan, own, other) =
+        (plan.to_str().unwrap(), fixture("inception_v3.json"), fixture("resnet50.json"));
+    let out = ordo(&["simulate", plan, "--graph", &own, "--forward-only"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = ordo(&["simulate", plan, "--graph", &other, "--forward-only"]);
+    assert!(!out.status.success());
+    let message = stderr(&out);
+    assert!(message.contains("the plan does not match the graph"), "{message}");
+    assert!(message.contains("which is not in the graph"), "{message}");
 }

@@ -100,6 +100,10 @@ pub enum SchedError {
         /// Names of the tasks on the cycle.
         tasks: Vec<String>,
     },
+    /// The plan does not run the graph it is checked against: a compute task names a node the
+    /// graph does not have, or a node has no compute task or several.
+    #[error("the plan does not match the graph: {0}")]
+    Mismatch(String),
     /// A plan file could not be read.
     #[error("cannot read plan file {}: {source}", path.display())]
     Read {

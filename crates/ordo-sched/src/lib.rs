@@ -2,10 +2,12 @@
 //! tx/rx streams, cross-stream events and buffer lifetimes.
 //!
 //! [`build_plan`] makes a [`Plan`] from a placement, [`validate`] checks any plan against the
-//! rules in [`plan`], [`task_graph`] and [`task_order`] give its dependency graph, and
-//! [`read_plan`] / [`write_plan`] store it as JSON.
+//! rules in [`plan`], [`check_against`] checks that a plan runs a given graph, [`task_graph`]
+//! and [`task_order`] give its dependency graph, and [`read_plan`] / [`write_plan`] store it as
+//! JSON.
 
 mod build;
+mod check;
 mod error;
 mod graph;
 mod io;
@@ -13,6 +15,7 @@ pub mod plan;
 mod validate;
 
 pub use build::build_plan;
+pub use check::check_against;
 pub use error::SchedError;
 pub use graph::{task_graph, task_order};
 pub use io::{read_plan, write_plan};

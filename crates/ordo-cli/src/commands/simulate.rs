@@ -38,6 +38,10 @@ pub struct Args {
     /// A zoo model, a cost-graph file, or a plan file written by `ordo plan --json`.
     #[command(flatten)]
     pub problem: ProblemArgs,
+    /// With a plan file: check that the plan runs this graph (a zoo model or a cost-graph
+    /// file, sized by `--batch` and `--seq-len`) before simulating it.
+    #[arg(long, value_name = "MODEL|COSTGRAPH")]
+    pub graph: Option<String>,
     /// Placement algorithm when the target is not a plan.
     #[arg(long, default_value = "m-etf")]
     pub algo: String,
@@ -89,7 +93,17 @@ fn load_plan(args: &Args) -> anyhow::Result<(Plan, String, Option<u64>)> {
     let target = &args.problem.target;
     if is_plan_file(Path::new(target)) {
         let plan = ordo_sched::read_plan(target)?;
+        if let Some(graph) = &args.graph {
+            let devices = args.problem.devices.or(Some(plan.devices.max(1)));
+            let problem = ProblemArgs { target: graph.clone(), devices, ..args.problem.clone() };
+            let loaded = problem.load()?;
+            ordo_sched::check_against(&plan, &loaded.problem)
+                .with_context(|| format!("checking plan {target} against `{graph}`"))?;
+        }
         return Ok((plan, target.clone(), None));
+    }
+    if args.graph.is_some() {
+        anyhow::bail!("--graph checks a plan file, but `{target}` is not one");
     }
     let loaded = args.problem.load()?;
     let placement = loaded.place(&args.algo, &PlaceOptions::default())?;
