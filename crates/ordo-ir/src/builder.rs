@@ -105,6 +105,8 @@ impl GraphBuilder {
             inputs: inputs.to_vec(),
             params: params.to_vec(),
             outputs,
+            role: crate::graph::Role::Forward,
+            layer: None,
         };
         check_node_params(&self.graph, &node)?;
         let Node { op, inputs, params, outputs, .. } = node;
@@ -191,7 +193,16 @@ impl GraphBuilder {
             return Err(IrError::DuplicateName { kind: "node", name: name.to_string() });
         }
         let id = NodeId(self.graph.nodes.len() as u32);
-        self.graph.nodes.push(Node { id, name: name.to_string(), op, inputs, params, outputs });
+        self.graph.nodes.push(Node {
+            id,
+            name: name.to_string(),
+            op,
+            inputs,
+            params,
+            outputs,
+            role: crate::graph::Role::Forward,
+            layer: None,
+        });
         self.node_names.insert(name.to_string(), id);
         Ok(id)
     }

@@ -66,6 +66,14 @@ pub enum IrError {
         /// The id it carries.
         id: NodeId,
     },
+    /// The training graph cannot be built, or a gradient disagrees with its forward node.
+    #[error("training graph of `{model}`: {message}")]
+    Training {
+        /// The model.
+        model: String,
+        /// What is wrong, naming the node or loss.
+        message: String,
+    },
     /// A graph output names a missing outlet.
     #[error("graph output {output:?} does not exist")]
     DanglingOutput {

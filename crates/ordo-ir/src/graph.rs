@@ -20,6 +20,24 @@ pub struct Param {
     pub trainable: bool,
 }
 
+/// What part of a training step a node belongs to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// The forward pass (every node of a forward-only graph).
+    #[default]
+    Forward,
+    /// A gradient with respect to activations (on the backward critical path), including the
+    /// sums of gradient contributions and the backward seed.
+    Dx,
+    /// A gradient with respect to parameters (needed only by the update).
+    Dw,
+    /// An optimizer step.
+    Update,
+    /// Communication between devices (all-reduce, send, receive).
+    Comm,
+}
+
 /// One operation applied to its inputs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Node {
@@ -35,6 +53,12 @@ pub struct Node {
     pub params: Vec<ParamId>,
     /// Facts of its outputs, one per output port.
     pub outputs: Vec<TensorFact>,
+    /// Its part of the training step.
+    #[serde(default)]
+    pub role: Role,
+    /// For a backward or update node, the forward node (layer) it belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer: Option<NodeId>,
 }
 
 /// A dataflow graph. Plain data: every pass is a function from one `Graph` to another.

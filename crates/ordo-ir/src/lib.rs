@@ -27,12 +27,13 @@ mod ids;
 mod layers;
 pub mod op;
 mod stats;
+pub mod training;
 mod validate;
 
 pub use builder::GraphBuilder;
 pub use error::{IrError, IrResult};
 pub use fact::{DType, TensorFact};
-pub use graph::{Graph, Node, Param};
+pub use graph::{Graph, Node, Param, Role};
 pub use ids::{NodeId, OutletId, ParamId};
 pub use op::Op;
 pub use stats::{GraphStats, NodeStats, graph_stats, node_stats};

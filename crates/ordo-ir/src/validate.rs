@@ -49,7 +49,7 @@ fn check_node(graph: &Graph, node: &Node) -> IrResult<()> {
     let shape_error =
         |message: String| IrError::Shape { node: node.name.clone(), op: node.op.name(), message };
     let inferred = match node.op {
-        Op::Input | Op::Parameter => {
+        Op::Input | Op::Parameter | Op::Fill { .. } => {
             if !node.inputs.is_empty() || node.outputs.len() != 1 {
                 return Err(shape_error("a source node has no inputs and one output".into()));
             }
@@ -89,8 +89,11 @@ pub(crate) fn check_node_params(graph: &Graph, node: &Node) -> IrResult<()> {
     }
     let found: Vec<_> = node.params.iter().map(|&p| &graph.param(p).fact).collect();
     let expected: Vec<_> = match node.op {
-        Op::Input => Vec::new(),
-        Op::Parameter => node.outputs.iter().collect(),
+        Op::Input | Op::Fill { .. } => Vec::new(),
+        Op::Parameter | Op::Update(_) => node.outputs.iter().collect(),
+        // A gradient reads its forward op's parameters, checked against the forward node by
+        // `training::check_gradients`.
+        Op::Grad(_) => return Ok(()),
         _ => {
             let facts = graph.input_facts(node).expect("inputs checked before");
             let specs = node.op.param_specs(&facts);

@@ -9,6 +9,7 @@
 
 mod conv;
 mod elementwise;
+mod grad;
 mod linear;
 mod loss;
 mod norm;
@@ -22,6 +23,7 @@ use crate::fact::TensorFact;
 
 pub use conv::Conv2d;
 pub use elementwise::UnaryOp;
+pub use grad::{Grad, Optimizer, Saved, Update, Wrt};
 pub use linear::Linear;
 pub use norm::{BatchNorm, LayerNorm};
 pub use pool::Pool2d;
@@ -132,6 +134,16 @@ pub enum Op {
     },
     /// Mean cross-entropy of logits (classes last) against integer targets.
     CrossEntropyLoss,
+    /// A constant tensor filled with `value`; its single output fact is stored on the node
+    /// (the seed `dL/dL = 1` of the backward pass).
+    Fill {
+        /// The value of every element.
+        value: f64,
+    },
+    /// A gradient of a forward op (backward pass).
+    Grad(Grad),
+    /// The optimizer step of one parameter.
+    Update(Update),
 }
 
 impl Op {
@@ -162,16 +174,26 @@ impl Op {
             Op::Transpose { .. } => "Transpose",
             Op::Slice { .. } => "Slice",
             Op::CrossEntropyLoss => "CrossEntropyLoss",
+            Op::Fill { .. } => "Fill",
+            Op::Grad(g) => match g.wrt {
+                Wrt::Input(_) => "GradInput",
+                Wrt::Params => "GradParams",
+            },
+            Op::Update(_) => "Update",
         }
     }
 
     /// Output facts for the given input facts, or a message saying why the inputs are wrong.
     ///
-    /// `Input` and `Parameter` have no rule here: their fact is stored on the node.
+    /// `Input`, `Parameter` and `Fill` have no rule here: their fact is stored on the node.
     pub fn infer(&self, inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
         use elementwise as ew;
         match self {
-            Op::Input | Op::Parameter => Err("source ops have no inference rule".into()),
+            Op::Input | Op::Parameter | Op::Fill { .. } => {
+                Err("source ops have no inference rule".into())
+            }
+            Op::Grad(g) => g.infer(inputs),
+            Op::Update(_) => Update::infer(inputs),
             Op::Conv2d(c) => c.infer(inputs),
             Op::BatchNorm(_) => norm::infer_batch_norm(inputs),
             Op::LayerNorm(l) => l.infer(inputs),
@@ -213,7 +235,9 @@ impl Op {
     pub fn flops(&self, inputs: &[&TensorFact], outputs: &[TensorFact]) -> u64 {
         let out_elems: u64 = outputs.iter().map(TensorFact::numel).sum();
         match self {
-            Op::Input | Op::Parameter => 0,
+            Op::Input | Op::Parameter | Op::Fill { .. } => 0,
+            Op::Grad(g) => g.flops,
+            Op::Update(u) => u.optimizer.flops_per_element() * out_elems,
             Op::Conv2d(c) => c.flops(inputs, outputs),
             Op::BatchNorm(_) | Op::LayerNorm(_) => 10 * out_elems,
             Op::Unary { func } => func.flops_per_element() * out_elems,

@@ -1,0 +1,89 @@
+//! Per op: what each gradient reads and what it costs.
+//!
+//! The saved tensors follow what PyTorch's autograd keeps for each op, so that activations
+//! live exactly until their last backward use: a convolution's dX needs only the weights and
+//! the upstream gradient, its dW the input; ReLU's gradient needs the output, GELU's the input;
+//! a sum needs nothing. FLOPs: a product's dX and dW each cost as much as the forward product
+//! (the usual "backward is twice the forward"); an elementwise gradient costs about its
+//! forward; shape ops and sums cost nothing or one pass over the gradient.
+
+use crate::fact::TensorFact;
+use crate::op::{Op, Saved, UnaryOp};
+
+/// How one gradient of a forward op is computed.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Rule {
+    /// Forward tensors read after the upstream gradient.
+    pub saved: Vec<Saved>,
+    /// Whether it reads the forward op's parameters.
+    pub reads_params: bool,
+    /// FLOPs.
+    pub flops: u64,
+}
+
+/// The facts a rule is computed from.
+pub(crate) struct Forward<'a> {
+    pub op: &'a Op,
+    pub inputs: &'a [&'a TensorFact],
+    pub output: &'a TensorFact,
+    /// The forward op's FLOPs.
+    pub flops: u64,
+}
+
+fn rule(saved: Vec<Saved>, reads_params: bool, flops: u64) -> Option<Rule> {
+    Some(Rule { saved, reads_params, flops })
+}
+
+/// The gradient with respect to input `k`, or `None` if the op has no gradient there.
+pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
+    use Saved::{Input, Output};
+    let out = f.output.numel();
+    let input = |i: usize| f.inputs.get(i).map_or(0, |x| x.numel());
+    match f.op {
+        Op::Conv2d(_) | Op::Linear(_) => rule(vec![], true, f.flops),
+        Op::MatMul => rule(vec![Input(1 - k.min(1))], false, f.flops),
+        Op::BatchNorm(_) | Op::LayerNorm(_) => rule(vec![Input(0)], true, f.flops * 3 / 2),
+        Op::Unary { func } => {
+            let saved = match func {
+                UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Tanh | UnaryOp::Rsqrt => Output,
+                UnaryOp::Gelu | UnaryOp::GeluTanh | UnaryOp::HardSwish | UnaryOp::HardSigmoid => {
+                    Input(0)
+                }
+            };
+            rule(vec![saved], false, f.flops.max(out))
+        }
+        Op::Scale { .. } | Op::CausalMask => rule(vec![], false, out),
+        Op::Dropout { .. } => rule(vec![Output], false, out),
+        // Broadcasting: the gradient is summed down to the input's shape.
+        Op::Add => rule(vec![], false, if input(k) == out { 0 } else { out }),
+        Op::Mul => rule(vec![Input(1 - k.min(1))], false, 2 * out),
+        Op::MaxPool2d(_) => rule(vec![Input(0), Output], false, input(0)),
+        Op::AvgPool2d(_) | Op::GlobalAvgPool => rule(vec![], false, input(0)),
+        Op::Concat { .. } | Op::Reshape { .. } | Op::Transpose { .. } | Op::Slice { .. } => {
+            rule(vec![], false, 0)
+        }
+        Op::Softmax { .. } => rule(vec![Output], false, 4 * out),
+        Op::Lstm(_) => rule(vec![Input(0), Output], true, f.flops),
+        Op::CrossEntropyLoss if k == 0 => rule(vec![Input(0), Input(1)], false, 3 * input(0)),
+        Op::CrossEntropyLoss
+        | Op::Embedding(_)
+        | Op::Input
+        | Op::Parameter
+        | Op::Fill { .. }
+        | Op::Grad(_)
+        | Op::Update(_) => None,
+    }
+}
+
+/// The gradient with respect to the op's trainable parameters, or `None` if it has none.
+pub(crate) fn param_gradient(f: &Forward) -> Option<Rule> {
+    use Saved::{Input, Output};
+    match f.op {
+        Op::Conv2d(_) | Op::Linear(_) => rule(vec![Input(0)], false, f.flops),
+        Op::BatchNorm(_) | Op::LayerNorm(_) => rule(vec![Input(0)], false, 4 * f.output.numel()),
+        Op::Embedding(_) => rule(vec![Input(0)], false, f.output.numel()),
+        Op::Lstm(_) => rule(vec![Input(0), Output], false, f.flops),
+        Op::Parameter => rule(vec![], false, 0),
+        _ => None,
+    }
+}
