@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::cluster::Cluster;
 use crate::costgraph::{CostGraph, CostLink, CostNode, TensorRef};
-use crate::model::{CommModel, Roofline};
+use crate::model::{CommModel, KernelCost, Roofline};
 
 /// [`costgraph_with`] with [`Roofline::baechi_default`] and [`CommModel::baechi_default`].
 pub fn costgraph_from_graph(graph: &Graph) -> CostGraph {
@@ -19,9 +19,9 @@ pub fn costgraph_from_graph(graph: &Graph) -> CostGraph {
 /// A cost graph has one weight per node and one per edge, so it assumes that every device
 /// computes alike and every link transfers alike:
 ///
-/// * node weights come from device 0's roofline ([`Cluster::roofline`]`(0)`); on a cluster
-///   whose devices differ ([`Cluster::is_uniform_compute`] is false) they are device 0's
-///   times, not the others';
+/// * node weights and occupancies come from device 0's roofline ([`Cluster::roofline`]`(0)`),
+///   with its launch overhead and parallelism; on a cluster whose devices differ
+///   ([`Cluster::is_uniform_compute`] is false) they are device 0's, not the others';
 /// * edge weights come from the link from device 0 to device 1 ([`Cluster::comm`]`(0, 1)`);
 ///   where links differ ([`Cluster::is_uniform_links`] is false, e.g. `v100x8-nvlink`) that
 ///   one link stands for all. A one-device cluster moves no tensors, and its edges get
@@ -40,8 +40,13 @@ pub fn costgraph_for_cluster(graph: &Graph, cluster: &Cluster) -> CostGraph {
 /// graph built with the builder) and name; `op_type` is the op's name and `flops` its forward
 /// FLOPs.
 ///
-/// * `weight` = [`Roofline::time_us`]`(flops, bytes)`, where `bytes` is the bytes of the node's
-///   inputs, outputs and all parameters it reads. Exceptions:
+/// * `weight` and `occupancy` = [`Roofline::kernel`]`(flops, bytes, work_items)`, where
+///   `bytes` is the bytes of the node's inputs, outputs and all parameters it reads and
+///   `work_items` the number of elements of its outputs (one work item per output element):
+///   a kernel that fills only part of the device gets only that part of its throughput.
+///   `occupancy` is 1 for every node under a roofline of `parallelism` 1 (Baechi's), and is
+///   written only where it is not 1. Exceptions to the bytes and times (the occupancy rule is
+///   the same for every node):
 ///   * `Input` and `Parameter` nodes are nodes too (unlike the ONNX converter, where graph
 ///     inputs are not nodes): weight 1, their value as their one output.
 ///   * View ops (`Reshape`) move nothing: 0 bytes, so the op overhead alone (5 µs).
@@ -65,8 +70,9 @@ pub fn costgraph_with(graph: &Graph, roofline: &Roofline, comm: &CommModel) -> C
     let mut links = Vec::new();
     for (node, stats) in graph.nodes.iter().zip(&stats) {
         let id = u64::from(node.id.0);
-        let mut cost =
-            CostNode::new(id, node.name.clone(), compute_time(graph, node, stats.flops, roofline));
+        let kernel = kernel_cost(graph, node, stats.flops, roofline);
+        let mut cost = CostNode::new(id, node.name.clone(), kernel.time_us);
+        cost.occupancy = kernel.occupancy;
         cost.op_type = Some(node.op.name().to_string());
         cost.flops = Some(stats.flops);
         cost.persistent_memory = stats.param_bytes;
@@ -106,12 +112,13 @@ pub fn costgraph_with(graph: &Graph, roofline: &Roofline, comm: &CommModel) -> C
     CostGraph { graph: meta, nodes, links, extra: Map::new() }
 }
 
-/// Compute time of one node in µs by the rules of [`costgraph_with`].
-fn compute_time(graph: &Graph, node: &Node, flops: u64, roofline: &Roofline) -> u64 {
+/// Compute time in µs and occupancy of one node by the rules of [`costgraph_with`].
+fn kernel_cost(graph: &Graph, node: &Node, flops: u64, roofline: &Roofline) -> KernelCost {
     let input_bytes: Vec<u64> =
         node.inputs.iter().map(|&o| graph.fact(o).map_or(0, |f| f.bytes())).collect();
     let inputs: u64 = input_bytes.iter().sum();
     let outputs: u64 = node.outputs.iter().map(|f| f.bytes()).sum();
+    let items = node.outputs.iter().fold(0u64, |sum, f| sum.saturating_add(f.numel()));
     let params: u64 = node
         .params
         .iter()
@@ -119,20 +126,22 @@ fn compute_time(graph: &Graph, node: &Node, flops: u64, roofline: &Roofline) -> 
         .map(|p| p.fact.bytes())
         .sum();
     match &node.op {
-        Op::Input | Op::Parameter => 1,
-        op if op.is_view() => roofline.time_us(0, 0),
-        Op::Concat { .. } | Op::Transpose { .. } => roofline.time_us(0, inputs + outputs),
-        Op::Slice { .. } => roofline.time_us(0, 2 * outputs),
-        Op::Embedding(_) => roofline.time_us(0, 2 * outputs + inputs),
+        Op::Input | Op::Parameter => {
+            KernelCost { time_us: 1, occupancy: roofline.occupancy(items) }
+        }
+        op if op.is_view() => roofline.kernel(0, 0, items),
+        Op::Concat { .. } | Op::Transpose { .. } => roofline.kernel(0, inputs + outputs, items),
+        Op::Slice { .. } => roofline.kernel(0, 2 * outputs, items),
+        Op::Embedding(_) => roofline.kernel(0, 2 * outputs + inputs, items),
         op => {
-            let mut time = roofline.time_us(flops, inputs + outputs + params);
+            let mut kernel = roofline.kernel(flops, inputs + outputs + params, items);
             if let Op::Lstm(lstm) = op {
                 let steps =
                     node.inputs.first().and_then(|&x| graph.fact(x)).and_then(|f| f.shape.first());
                 let steps = steps.map_or(0, |&t| t as u64);
-                time += roofline.recurrent_time_us(steps, lstm.directions() as u64);
+                kernel.time_us += roofline.recurrent_time_us(steps, lstm.directions() as u64);
             }
-            time
+            kernel
         }
     }
 }

@@ -4,7 +4,8 @@
 //!   placers read: [`read_costgraph`] / [`parse_costgraph`] check it and
 //!   [`write_costgraph`] / [`to_json_string`] write it.
 //! * [`costgraph_from_graph`] costs an [`ordo_ir::Graph`] with a [`Roofline`] for compute time
-//!   and a [`CommModel`] for transfer time.
+//!   (launch overhead, and throughput scaled by the share of the device a kernel occupies) and a
+//!   [`CommModel`] for transfer time.
 //! * [`synth`] makes layered random cost graphs of any size.
 //! * [`node_memory`] gives what a node needs on its device for one forward pass or for a whole
 //!   training step.
@@ -33,5 +34,5 @@ pub use costgraph::{
 };
 pub use export::{costgraph_for_cluster, costgraph_from_graph, costgraph_with};
 pub use memory::{NodeMemory, Optimizer, StepMode, node_memory};
-pub use model::{CommModel, Roofline};
+pub use model::{CommModel, KernelCost, Roofline};
 pub use synth::synth;

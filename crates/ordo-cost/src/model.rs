@@ -1,12 +1,22 @@
-//! The cost constants: a roofline for compute time and a linear model for transfer time.
+//! The cost constants: a roofline for compute time, with launch overhead and occupancy, and a
+//! linear model for transfer time.
 //!
 //! Both default to the numbers the cost-graph samples were made with (Baechi's defaults on an
 //! NVIDIA V100). They live here and nowhere else, so that cluster descriptions can replace them.
 
 use std::fmt;
 
-/// Compute time of one op from its FLOPs and the bytes it moves:
-/// `round(max(flops / flops_per_s, bytes / bytes_per_s) * 1e6 + overhead_us)` µs, at least 1.
+/// Compute time of one kernel from its FLOPs, the bytes it moves and how many parallel work
+/// items it has.
+///
+/// A kernel of `work_items` items keeps `occupancy = min(1, work_items / parallelism)` of the
+/// device busy (at least `1 / parallelism`), and gets only that share of its throughput:
+///
+/// `time = round(max(flops / (flops_per_s * occupancy), bytes / (bytes_per_s * occupancy))
+/// * 1e6 + overhead_us)` µs, at least 1.
+///
+/// With `parallelism` 1 every kernel fills the device and this is the plain roofline
+/// ([`Roofline::time_us`], which the cost-graph samples were made with).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Roofline {
     /// Peak arithmetic throughput in FLOP/s.
@@ -18,18 +28,55 @@ pub struct Roofline {
     /// Extra cost per time step and direction of a recurrent layer, in µs: each step is a
     /// dependent kernel, which the plain roofline does not see.
     pub recurrent_step_us: f64,
+    /// Work items (threads) the device keeps in flight when fully occupied; at least 1. A
+    /// kernel with fewer items occupies only part of the device.
+    pub parallelism: u64,
+}
+
+/// What one kernel costs: its time alone on the device and the share of the device it keeps
+/// busy meanwhile.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KernelCost {
+    /// Time in µs with the device to itself, launch overhead included; at least 1.
+    pub time_us: u64,
+    /// Share of the device the kernel occupies, in `(0, 1]`.
+    pub occupancy: f64,
 }
 
 impl Roofline {
-    /// V100 fp32: 15.7e12 FLOP/s, 900e9 B/s, 5 µs per op and 5 µs per recurrent step.
+    /// V100 fp32: 15.7e12 FLOP/s, 900e9 B/s, 5 µs per op and 5 µs per recurrent step, and
+    /// `parallelism` 1, so that every kernel fills the device as in Baechi's model.
     pub fn baechi_default() -> Self {
-        Self { flops_per_s: 15.7e12, bytes_per_s: 900e9, overhead_us: 5.0, recurrent_step_us: 5.0 }
+        Self {
+            flops_per_s: 15.7e12,
+            bytes_per_s: 900e9,
+            overhead_us: 5.0,
+            recurrent_step_us: 5.0,
+            parallelism: 1,
+        }
     }
 
-    /// Compute time in µs of an op doing `flops` FLOPs and moving `bytes` bytes, at least 1.
+    /// Share of the device a kernel of `work_items` parallel items occupies:
+    /// `min(1, work_items / parallelism)`, at least `1 / parallelism` (a kernel runs at least
+    /// one item at a time).
+    pub fn occupancy(&self, work_items: u64) -> f64 {
+        let parallelism = self.parallelism.max(1) as f64;
+        (work_items as f64 / parallelism).clamp(1.0 / parallelism, 1.0)
+    }
+
+    /// Time and occupancy of a kernel doing `flops` FLOPs and moving `bytes` bytes over
+    /// `work_items` parallel items (see [`Roofline`]).
+    pub fn kernel(&self, flops: u64, bytes: u64, work_items: u64) -> KernelCost {
+        let occupancy = self.occupancy(work_items);
+        let seconds = (flops as f64 / (self.flops_per_s * occupancy))
+            .max(bytes as f64 / (self.bytes_per_s * occupancy));
+        KernelCost { time_us: round_us(seconds * 1e6 + self.overhead_us).max(1), occupancy }
+    }
+
+    /// Compute time in µs of an op doing `flops` FLOPs and moving `bytes` bytes with the whole
+    /// device (occupancy 1), at least 1: the plain roofline.
     pub fn time_us(&self, flops: u64, bytes: u64) -> u64 {
-        let seconds = (flops as f64 / self.flops_per_s).max(bytes as f64 / self.bytes_per_s);
-        round_us(seconds * 1e6 + self.overhead_us).max(1)
+        self.kernel(flops, bytes, u64::MAX).time_us
     }
 
     /// Extra time in µs of a recurrent layer of `steps` time steps in `directions` directions.
@@ -47,7 +94,11 @@ impl fmt::Display for Roofline {
             engineering(self.bytes_per_s),
             self.overhead_us,
             self.recurrent_step_us
-        )
+        )?;
+        if self.parallelism > 1 {
+            write!(f, ", {} threads in flight", self.parallelism)?;
+        }
+        Ok(())
     }
 }
 
@@ -120,5 +171,98 @@ mod tests {
         assert_eq!(CommModel::baechi_default().time_us(20971520), 3812);
         assert_eq!(Roofline::baechi_default().time_us(7552892928, 0), 486);
         assert_eq!(Roofline::baechi_default().time_us(0, 0), 5);
+    }
+
+    /// An A100 as shipped: 19.5e12 FLOP/s, 2.039e12 B/s, 5 µs launch, 108 SMs x 2048 threads.
+    fn a100() -> Roofline {
+        Roofline {
+            flops_per_s: 19.5e12,
+            bytes_per_s: 2.039e12,
+            overhead_us: 5.0,
+            recurrent_step_us: 5.0,
+            parallelism: 108 * 2048,
+        }
+    }
+
+    #[test]
+    fn occupancy_is_the_share_of_the_threads_in_flight() {
+        let gpu = a100();
+        assert_eq!(gpu.occupancy(221_184), 1.0);
+        assert_eq!(gpu.occupancy(10_000_000), 1.0);
+        assert_eq!(gpu.occupancy(110_592), 0.5);
+        // Never 0: one item at a time at least.
+        assert_eq!(gpu.occupancy(0), 1.0 / 221_184.0);
+        assert_eq!(gpu.occupancy(1), 1.0 / 221_184.0);
+        // Parallelism 1 (and 0, read as 1): every kernel fills the device.
+        for parallelism in [0, 1] {
+            let plain = Roofline { parallelism, ..gpu };
+            assert_eq!(plain.occupancy(0), 1.0);
+            assert_eq!(plain.occupancy(3), 1.0);
+        }
+    }
+
+    #[test]
+    fn a_kernel_gets_the_throughput_of_the_share_it_occupies() {
+        let gpu = a100();
+        // 39e9 FLOP on the whole device: 2000 µs + 5 µs launch.
+        assert_eq!(
+            gpu.kernel(39_000_000_000, 0, 221_184),
+            KernelCost { time_us: 2005, occupancy: 1.0 }
+        );
+        // The same work over half the threads takes twice as long.
+        assert_eq!(
+            gpu.kernel(39_000_000_000, 0, 110_592),
+            KernelCost { time_us: 4005, occupancy: 0.5 }
+        );
+        // Memory-bound: 2.039e9 B at a quarter of the bandwidth: 4000 µs.
+        assert_eq!(gpu.kernel(0, 2_039_000_000, 55_296).time_us, 4005);
+        // time_us is the full-occupancy roofline, whatever the parallelism.
+        assert_eq!(gpu.time_us(39_000_000_000, 0), 2005);
+        assert_eq!(Roofline { parallelism: 1, ..gpu }.kernel(39_000_000_000, 0, 1).time_us, 2005);
+    }
+
+    #[test]
+    fn launch_overhead_is_paid_once_per_kernel() {
+        let gpu = a100();
+        assert_eq!(gpu.kernel(0, 0, 1).time_us, 5);
+        let free = Roofline { overhead_us: 0.0, ..gpu };
+        // Nothing to do and no launch cost: still at least 1 µs.
+        assert_eq!(free.kernel(0, 0, 1).time_us, 1);
+        assert_eq!(free.kernel(39_000_000_000, 0, 221_184).time_us, 2000);
+        assert_eq!(
+            Roofline { overhead_us: 12.0, ..free }.kernel(39_000_000_000, 0, 221_184).time_us,
+            2012
+        );
+    }
+
+    #[test]
+    fn a_small_kernel_fills_a_cpu_core_but_not_an_a100() {
+        // 64 x 64 outputs of a 64-deep matrix product: 524288 FLOP.
+        let (flops, bytes, items) = (2 * 64 * 64 * 64, 3 * 64 * 64 * 4, 64 * 64);
+        let gpu = a100().kernel(flops, bytes, items);
+        assert!(gpu.occupancy < 0.02, "{gpu:?}");
+        assert_eq!(gpu.occupancy, 4096.0 / 221_184.0);
+        // 524288 / (19.5e12 * 4096 / 221184) = 1.45 µs, + 5.
+        assert_eq!(gpu.time_us, 6);
+        let core = Roofline {
+            flops_per_s: 147.2e9,
+            bytes_per_s: 5.12e9,
+            overhead_us: 1.0,
+            recurrent_step_us: 1.0,
+            parallelism: 1,
+        };
+        let cpu = core.kernel(flops, bytes, items);
+        assert_eq!(cpu.occupancy, 1.0);
+        // max(3.56, 9.6) + 1 µs.
+        assert_eq!(cpu.time_us, 11);
+    }
+
+    #[test]
+    fn the_description_names_the_parallelism() {
+        assert_eq!(
+            a100().to_string(),
+            "roofline 19.5e12 FLOP/s, 2.039e12 B/s, +5us per op, +5us per recurrent step, 221184 \
+             threads in flight"
+        );
     }
 }

@@ -47,7 +47,9 @@ fn every_shipped_cluster_parses_and_round_trips() {
 fn shipped_numbers() {
     let v100 = Cluster::builtin("v100x8-nvlink").unwrap();
     assert_eq!(v100.memory_limits(), vec![16 * GIB; 8]);
-    assert_eq!(v100.roofline(0), Roofline::baechi_default());
+    // Baechi's V100 numbers, but with the V100's 80 SMs x 2048 threads: a kernel with fewer
+    // work items than that occupies only part of it (Baechi's model has parallelism 1).
+    assert_eq!(v100.roofline(0), Roofline { parallelism: 80 * 2048, ..Roofline::baechi_default() });
     let h100 = Cluster::builtin("h100x8-nvlink").unwrap();
     assert_eq!(h100.memory_limits(), vec![80 * GIB; 8]);
     assert_eq!(h100.devices()[7].name, "gpu7");
@@ -111,7 +113,8 @@ fn device(name: &str, peak_flops: f64) -> DeviceSpec {
         memory_bytes: 40 * GIB + 5,
         peak_flops,
         memory_bandwidth: 1e12,
-        kernel_overhead_us: 4.0,
+        launch_overhead_us: 4.0,
+        parallelism: 1000,
     }
 }
 
@@ -184,7 +187,10 @@ fn rejected(text: &str, parts: &[&str]) -> ClusterError {
 fn good_inputs_parse() {
     let pair = Cluster::parse(GOOD, "good.json").unwrap();
     assert_eq!(pair.memory_limits(), [16 * GIB, 16 * GIB]);
-    assert_eq!(pair.devices()[0].kernel_overhead_us, 5.0);
+    // Left out: 5 µs and parallelism 1; device b has the old name `kernel_overhead_us`.
+    assert_eq!(pair.devices()[0].launch_overhead_us, 5.0);
+    assert_eq!(pair.devices()[0].parallelism, 1);
+    assert_eq!(pair.devices()[1].launch_overhead_us, 5.0);
     assert_eq!(pair.link(1, 0).bandwidth_bytes_per_s, 48e9);
     let four = Cluster::parse(COMPACT, "four.json").unwrap();
     assert_eq!(four.devices()[3].name, "gpu3");
@@ -345,6 +351,13 @@ fn costgraph_for_v100_and_h100() {
     assert_eq!(weights(&v100), [1, 39, 7]);
     // H100 (67e12 FLOP/s, 3.35e12 B/s): fc1 max(8.02, 5.40) + 5 = 13.02; relu 0.63 + 5 = 5.63.
     assert_eq!(weights(&h100), [1, 13, 6]);
+    // fc1 and relu write 64 x 4096 = 262144 elements, more than a V100 keeps in flight
+    // (163840), so they fill it; x (65536 elements) would fill 0.4 of it. An H100 keeps 270336
+    // in flight: fc1 and relu fill 0.97 of it, which leaves their rounded times as they were.
+    let occupancy =
+        |g: &ordo_cost::CostGraph| g.nodes.iter().map(|n| n.occupancy).collect::<Vec<_>>();
+    assert_eq!(occupancy(&v100), [0.4, 1.0, 1.0]);
+    assert_eq!(occupancy(&h100), [65536.0 / 270336.0, 262144.0 / 270336.0, 262144.0 / 270336.0]);
     let links = |g: &ordo_cost::CostGraph| g.links.iter().map(|l| l.weight).collect::<Vec<_>>();
     // 262144 B and 1048576 B. V100 pair: 7 µs + B / 48e9: 12.46 and 28.85.
     assert_eq!(links(&v100), [12, 29]);

@@ -73,6 +73,8 @@ fn hand_built_graph() {
         assert_eq!(node.output_memory, [output], "{name}");
         assert_eq!(node.temporary_memory, 0);
         assert_eq!(node.colocation_group, ColocationGroup::List(vec![name.to_string()]));
+        // Baechi's roofline has parallelism 1: every kernel fills the device.
+        assert_eq!(node.occupancy, 1.0, "{name}");
     }
     assert_eq!(cost.nodes[1].flops, Some(537133056));
     assert_eq!(cost.nodes[12].flops, Some(266240));
@@ -100,5 +102,6 @@ fn hand_built_graph() {
     assert_eq!(cost.links[0].tensor[0].num_bytes, x_bytes);
 
     let text = ordo_cost::to_json_string(&cost);
+    assert!(!text.contains("occupancy"), "occupancy 1 is not written");
     assert_eq!(ordo_cost::parse_costgraph(&text, "tiny.json").unwrap(), cost);
 }

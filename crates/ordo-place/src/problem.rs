@@ -60,6 +60,11 @@ pub struct PlaceProblem {
     pub names: Vec<String>,
     /// Compute time of each node in µs.
     pub weights: Vec<u64>,
+    /// Share of its device each node keeps busy while it runs, in `(0, 1]`: the cost graph's
+    /// [`ordo_cost::CostNode::occupancy`]. The placers do not use it (they run one node at a
+    /// time per device); plans carry it to the simulator, where kernels that leave a device
+    /// partly idle can run side by side.
+    pub occupancy: Vec<f64>,
     /// Memory of each node under [`PlaceProblem::mode`].
     pub memory: Vec<NodeMemory>,
     /// All edges, in cost-graph link order.
@@ -144,6 +149,7 @@ impl PlaceProblem {
         let mut problem = Self {
             names: graph.nodes.iter().map(|node| node.name.clone()).collect(),
             weights: graph.nodes.iter().map(|node| node.weight).collect(),
+            occupancy: graph.nodes.iter().map(|node| node.occupancy).collect(),
             memory: graph.nodes.iter().map(|node| node_memory(node, mode)).collect(),
             edges,
             out_edges,

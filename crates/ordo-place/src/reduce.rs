@@ -43,7 +43,9 @@ pub fn coplace(problem: &PlaceProblem) -> Reduced {
 /// contracting it cannot close a cycle. Edges that fusion moves onto `a` and that join two
 /// members are queued in turn.
 ///
-/// The fused node keeps `a`'s name and group, sums compute time and persistent memory, takes
+/// The fused node keeps `a`'s name and group, sums compute time and persistent memory, has as
+/// occupancy the members' occupancies weighted by their compute times (the device time they
+/// use over the time they take, since they run one after another), takes
 /// the largest temporary memory, and has as outputs the distinct tensors on its out-edges
 /// (Baechi's rule; in training mode, where every output is kept for backward, the sum of the
 /// members' outputs instead). Parallel edges merge, keeping each tensor once. The reduced
@@ -184,6 +186,10 @@ struct Fusion<'a> {
     live: Vec<bool>,
     carried: Vec<Carried>,
     weight: Vec<u64>,
+    /// Per node, compute time x occupancy: the device time it uses.
+    busy: Vec<f64>,
+    /// Per node, the largest occupancy among its members: its occupancy when it takes no time.
+    widest: Vec<f64>,
     memory: Vec<NodeMemory>,
     /// `(b, a)` for every fusion of `b` into `a`, in order.
     log: Vec<(usize, usize)>,
@@ -204,6 +210,13 @@ impl<'a> Fusion<'a> {
             live: vec![true; problem.edges.len()],
             carried: (0..problem.edges.len()).map(Carried::Original).collect(),
             weight: problem.weights.clone(),
+            busy: problem
+                .weights
+                .iter()
+                .zip(&problem.occupancy)
+                .map(|(&w, &o)| w as f64 * o)
+                .collect(),
+            widest: problem.occupancy.clone(),
             memory: problem.memory.clone(),
             log: Vec::new(),
         };
@@ -222,6 +235,13 @@ impl<'a> Fusion<'a> {
         }
     }
 
+    /// Occupancy of the (possibly fused) node `v`: the device time its members use over the
+    /// time they take, or the widest member's when they take none.
+    fn occupancy(&self, v: usize) -> f64 {
+        let busy = self.busy[v] / self.weight[v] as f64;
+        if busy > 0.0 { busy.min(1.0) } else { self.widest[v] }
+    }
+
     /// Fuses `b` into `a`, queueing new edges between members (`member`).
     fn fuse(
         &mut self,
@@ -231,6 +251,8 @@ impl<'a> Fusion<'a> {
         queue: &mut VecDeque<(usize, usize)>,
     ) {
         self.weight[a] = self.weight[a].saturating_add(self.weight[b]);
+        self.busy[a] += self.busy[b];
+        self.widest[a] = self.widest[a].max(self.widest[b]);
         let (ma, mb) = (self.memory[a], self.memory[b]);
         self.memory[a] = NodeMemory {
             temporary: ma.temporary.max(mb.temporary),
@@ -355,6 +377,7 @@ impl<'a> Fusion<'a> {
         let mut reduced = PlaceProblem {
             names: alive.iter().map(|&v| problem.names[v].clone()).collect(),
             weights: alive.iter().map(|&v| self.weight[v]).collect(),
+            occupancy: alive.iter().map(|&v| self.occupancy(v)).collect(),
             memory,
             edges,
             out_edges,

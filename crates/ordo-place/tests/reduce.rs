@@ -88,6 +88,30 @@ fn a_diamond_in_one_group_fuses_completely() {
     assert_eq!(fused.problem.tensors[fused.problem.edges[0].tensors[0]].name, "d:0");
 }
 
+#[test]
+fn problems_carry_occupancy_and_fusion_weights_it_by_time() {
+    // a (10 µs at 0.5) -> b (30 µs at 1.0) -> c (0 µs at 0.25) -> d (0 µs at 0.125), all fused.
+    let nodes = [("a", 10, 0, 0, 8), ("b", 30, 0, 0, 8), ("c", 0, 0, 0, 8), ("d", 0, 0, 0, 8)];
+    let mut g = graph(&nodes, &chain_links(4), &[(0, "g"), (1, "g"), (2, "g"), (3, "g")]);
+    for (node, occupancy) in g.nodes.iter_mut().zip([0.5, 1.0, 0.25, 0.125]) {
+        node.occupancy = occupancy;
+    }
+    let p = problem(&g, StepMode::ForwardOnly);
+    assert_eq!(p.occupancy, [0.5, 1.0, 0.25, 0.125]);
+    assert_eq!(coplace(&p).problem.occupancy, p.occupancy);
+    // (10 x 0.5 + 30 x 1) / 40 of the device while the fused node runs.
+    let fused = fuse(&p).unwrap();
+    assert_eq!(fused.node_of, [0; 4]);
+    assert_eq!(fused.problem.occupancy, [35.0 / 40.0]);
+    // Members that take no time use none of it; when all of them take none, the fused node has
+    // the widest member's occupancy.
+    let mut idle = p.clone();
+    idle.weights = vec![0; 4];
+    assert_eq!(fuse(&idle).unwrap().problem.occupancy, [1.0]);
+    idle.occupancy[1] = 0.75;
+    assert_eq!(fuse(&idle).unwrap().problem.occupancy, [0.75]);
+}
+
 fn kahn_is_acyclic(p: &PlaceProblem) -> bool {
     let mut indegree: Vec<usize> = p.in_edges.iter().map(Vec::len).collect();
     let mut ready: Vec<usize> = (0..p.len()).filter(|&v| indegree[v] == 0).collect();

@@ -28,9 +28,10 @@ struct Send<'a> {
 ///   each peer it receives from, peers ascending. Devices without nodes keep an empty compute
 ///   stream.
 /// * **Tasks**: task `i < n` computes node `i` (duration: the node's weight; workspace: its
-///   [`ordo_cost::NodeMemory::temporary`]); after them come
+///   [`ordo_cost::NodeMemory::temporary`]; occupancy: its [`PlaceProblem::occupancy`], 1 where the
+///   problem lists none); after them come
 ///   the transfers. A tensor consumed on another device is sent once to each such device
-///   however many consumers it has there (duration: the tensor's `comm_us`), named
+///   however many consumers it has there (duration: the tensor's `comm_us`; occupancy 1), named
 ///   `<tensor>-><device>`. Transfers are numbered, and queued on each (sender, receiver) pair's
 ///   tx and rx streams, in the order of the placement's transfer schedule
 ///   ([`Placement::transfers`]: the order in which the placer's own schedule booked the
@@ -191,6 +192,7 @@ pub fn build_plan(problem: &PlaceProblem, placement: &Placement) -> Result<Plan,
             waits: waits(v),
             duration_us: problem.weights[v],
             workspace_bytes: problem.memory[v].temporary,
+            occupancy: problem.occupancy.get(v).copied().unwrap_or(1.0),
         });
     }
     for (k, send) in sends.iter().enumerate() {
@@ -209,6 +211,7 @@ pub fn build_plan(problem: &PlaceProblem, placement: &Placement) -> Result<Plan,
             waits: waits(n + k),
             duration_us: tensor.comm_us,
             workspace_bytes: 0,
+            occupancy: 1.0,
         });
         buffers.push(Buffer {
             name: tensor.name.clone(),

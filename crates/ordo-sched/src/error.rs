@@ -72,6 +72,17 @@ pub enum SchedError {
         /// What is wrong.
         problem: String,
     },
+    /// A task's occupancy is not a share of a device: NaN, 0 or less, or more than 1.
+    #[error(
+        "task `{task}`: occupancy is {occupancy}; it must be a share of the device, more than 0 \
+         and at most 1"
+    )]
+    Occupancy {
+        /// The task's name.
+        task: String,
+        /// The occupancy found.
+        occupancy: f64,
+    },
     /// A stream lists a task that does not name the stream, or the other way round.
     #[error("task `{task}` and {stream} disagree: {problem}")]
     Membership {

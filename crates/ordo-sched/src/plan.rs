@@ -14,7 +14,8 @@
 //! * a buffer is allocated when its producer starts and freed when the last of its readers
 //!   (transfers included) has finished, unless it is retained until the end of the step;
 //! * a task's `workspace_bytes` are allocated on its device when it starts and freed when it
-//!   ends (at one instant, frees come before allocations); a transfer's are 0.
+//!   ends (at one instant, frees come before allocations); a transfer's are 0;
+//! * a task's `occupancy` is a share of its device in `(0, 1]`.
 
 use serde::{Deserialize, Serialize};
 
@@ -106,6 +107,17 @@ pub struct Task {
     /// when it ends (a compute node's [`ordo_cost::NodeMemory::temporary`]; 0 for a transfer).
     #[serde(default)]
     pub workspace_bytes: u64,
+    /// Share of its device a compute task keeps busy while it runs, in `(0, 1]` (the node's
+    /// [`ordo_place::PlaceProblem::occupancy`]); 1 for a transfer, and when a plan file has
+    /// none. A simulator that runs kernels of different streams at once lets kernels whose
+    /// occupancies sum to at most 1 run side by side at full speed.
+    #[serde(default = "full_occupancy")]
+    pub occupancy: f64,
+}
+
+/// A task that fills its device: the default of [`Task::occupancy`].
+fn full_occupancy() -> f64 {
+    1.0
 }
 
 /// Recorded when task `after` finishes; tasks on other streams wait for it.

@@ -9,9 +9,10 @@ use crate::plan::{Plan, StreamId, StreamKind, TaskId, TaskKind};
 /// Checks that `plan` keeps every rule of [`crate::plan`], in this order: the format tag and
 /// `persistent_bytes`; streams (device and peer in range, at most one tx and one rx stream per
 /// device pair, known tasks, no task twice); events (known task); tasks (known streams and
-/// events, a compute task on exactly one compute or sub-compute stream, a transfer between two
-/// distinct devices reading a buffer on the sender, on the sender's `Tx { peer: to }` stream
-/// then the receiver's `Rx { peer: from }` stream, and streams and tasks naming each other);
+/// events, an occupancy in `(0, 1]`, a compute task on exactly one compute or sub-compute
+/// stream, a transfer between two distinct devices reading a buffer on the sender, on the
+/// sender's `Tx { peer: to }` stream then the receiver's `Rx { peer: from }` stream, and streams
+/// and tasks naming each other);
 /// buffers (device in range, known producer and readers on the buffer's device, every transfer
 /// listed as a reader of the buffer it sends); and last, no dependency cycle through stream
 /// order and events, which would deadlock a run.
@@ -134,6 +135,12 @@ fn check_tasks(
             if w.0 as usize >= plan.events.len() {
                 return Err(unknown(owner(), "event", w.0, plan.events.len()));
             }
+        }
+        if !(task.occupancy > 0.0 && task.occupancy <= 1.0) {
+            return Err(SchedError::Occupancy {
+                task: task.name.clone(),
+                occupancy: task.occupancy,
+            });
         }
         match &task.kind {
             TaskKind::Compute { .. } => check_compute(plan, t)?,

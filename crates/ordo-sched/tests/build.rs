@@ -153,6 +153,29 @@ fn compute_tasks_hold_their_temporary_memory_as_workspace() {
 }
 
 #[test]
+fn compute_tasks_carry_their_occupancy_and_transfers_fill_their_link() {
+    let mut graph = two_device_graph();
+    for (i, node) in graph.nodes.iter_mut().enumerate() {
+        node.occupancy = 0.125 * (i + 1) as f64;
+    }
+    let devices = Devices { memory: vec![u64::MAX / 4; 2], comm: BYTES_AS_US };
+    let problem = PlaceProblem::new(&graph, devices, StepMode::ForwardOnly).unwrap();
+    assert_eq!(problem.occupancy, [0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875]);
+    let plan = build_plan(&problem, &two_device_placement()).unwrap();
+    let occupancy: Vec<f64> = plan.tasks.iter().map(|t| t.occupancy).collect();
+    assert_eq!(occupancy, [0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.0, 1.0]);
+    // Written and read back; a plan file without occupancies reads them as 1.
+    let text = serde_json::to_string(&plan).unwrap();
+    assert_eq!(serde_json::from_str::<ordo_sched::Plan>(&text).unwrap(), plan);
+    let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for task in value["tasks"].as_array_mut().unwrap() {
+        task.as_object_mut().unwrap().remove("occupancy");
+    }
+    let old: ordo_sched::Plan = serde_json::from_value(value).unwrap();
+    assert!(old.tasks.iter().all(|t| t.occupancy == 1.0));
+}
+
+#[test]
 fn the_task_graph_has_stream_and_event_predecessors() {
     let preds = task_graph(&two_device_plan());
     let expected: [&[u32]; 10] = [

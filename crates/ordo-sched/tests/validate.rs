@@ -99,6 +99,28 @@ fn a_compute_task_is_on_exactly_one_compute_stream() {
 }
 
 #[test]
+fn an_occupancy_is_a_share_of_the_device() {
+    for bad in [0.0, -0.5, 1.5, f64::NAN, f64::INFINITY] {
+        let err = broken(|p| p.tasks[2].occupancy = bad);
+        assert!(matches!(err, SchedError::Occupancy { .. }), "{err:?}");
+        assert_message(
+            &err,
+            &format!(
+                "task `c`: occupancy is {bad}; it must be a share of the device, more than 0 and \
+                 at most 1"
+            ),
+        );
+    }
+    // Transfers too.
+    let err = broken(|p| p.tasks[8].occupancy = 0.0);
+    assert!(err.to_string().starts_with("task `d:0->1`: occupancy is 0"), "{err}");
+    let mut plan = two_device_plan();
+    plan.tasks[2].occupancy = 1e-9;
+    plan.tasks[3].occupancy = 1.0;
+    validate(&plan).unwrap();
+}
+
+#[test]
 fn transfers_must_use_the_pair_streams() {
     // Device 1 loses its rx stream from device 0.
     let err = broken(|p| p.streams[5].kind = StreamKind::SubCompute);
@@ -210,13 +232,15 @@ mod arbitrary {
             }),
         ];
         let ids = |max| prop::collection::vec(0u32..max, 0..3);
-        (kind, ids(6), ids(6)).prop_map(|(kind, streams, waits)| Task {
+        let occupancy = prop_oneof![Just(1.0), Just(0.0), Just(f64::NAN), 0.0f64..2.0];
+        (kind, ids(6), ids(6), occupancy).prop_map(|(kind, streams, waits, occupancy)| Task {
             name: "t".into(),
             kind,
             streams: streams.into_iter().map(StreamId).collect(),
             waits: waits.into_iter().map(EventId).collect(),
             duration_us: 1,
             workspace_bytes: 0,
+            occupancy,
         })
     }
 

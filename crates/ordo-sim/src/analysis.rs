@@ -40,8 +40,10 @@ pub(crate) fn report(
     }
 }
 
-/// `max(longest chain of durations along stream order and events, compute work / devices)`.
-/// Tasks on a cycle are left out of the chain.
+/// `max(longest chain of durations along stream order and events, compute work / devices)`,
+/// where compute work is `duration * occupancy` summed over compute tasks: the device time
+/// they use, which no device can deliver faster than one unit per unit of time however its
+/// kernels overlap. Tasks on a cycle are left out of the chain.
 pub(crate) fn lower_bound(plan: &Plan) -> f64 {
     let n = plan.tasks.len();
     let mut edges: Vec<(u32, u32)> = Vec::new();
@@ -81,7 +83,7 @@ pub(crate) fn lower_bound(plan: &Plan) -> f64 {
         .tasks
         .iter()
         .filter(|t| matches!(t.kind, ordo_sched::TaskKind::Compute { .. }))
-        .map(|t| t.duration_us as f64)
+        .map(|t| t.duration_us as f64 * t.occupancy)
         .sum();
     chain.max(work / plan.devices.max(1) as f64)
 }

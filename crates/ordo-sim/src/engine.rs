@@ -1,11 +1,19 @@
 //! The event loop.
 //!
 //! Time advances from one happening (a task's end, or the next end on a device whose kernels
-//! share it) to the next, taken from a binary heap. All happenings at one instant are handled
-//! first, in the order (time, task ends before device ticks, task or device id); then the tasks
-//! they made ready are admitted in task-id order, and then waiting tasks start where their
-//! resource is free. A resource freed at an instant goes to the waiting task that became ready
-//! first, the lowest task id among those ready at the same time.
+//! run at once) to the next, taken from a binary heap. All happenings at one instant are
+//! handled first, in the order (time, task ends before device ticks, task or device id); then
+//! the tasks they made ready are admitted in task-id order, and then waiting tasks start where
+//! their resource is free. A resource freed at an instant goes to the waiting task that became
+//! ready first, the lowest task id among those ready at the same time.
+//!
+//! With [`SimOptions::concurrent_kernels`], a device's kernels share it by occupancy: a kernel
+//! keeps [`Task::occupancy`](ordo_sched::Task::occupancy) of the device busy, and while kernels
+//! of total occupancy `load` run, each works through its standalone `duration_us` at rate
+//! `1 / max(1, load)`. Kernels that fit in the device side by side (total at most 1) run at full
+//! speed; beyond that all slow down alike, as under processor sharing. The rate changes only
+//! when a kernel starts or ends, so between those happenings every kernel's remaining work falls
+//! linearly and the next end is known exactly.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
@@ -45,8 +53,8 @@ enum What {
     /// A transfer's send starts (Baechi-TF channels, where it is booked ahead of time).
     /// Handled after the task ends of the same instant.
     Start(u32),
-    /// The next end among a processor-sharing device's kernels, valid while `version` is the
-    /// device's current one.
+    /// The next end among a device's concurrent kernels, valid while `version` is the device's
+    /// current one.
     Tick {
         device: u32,
         version: u64,
@@ -56,13 +64,22 @@ enum What {
 /// A waiting task's claim on a resource: when it became ready, then its id.
 type Key = (Time, u32);
 
-/// A device whose kernels share its throughput equally.
+/// A device whose kernels run at once, sharing it by occupancy.
 #[derive(Default)]
 struct Shared {
-    /// Running kernels and their remaining work in µs of exclusive use.
-    running: Vec<(u32, f64)>,
+    /// Running kernels: id, remaining work in µs at full speed, occupancy.
+    running: Vec<(u32, f64, f64)>,
     since: f64,
     version: u64,
+}
+
+impl Shared {
+    /// How fast each running kernel works through its duration: `1 / max(1, load)`, where
+    /// `load` is the sum of the running kernels' occupancies.
+    fn rate(&self) -> f64 {
+        let load: f64 = self.running.iter().map(|r| r.2).sum();
+        1.0 / load.max(1.0)
+    }
 }
 
 /// An exclusive resource: a device (one kernel at a time) or a port (a channel or a receiver).
@@ -79,7 +96,8 @@ struct Slot {
 ///
 /// A task starts when it is first in all of its streams, every event it waits for has been
 /// recorded, and its resource is free (see [`SimOptions`] and [`Channel`]). Tasks run for their
-/// `duration_us` unless kernels share a device.
+/// `duration_us` unless concurrent kernels together occupy more than their device (see the
+/// module documentation).
 ///
 /// Ties are broken deterministically: everything that happens at one instant is handled first
 /// (task ends in task-id order, so frees come before the allocations of tasks starting then);
@@ -412,7 +430,8 @@ impl<'a> Sim<'a> {
         match self.ix.need[i] {
             Need::Compute(d) if self.opts.concurrent_kernels => {
                 self.shared_advance(d);
-                self.shared[d].running.push((t, self.plan.tasks[i].duration_us as f64));
+                let task = &self.plan.tasks[i];
+                self.shared[d].running.push((t, task.duration_us as f64, task.occupancy));
                 self.shared_reschedule(d);
             }
             Need::Compute(d) => {
@@ -454,7 +473,7 @@ impl<'a> Sim<'a> {
     fn shared_advance(&mut self, d: usize) {
         let dev = &mut self.shared[d];
         if !dev.running.is_empty() {
-            let work = (self.now - dev.since) / dev.running.len() as f64;
+            let work = (self.now - dev.since) * dev.rate();
             for r in &mut dev.running {
                 r.1 -= work;
             }
@@ -465,9 +484,9 @@ impl<'a> Sim<'a> {
     fn shared_reschedule(&mut self, d: usize) {
         let dev = &mut self.shared[d];
         dev.version += 1;
-        let n = dev.running.len() as f64;
+        let rate = dev.rate();
         if let Some(min) = dev.running.iter().map(|r| r.1).min_by(f64::total_cmp) {
-            let at = self.now + min.max(0.0) * n;
+            let at = self.now + min.max(0.0) / rate;
             let what = What::Tick { device: d as u32, version: dev.version };
             self.heap.push(Reverse((Time(at), what)));
         }

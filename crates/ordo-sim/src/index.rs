@@ -101,6 +101,12 @@ impl Index {
                     task.name
                 )));
             }
+            if !(task.occupancy > 0.0 && task.occupancy <= 1.0) {
+                return Err(invalid(format!(
+                    "task {t} ({}) has occupancy {}; it must be more than 0 and at most 1",
+                    task.name, task.occupancy
+                )));
+            }
             need.push(match task.kind {
                 TaskKind::Compute { .. } => {
                     let device = plan.streams[listed[0] as usize].device;

@@ -30,8 +30,16 @@ pub enum Channel {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SimOptions {
     /// `false` (default): a device runs one kernel at a time, whichever compute stream it is on.
-    /// `true`: kernels of different compute streams run at once and share the device's
-    /// throughput equally (processor sharing).
+    ///
+    /// `true`: kernels of different compute streams of a device run at once, sharing it by
+    /// occupancy. A kernel keeps [`Task::occupancy`](ordo_sched::Task::occupancy) of its device
+    /// busy (a small kernel leaves most of a GPU idle), and while kernels of total occupancy
+    /// `load` run on a device, each works through its standalone `duration_us` at rate
+    /// `1 / max(1, load)`. So two kernels of occupancy 0.5 run side by side as fast as alone,
+    /// three of 0.5 each take 1.5 times as long, and kernels that each fill the device share
+    /// it equally (processor sharing). A device is never faster than full: the device time
+    /// used, `duration_us * occupancy` summed over kernels, is what the report's lower bound
+    /// counts as work.
     pub concurrent_kernels: bool,
     /// The transfer contention model.
     pub channel: Channel,

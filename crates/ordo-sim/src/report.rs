@@ -39,7 +39,9 @@ pub struct Report {
     /// End of the last task, µs.
     pub step_time_us: f64,
     /// `max(longest dependency chain of task durations, total compute work / devices)`, µs: no
-    /// schedule of this plan can be faster.
+    /// schedule of this plan can be faster. Compute work is the device time the compute tasks
+    /// use, `duration_us * occupancy` summed: a kernel is never faster than its duration, and
+    /// a device never does more than one full device's work at a time.
     pub lower_bound_us: f64,
     /// Per device, the most bytes resident at once.
     pub peak_memory_bytes: Vec<u64>,

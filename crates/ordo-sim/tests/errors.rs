@@ -95,3 +95,17 @@ fn an_empty_plan_takes_no_time() {
     assert_eq!(report.busy_fraction.devices, [0.0, 0.0]);
     assert!(report.critical_path.is_empty());
 }
+
+#[test]
+fn an_occupancy_outside_the_device_is_reported() {
+    for bad in [0.0, -1.0, 1.25, f64::NAN] {
+        let mut b = Builder::new(1);
+        let c = b.stream(0, StreamKind::Compute);
+        b.kernel("k", c, 1, bad);
+        for concurrent_kernels in [false, true] {
+            let options = SimOptions { concurrent_kernels, ..Default::default() };
+            let msg = invalid(simulate(&b.plan, &options));
+            assert!(msg.contains("task 0 (k) has occupancy"), "{msg}");
+        }
+    }
+}

@@ -249,3 +249,83 @@ fn processor_sharing_speeds_up_when_a_kernel_leaves() {
     assert_eq!(report.step_time_us, 25.0);
     assert_eq!(report.lower_bound_us, 25.0);
 }
+
+/// Runs `plan` with concurrent kernels.
+fn concurrent(plan: &Plan) -> Report {
+    simulate(plan, &SimOptions { concurrent_kernels: true, ..Default::default() }).unwrap()
+}
+
+/// `actual` equals `expected` to within rounding.
+fn assert_spans(actual: &[(f64, f64)], expected: &[(f64, f64)]) {
+    assert_eq!(actual.len(), expected.len(), "{actual:?}");
+    for (a, e) in actual.iter().zip(expected) {
+        let near = |x: f64, y: f64| (x - y).abs() <= 1e-9 * (1.0 + y.abs());
+        assert!(near(a.0, e.0) && near(a.1, e.1), "{actual:?} is not {expected:?}");
+    }
+}
+
+/// One device with `occupancies.len()` compute streams, a 10 µs kernel on each.
+fn side_by_side(occupancies: &[f64]) -> Plan {
+    let mut b = Builder::new(1);
+    for (i, &occupancy) in occupancies.iter().enumerate() {
+        let kind = if i == 0 { StreamKind::Compute } else { StreamKind::SubCompute };
+        let stream = b.stream(0, kind);
+        b.kernel(&format!("k{i}"), stream, 10, occupancy);
+    }
+    b.build()
+}
+
+#[test]
+fn two_half_kernels_run_side_by_side_at_full_speed() {
+    let plan = side_by_side(&[0.5, 0.5]);
+    let report = concurrent(&plan);
+    assert_eq!(spans(&report), [(0.0, 10.0), (0.0, 10.0)]);
+    assert_eq!(report.step_time_us, 10.0);
+    // Work: 10 x 0.5 twice = 10 µs of the device; the chain is 10 µs too.
+    assert_eq!(report.lower_bound_us, 10.0);
+    assert_eq!(report.busy_fraction.devices, [1.0]);
+    // Without concurrent kernels occupancy changes nothing: one after the other.
+    assert_eq!(spans(&run(&plan, Channel::BaechiTf)), [(0.0, 10.0), (10.0, 20.0)]);
+}
+
+#[test]
+fn three_half_kernels_overfill_the_device_and_slow_down_alike() {
+    // Load 1.5: each works at 1 / 1.5 of full speed and needs 15 µs.
+    let report = concurrent(&side_by_side(&[0.5, 0.5, 0.5]));
+    assert_eq!(spans(&report), [(0.0, 15.0), (0.0, 15.0), (0.0, 15.0)]);
+    // 15 µs of device time on one device: the bound is reached.
+    assert_eq!(report.lower_bound_us, 15.0);
+}
+
+#[test]
+fn a_half_kernel_and_a_full_one_share_by_occupancy() {
+    // Load 1.5 again: both at 2/3 speed, both end at 15; equal sharing would end both at 20.
+    let report = concurrent(&side_by_side(&[0.5, 1.0]));
+    assert_spans(&spans(&report), &[(0.0, 15.0), (0.0, 15.0)]);
+    assert_eq!(report.lower_bound_us, 15.0);
+    // Two full kernels share equally, as processor sharing does.
+    let report = concurrent(&side_by_side(&[1.0, 1.0]));
+    assert_eq!(spans(&report), [(0.0, 20.0), (0.0, 20.0)]);
+    // Small kernels: any number that fits runs at full speed.
+    let report = concurrent(&side_by_side(&[0.125; 8]));
+    assert_eq!(spans(&report), [(0.0, 10.0); 8]);
+    assert_eq!(report.lower_bound_us, 10.0);
+}
+
+#[test]
+fn a_kernel_joining_midway_slows_the_running_one_from_then_on() {
+    // a (20 µs, 0.75) runs beside x (4 µs, 0.25): load 1, full speed. At 4, x ends and b
+    // (10 µs, 0.5) joins: load 1.25, rate 0.8. b needs 10 / 0.8 = 12.5 µs and ends at 16.5;
+    // a has done 4 + 10 = 14 µs of its 20 by then and ends alone at 22.5.
+    let mut b = Builder::new(1);
+    let c = b.stream(0, StreamKind::Compute);
+    let s = b.stream(0, StreamKind::SubCompute);
+    b.kernel("a", c, 20, 0.75);
+    b.kernel("x", s, 4, 0.25);
+    b.kernel("b", s, 10, 0.5);
+    let report = concurrent(&b.build());
+    assert_spans(&spans(&report), &[(0.0, 22.5), (0.0, 4.0), (4.0, 16.5)]);
+    // Work 15 + 1 + 5 = 21 µs; the chain a is 20 µs.
+    assert_eq!(report.lower_bound_us, 21.0);
+    assert!(report.step_time_us >= report.lower_bound_us);
+}

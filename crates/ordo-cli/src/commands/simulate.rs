@@ -48,7 +48,8 @@ pub struct Args {
     /// How transfers contend.
     #[arg(long, value_enum, default_value = "tf")]
     pub channel: ChannelArg,
-    /// Let kernels of different streams of one device run at once, sharing it.
+    /// Let kernels of different streams of one device run at once, sharing it by occupancy:
+    /// kernels that together fill at most the whole device run at full speed.
     #[arg(long)]
     pub concurrent_kernels: bool,
     /// Write a Chrome trace (open it in Perfetto or chrome://tracing).

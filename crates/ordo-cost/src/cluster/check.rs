@@ -109,7 +109,12 @@ pub(super) fn check_device(d: &DeviceSpec, origin: &str, label: &str) -> Result<
     } else {
         positive(d.peak_flops, "peak_flops", "FLOP/s")
             .or_else(|| positive(d.memory_bandwidth, "memory_bandwidth", "bytes/s"))
-            .or_else(|| non_negative(d.kernel_overhead_us, "kernel_overhead_us"))
+            .or_else(|| non_negative(d.launch_overhead_us, "launch_overhead_us"))
+            .or_else(|| {
+                (d.parallelism == 0).then(|| {
+                    "\"parallelism\" is 0; a device keeps at least 1 work item in flight".into()
+                })
+            })
     };
     match problem {
         None => Ok(()),

@@ -1,7 +1,7 @@
 //! Cluster descriptions: the devices a graph is placed on and the links between them.
 //!
-//! A [`Cluster`] has devices ([`DeviceSpec`]: memory, peak FLOP/s, memory bandwidth, per-op
-//! overhead) and a link ([`LinkSpec`]: latency and bandwidth) for every ordered pair of
+//! A [`Cluster`] has devices ([`DeviceSpec`]: memory, peak FLOP/s, memory bandwidth, launch
+//! overhead, parallelism) and a link ([`LinkSpec`]: latency and bandwidth) for every ordered pair of
 //! devices. It gives each device's [`Roofline`] for compute times and each pair's
 //! [`CommModel`] for transfer times, so the rest of the cost model works unchanged.
 //!
@@ -120,7 +120,8 @@ impl Cluster {
                 memory_bytes: memory_bytes.unwrap_or(u64::MAX),
                 peak_flops: roofline.flops_per_s,
                 memory_bandwidth: roofline.bytes_per_s,
-                kernel_overhead_us: roofline.overhead_us,
+                launch_overhead_us: roofline.overhead_us,
+                parallelism: roofline.parallelism,
             })
             .collect();
         let n = n_devices;
@@ -288,8 +289,8 @@ impl Cluster {
         }
     }
 
-    /// Whether every device computes alike (same FLOP/s, bandwidth and overhead; memory may
-    /// differ).
+    /// Whether every device computes alike (same FLOP/s, bandwidth, launch overhead and
+    /// parallelism; memory may differ).
     pub fn is_uniform_compute(&self) -> bool {
         let first = self.roofline(0);
         (1..self.device_count()).all(|d| self.roofline(d) == first)

@@ -9,8 +9,12 @@ use super::check::{assemble, check_device};
 use super::{Cluster, ClusterError, DeviceKind, DeviceSpec, FORMAT, LinkSpec, MAX_DEVICES};
 use crate::bytes::{exact_bytes_text, parse_bytes};
 
-/// Kernel overhead of a device whose spec leaves it out: Baechi's 5 µs per op.
-const DEFAULT_KERNEL_OVERHEAD_US: f64 = 5.0;
+/// Launch overhead of a device whose spec leaves it out: Baechi's 5 µs per op.
+const DEFAULT_LAUNCH_OVERHEAD_US: f64 = 5.0;
+
+/// Parallelism of a device whose spec leaves it out: 1, so that every kernel fills the device
+/// and a file written before occupancy was modelled costs ops as it did then.
+const DEFAULT_PARALLELISM: u64 = 1;
 
 /// A whole file. Either `device` + `count` (the compact form) or `devices` (the explicit form).
 #[derive(Serialize, Deserialize)]
@@ -43,12 +47,18 @@ struct DeviceEntry {
     memory_bytes: ByteCount,
     peak_flops: f64,
     memory_bandwidth: f64,
-    #[serde(default = "default_kernel_overhead")]
-    kernel_overhead_us: f64,
+    #[serde(default = "default_launch_overhead", alias = "kernel_overhead_us")]
+    launch_overhead_us: f64,
+    #[serde(default = "default_parallelism")]
+    parallelism: u64,
 }
 
-fn default_kernel_overhead() -> f64 {
-    DEFAULT_KERNEL_OVERHEAD_US
+fn default_launch_overhead() -> f64 {
+    DEFAULT_LAUNCH_OVERHEAD_US
+}
+
+fn default_parallelism() -> u64 {
+    DEFAULT_PARALLELISM
 }
 
 #[derive(Clone, Copy, Serialize, Deserialize)]
@@ -224,7 +234,8 @@ impl DeviceEntry {
             memory_bytes: self.memory_bytes.0,
             peak_flops: self.peak_flops,
             memory_bandwidth: self.memory_bandwidth,
-            kernel_overhead_us: self.kernel_overhead_us,
+            launch_overhead_us: self.launch_overhead_us,
+            parallelism: self.parallelism,
         }
     }
 
@@ -235,7 +246,8 @@ impl DeviceEntry {
             memory_bytes: ByteCount(d.memory_bytes),
             peak_flops: d.peak_flops,
             memory_bandwidth: d.memory_bandwidth,
-            kernel_overhead_us: d.kernel_overhead_us,
+            launch_overhead_us: d.launch_overhead_us,
+            parallelism: d.parallelism,
         }
     }
 }

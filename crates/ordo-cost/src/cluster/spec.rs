@@ -45,20 +45,27 @@ pub struct DeviceSpec {
     pub peak_flops: f64,
     /// Memory bandwidth in bytes/s.
     pub memory_bandwidth: f64,
-    /// Fixed cost of every op (a kernel launch), in µs; also charged per time step of a
-    /// recurrent layer.
-    pub kernel_overhead_us: f64,
+    /// Time to launch a kernel, in µs: the fixed cost of every op, also charged per time step
+    /// of a recurrent layer (`launch_overhead_us` in files; older files call it
+    /// `kernel_overhead_us`).
+    pub launch_overhead_us: f64,
+    /// Work items (threads) the device keeps in flight at full occupancy, at least 1: streaming
+    /// multiprocessors x 2048 resident threads for the shipped GPUs, 1 for a CPU core. A kernel
+    /// with fewer items occupies that share of the device and gets that share of its
+    /// throughput; 1 makes every kernel fill the device (the plain roofline).
+    pub parallelism: u64,
 }
 
 impl DeviceSpec {
-    /// The device's roofline: its peak FLOP/s and bandwidth, with `kernel_overhead_us` per op
-    /// and per recurrent step (each step is a dependent kernel).
+    /// The device's roofline: its peak FLOP/s, bandwidth and parallelism, with
+    /// `launch_overhead_us` per op and per recurrent step (each step is a dependent kernel).
     pub fn roofline(&self) -> Roofline {
         Roofline {
             flops_per_s: self.peak_flops,
             bytes_per_s: self.memory_bandwidth,
-            overhead_us: self.kernel_overhead_us,
-            recurrent_step_us: self.kernel_overhead_us,
+            overhead_us: self.launch_overhead_us,
+            recurrent_step_us: self.launch_overhead_us,
+            parallelism: self.parallelism,
         }
     }
 }

@@ -82,6 +82,27 @@ fn opt_uint(value: Option<Lite>) -> Result<Option<u64>, String> {
     }
 }
 
+/// An optional number in `(0, 1]`; absent or `null` is 1.
+fn opt_share(value: Option<Lite>) -> Result<f64, String> {
+    let share = match value {
+        None | Some(Lite::Null) => return Ok(1.0),
+        Some(Lite::UInt(v)) => v as f64,
+        Some(Lite::Float(v)) => v,
+        Some(Lite::Neg(v)) => v as f64,
+        Some(other) => return Err(format!("must be a number, found {}", other.describe())),
+    };
+    match share_problem(share) {
+        Some(problem) => Err(problem),
+        None => Ok(share),
+    }
+}
+
+/// Why `share` is not a share of a device, in `(0, 1]`.
+pub(crate) fn share_problem(share: f64) -> Option<String> {
+    (!(share > 0.0 && share <= 1.0))
+        .then(|| format!("is {share}; it must be a share of the device, more than 0 and at most 1"))
+}
+
 /// A required string.
 fn string(value: Option<Lite>) -> Result<String, String> {
     match value {
@@ -138,6 +159,7 @@ struct RawNode {
     colocation_group: Option<Strings>,
     op_type: Option<Lite>,
     flops: Option<Lite>,
+    occupancy: Option<Lite>,
     extra: Map<String, Value>,
 }
 
@@ -153,6 +175,7 @@ impl FromMap for Result<CostNode, NodeError> {
                 "persistent_memory" => &mut raw.persistent_memory,
                 "op_type" => &mut raw.op_type,
                 "flops" => &mut raw.flops,
+                "occupancy" => &mut raw.occupancy,
                 "output_memory" => {
                     raw.output_memory = Some(map.next_value()?);
                     continue;
@@ -197,6 +220,7 @@ fn check_node(raw: RawNode) -> Result<CostNode, NodeError> {
         colocation_group(raw.colocation_group).map_err(|p| fail("colocation_group", p))?;
     let op_type = opt_string(raw.op_type).map_err(|p| fail("op_type", p))?;
     let flops = opt_uint(raw.flops).map_err(|p| fail("flops", p))?;
+    let occupancy = opt_share(raw.occupancy).map_err(|p| fail("occupancy", p))?;
     Ok(CostNode {
         id,
         name,
@@ -207,6 +231,7 @@ fn check_node(raw: RawNode) -> Result<CostNode, NodeError> {
         colocation_group,
         op_type,
         flops,
+        occupancy,
         extra: raw.extra,
     })
 }

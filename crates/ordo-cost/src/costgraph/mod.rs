@@ -6,7 +6,7 @@
 //! ```json
 //! {"directed": true, "multigraph": false, "graph": {"source": "ordo"},
 //!  "nodes": [{"id": 0, "name": "a", "weight": 5, "temporary_memory": 0,
-//!             "persistent_memory": 0, "output_memory": [4096]}, ...],
+//!             "persistent_memory": 0, "output_memory": [4096], "occupancy": 0.25}, ...],
 //!  "links": [{"source": 0, "target": 1, "weight": 135,
 //!             "tensor": [{"name": "a:0", "num_bytes": 4096, "weight": 135}]}, ...]}
 //! ```
@@ -66,6 +66,10 @@ pub struct CostNode {
     pub op_type: Option<String>,
     /// Estimated forward FLOPs; informational.
     pub flops: Option<u64>,
+    /// Share of its device the op keeps busy while it runs, in `(0, 1]` (the `occupancy`
+    /// attribute; 1 when the file has none, and then not written): a small kernel leaves
+    /// room for kernels of other streams. See [`crate::Roofline::occupancy`].
+    pub occupancy: f64,
     /// Attributes the format does not define, kept as they were.
     pub extra: Map<String, Value>,
 }
@@ -120,7 +124,7 @@ impl CostGraph {
     }
 
     /// Checks what the format requires of a graph built in memory: unique ids and names,
-    /// `weight >= 1`, non-empty colocation groups, links between known nodes, at most one link
+    /// `weight >= 1`, `occupancy` in `(0, 1]`, non-empty colocation groups, links between known nodes, at most one link
     /// per pair, link weights equal to the sum of their tensors', consistent tensor names and
     /// no cycle. `origin` names the graph in errors.
     ///
@@ -132,8 +136,8 @@ impl CostGraph {
 }
 
 impl CostNode {
-    /// A node with the given compute time, no memory and the explicit colocation group
-    /// `[name]`, as ordo writes it.
+    /// A node with the given compute time, no memory, occupancy 1 and the explicit colocation
+    /// group `[name]`, as ordo writes it.
     pub fn new(id: u64, name: impl Into<String>, weight: u64) -> Self {
         let name = name.into();
         Self {
@@ -146,6 +150,7 @@ impl CostNode {
             output_memory: Vec::new(),
             op_type: None,
             flops: None,
+            occupancy: 1.0,
             extra: Map::new(),
         }
     }

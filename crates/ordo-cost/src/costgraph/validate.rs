@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
 use super::error::{CostGraphError, EdgeLabel, NodeLabel};
+use super::fields::share_problem;
 use super::{ColocationGroup, CostGraph, CostLink, CostNode};
 use rustc_hash::FxBuildHasher as FxBuild;
 
@@ -94,6 +95,9 @@ fn check_nodes(nodes: &[CostNode], origin: &str) -> Result<(), CostGraphError> {
         if node.weight == 0 {
             let problem = "is 0; a compute time is at least 1 µs".to_string();
             return Err(node_error(origin, nodes, position, "weight", problem));
+        }
+        if let Some(problem) = share_problem(node.occupancy) {
+            return Err(node_error(origin, nodes, position, "occupancy", problem));
         }
         if node.colocation_group == ColocationGroup::List(Vec::new()) {
             let problem = "is an empty list; give at least one group".to_string();

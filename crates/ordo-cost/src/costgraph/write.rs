@@ -12,6 +12,7 @@ use super::{ColocationGroup, CostGraph, CostLink, CostNode, TensorRef};
 
 /// The graph as compact JSON: `directed`, `multigraph`, `graph`, `nodes`, `links`, then any
 /// kept top-level keys. Attributes keep their documented order; kept unknown attributes follow.
+/// A node's `occupancy` is written only when it is not 1.
 pub fn to_json_string(graph: &CostGraph) -> String {
     serde_json::to_string(graph).expect("a cost graph has string keys only")
 }
@@ -79,6 +80,9 @@ impl Serialize for CostNode {
         if let Some(flops) = self.flops {
             map.serialize_entry("flops", &flops)?;
         }
+        if self.occupancy != 1.0 {
+            map.serialize_entry("occupancy", &self.occupancy)?;
+        }
         let known = [
             "id",
             "name",
@@ -89,6 +93,7 @@ impl Serialize for CostNode {
             "output_memory",
             "colocation_group",
             "flops",
+            "occupancy",
         ];
         write_extra(&mut map, &self.extra, &known)?;
         map.end()

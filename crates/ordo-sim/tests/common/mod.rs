@@ -44,6 +44,7 @@ impl Builder {
             waits: Vec::new(),
             duration_us: dur,
             workspace_bytes: 0,
+            occupancy: 1.0,
         });
         id
     }
@@ -51,6 +52,13 @@ impl Builder {
     /// A compute task appended to `stream`.
     pub fn compute(&mut self, name: &str, stream: StreamId, dur: u64) -> TaskId {
         self.push(name, TaskKind::Compute { node: name.into() }, vec![stream], dur)
+    }
+
+    /// A compute task appended to `stream` that occupies `occupancy` of its device.
+    pub fn kernel(&mut self, name: &str, stream: StreamId, dur: u64, occupancy: f64) -> TaskId {
+        let id = self.compute(name, stream, dur);
+        self.plan.tasks[id.0 as usize].occupancy = occupancy;
+        id
     }
 
     /// A transfer of `buffer`, appended to `tx` and `rx`; devices taken from the streams.
@@ -118,7 +126,8 @@ impl Rng {
 /// A random DAG of `nodes` compute tasks, each with up to `fan_in` predecessors among the
 /// `window` before it, placed on random devices and streams, with a transfer for every tensor
 /// that crosses devices (once per receiving device) and events for every cross-stream edge.
-/// Streams are filled in one topological order, so the plan cannot deadlock.
+/// Streams are filled in one topological order, so the plan cannot deadlock. Compute tasks
+/// occupy random shares of their devices (1 in 4 the whole device, the others 0.01 to 1).
 pub fn random_plan(seed: u64, nodes: usize, devices: usize, fan_in: u64, window: u64) -> Plan {
     let mut rng = Rng::new(seed);
     let mut b = Builder::new(devices);
@@ -188,6 +197,13 @@ pub fn random_plan(seed: u64, nodes: usize, devices: usize, fan_in: u64, window:
         node_device.push(device);
         node_stream.push(stream);
         node_buffer.push(buf);
+    }
+    // Drawn apart, so that the plan's shape is the same as without occupancies.
+    let mut shares = Rng::new(!seed);
+    for task in &mut b.plan.tasks {
+        if matches!(task.kind, TaskKind::Compute { .. }) && shares.below(4) != 0 {
+            task.occupancy = (1 + shares.below(100)) as f64 / 100.0;
+        }
     }
     b.build()
 }
