@@ -35,8 +35,12 @@ pub struct ProblemArgs {
     #[arg(long)]
     pub cluster: Option<String>,
     /// Place the forward graph only, as Baechi does, ignoring what backward keeps in memory.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "train")]
     pub forward_only: bool,
+    /// Place the model's training graph: forward, dX, dW and optimizer-update nodes (zoo
+    /// models only). Without it the forward graph is placed and charged for the whole step.
+    #[arg(long)]
+    pub train: bool,
     /// Optimizer for the training-step memory model.
     #[arg(long, value_enum, default_value = "momentum")]
     pub optimizer: OptimizerArg,
@@ -58,12 +62,18 @@ impl ProblemArgs {
         if self.forward_only {
             return StepMode::ForwardOnly;
         }
-        let optimizer = match self.optimizer {
+        if self.train {
+            return StepMode::TrainingGraph;
+        }
+        StepMode::Training { optimizer: self.optimizer() }
+    }
+
+    fn optimizer(&self) -> Optimizer {
+        match self.optimizer {
             OptimizerArg::Sgd => Optimizer::Sgd,
             OptimizerArg::Momentum => Optimizer::SgdMomentum,
             OptimizerArg::Adam => Optimizer::Adam,
-        };
-        StepMode::Training { optimizer }
+        }
     }
 
     /// Loads the target, costs it for the devices and builds the placement problem.
@@ -108,15 +118,33 @@ impl ProblemArgs {
 
     fn cost_graph(&self, cluster: Option<&Cluster>) -> anyhow::Result<(CostGraph, String)> {
         Ok(match source::load(&self.target, self.size)? {
-            Source::Model(graph) => {
+            Source::Model(forward) => {
+                let graph = if self.train { self.training_graph(&forward)? } else { *forward };
                 let costed = match cluster {
                     Some(c) => ordo_cost::costgraph_for_cluster(&graph, c),
                     None => ordo_cost::costgraph_from_graph(&graph),
                 };
                 (costed, graph.name.clone())
             }
+            Source::CostGraph { path, .. } if self.train => {
+                bail!(
+                    "--train builds the training graph of a model; {} is a cost graph",
+                    path.display()
+                )
+            }
             Source::CostGraph { path, graph } => (*graph, path.display().to_string()),
         })
+    }
+
+    /// The training graph of a zoo model, from its `loss` node.
+    fn training_graph(&self, forward: &ordo_ir::Graph) -> anyhow::Result<ordo_ir::Graph> {
+        let Some(loss) = forward.find("loss") else {
+            bail!("model `{}` has no node named `loss` to train from", forward.name);
+        };
+        let loss = ordo_ir::OutletId::new(loss.id, 0);
+        let mut graph = ordo_ir::training::training_graph(forward, loss, self.optimizer())?;
+        graph.name = format!("{} (training graph)", forward.name);
+        Ok(graph)
     }
 }
 
@@ -142,6 +170,7 @@ pub fn mode_label(mode: StepMode) -> &'static str {
             "whole training step, SGD with momentum"
         }
         StepMode::Training { optimizer: Optimizer::Adam } => "whole training step, Adam",
+        StepMode::TrainingGraph => "training graph (forward, dX, dW and updates)",
     }
 }
 

@@ -77,6 +77,15 @@ pub fn costgraph_with(graph: &Graph, roofline: &Roofline, comm: &CommModel) -> C
         cost.flops = Some(stats.flops);
         cost.persistent_memory = stats.param_bytes;
         cost.output_memory = node.outputs.iter().map(|f| f.bytes()).collect();
+        if let Op::Update(update) = &node.op {
+            // The parameter is written in place: its new version takes no new memory.
+            cost.output_memory = vec![0; node.outputs.len()];
+            // The optimizer state of the parameter it updates.
+            let state: u64 = node.params.iter().map(|&p| graph.param(p).fact.bytes()).sum();
+            cost.persistent_memory = cost
+                .persistent_memory
+                .saturating_add(state.saturating_mul(update.optimizer.state_slots()));
+        }
         nodes.push(cost);
 
         let mut by_producer: BTreeMap<u32, Vec<TensorRef>> = BTreeMap::new();

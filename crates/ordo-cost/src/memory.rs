@@ -1,5 +1,5 @@
-//! The memory a node needs on its device, for one forward pass (Baechi's model) or for a whole
-//! training step (ordo's default).
+//! The memory a node needs on its device, for one forward pass (Baechi's model), for a whole
+//! training step charged to a forward graph (ordo's default), or for a training graph.
 //!
 //! The training model follows DESIGN.md's memory model, for a placement of the forward graph
 //! whose backward and update ops run on their forward op's device (colocated gradients, as
@@ -19,38 +19,25 @@
 
 use crate::costgraph::CostNode;
 
-/// An optimizer, for the size of its per-parameter state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Optimizer {
-    /// Plain SGD: no state.
-    Sgd,
-    /// SGD with momentum: one velocity per parameter.
-    SgdMomentum,
-    /// Adam: first and second moments per parameter.
-    Adam,
-}
-
-impl Optimizer {
-    /// Copies of the parameters the optimizer keeps.
-    pub fn state_slots(self) -> u64 {
-        match self {
-            Optimizer::Sgd => 0,
-            Optimizer::SgdMomentum => 1,
-            Optimizer::Adam => 2,
-        }
-    }
-}
+pub use ordo_ir::op::Optimizer;
 
 /// What a placement must fit in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StepMode {
     /// One forward pass, as Baechi places it.
     ForwardOnly,
-    /// A whole training step with the given optimizer.
+    /// A whole training step with the given optimizer, placed as its forward graph: what
+    /// backward adds is charged to each forward node (the rules above).
     Training {
         /// The optimizer whose state is kept.
         optimizer: Optimizer,
     },
+    /// A whole training step given as its training graph (forward, dX, dW and update nodes,
+    /// as `ordo_ir::training` builds it), so memory is what the graph says: parameters and
+    /// optimizer state (on the update nodes) are persistent, and every output, activations
+    /// and gradients alike, is freed after its last consumer (an activation's is its last
+    /// backward reader).
+    TrainingGraph,
 }
 
 impl Default for StepMode {
@@ -93,7 +80,7 @@ impl NodeMemory {
 pub fn node_memory(node: &CostNode, mode: StepMode) -> NodeMemory {
     let outputs = node.total_output_memory();
     match mode {
-        StepMode::ForwardOnly => NodeMemory {
+        StepMode::ForwardOnly | StepMode::TrainingGraph => NodeMemory {
             temporary: node.temporary_memory,
             persistent: node.persistent_memory,
             outputs,

@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Instant;
 
-use ordo_cost::NodeMemory;
+use ordo_cost::{NodeMemory, StepMode};
 
 use crate::baselines;
 use crate::error::PlaceError;
@@ -143,7 +143,7 @@ pub fn place(
     };
     let placement_seconds = start.elapsed().as_secs_f64();
     let schedule = crate::sim::simulate(problem, &device_of);
-    if let ordo_cost::StepMode::Training { .. } = problem.mode {
+    if problem.mode != StepMode::ForwardOnly {
         let over =
             schedule.peak_memory_bytes.iter().zip(&problem.devices.memory).position(|(p, l)| p > l);
         if let Some(device) = over {
@@ -184,6 +184,20 @@ impl MemoryNeed {
         Self { resident: memory.resident_bytes(), run: memory.run_bytes() }
     }
 
+    /// The need of node `v` of `problem`. For a training graph its outputs count as resident:
+    /// an activation lives from the forward pass to its backward reader, so a budget cannot
+    /// count it only while its node runs.
+    pub fn of_node(problem: &PlaceProblem, v: usize) -> Self {
+        let memory = &problem.memory[v];
+        match problem.mode {
+            StepMode::TrainingGraph => Self {
+                resident: memory.persistent.saturating_add(memory.outputs),
+                run: memory.temporary,
+            },
+            StepMode::ForwardOnly | StepMode::Training { .. } => Self::of(memory),
+        }
+    }
+
     /// The need of both sets together.
     #[must_use]
     pub fn with(self, other: Self) -> Self {
@@ -203,14 +217,14 @@ impl MemoryNeed {
 pub fn group_need(problem: &PlaceProblem, g: usize) -> MemoryNeed {
     problem.groups[g]
         .iter()
-        .fold(MemoryNeed::default(), |need, &v| need.with(MemoryNeed::of(&problem.memory[v])))
+        .fold(MemoryNeed::default(), |need, &v| need.with(MemoryNeed::of_node(problem, v)))
 }
 
 /// The memory need of every device under `device_of`, in bytes. Time `O(|V|)`.
 pub fn device_needs(problem: &PlaceProblem, device_of: &[usize]) -> Vec<u64> {
     let mut needs = vec![MemoryNeed::default(); problem.devices.count()];
     for (v, &d) in device_of.iter().enumerate() {
-        needs[d] = needs[d].with(MemoryNeed::of(&problem.memory[v]));
+        needs[d] = needs[d].with(MemoryNeed::of_node(problem, v));
     }
     needs.into_iter().map(MemoryNeed::bytes).collect()
 }

@@ -22,7 +22,7 @@ pub fn single(problem: &PlaceProblem) -> Result<Vec<usize>, PlaceError> {
     let limit = problem.devices.memory[0];
     let mut need = MemoryNeed::default();
     for (placed, &v) in problem.topo_order.iter().enumerate() {
-        need = need.with(MemoryNeed::of(&problem.memory[v]));
+        need = need.with(MemoryNeed::of_node(problem, v));
         if need.bytes() > limit {
             return Err(out_of_memory(problem, "single", placed, v));
         }

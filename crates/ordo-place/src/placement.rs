@@ -35,7 +35,8 @@ pub struct PlacementFile {
     pub format: String,
     /// The algorithm.
     pub algo: String,
-    /// `"forward-only"` or `"training"`.
+    /// `"forward-only"`, `"training"` (the forward graph, charged for the whole step) or
+    /// `"training-graph"`.
     pub mode: String,
     /// Number of devices.
     pub devices: usize,
@@ -72,6 +73,7 @@ impl PlacementFile {
             mode: match problem.mode {
                 ordo_cost::StepMode::ForwardOnly => "forward-only".into(),
                 ordo_cost::StepMode::Training { .. } => "training".into(),
+                ordo_cost::StepMode::TrainingGraph => "training-graph".into(),
             },
             devices: problem.devices.count(),
             device_of: placement

@@ -80,7 +80,9 @@ pub fn m_topo(problem: &PlaceProblem, capacity: Capacity) -> Result<Vec<usize>, 
         let g = problem.group_of[v];
         let copies = |device: usize, device_of: &[usize]| match problem.mode {
             StepMode::ForwardOnly => 0,
-            StepMode::Training { .. } => received.incoming(problem, g, device, device_of),
+            StepMode::Training { .. } | StepMode::TrainingGraph => {
+                received.incoming(problem, g, device, device_of)
+            }
         };
         while !rule.fits(device, &load, &groups[g], copies(device, &device_of)) {
             device += 1;
@@ -172,7 +174,7 @@ impl<'a> Rule<'a> {
                 Cap::BaechiUniform(sum / n + max)
             }
             (StepMode::ForwardOnly, Capacity::Real) => Cap::BaechiReal,
-            (StepMode::Training { .. }, Capacity::Uniform) => {
+            (StepMode::Training { .. } | StepMode::TrainingGraph, Capacity::Uniform) => {
                 let resident: u128 =
                     problem.memory.iter().map(|m| u128::from(m.resident_bytes())).sum();
                 let run = problem.memory.iter().map(|m| m.run_bytes()).max().unwrap_or(0);
@@ -180,7 +182,7 @@ impl<'a> Rule<'a> {
                 let cap = resident / n + u128::from(run) + u128::from(group);
                 Cap::StepUniform(u64::try_from(cap).unwrap_or(u64::MAX))
             }
-            (StepMode::Training { .. }, Capacity::Real) => Cap::StepReal,
+            (StepMode::Training { .. } | StepMode::TrainingGraph, Capacity::Real) => Cap::StepReal,
         };
         Self { cap, limits: &problem.devices.memory }
     }
