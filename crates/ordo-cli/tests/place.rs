@@ -316,3 +316,32 @@ fn train_places_the_training_graph_and_it_fits_in_simulation() {
     let out = on_sample("place", "resnet50", 2, &["--train"]);
     assert!(stderr(&out).contains("'--forward-only' cannot be used with '--train'"));
 }
+
+#[test]
+fn ooo_beats_inorder_on_one_device_only_when_kernels_can_share_it() {
+    let step = |schedule: &str, concurrent: bool| {
+        let mut args = vec!["simulate", "mobilenet_v3_large", "--batch", "4", "--train"];
+        args.extend(["--devices", "1", "--cluster", "a100x4-nvlink", "--schedule", schedule]);
+        args.push("--json");
+        if concurrent {
+            args.push("--concurrent-kernels");
+        }
+        let report = json(&ordo(&args));
+        let work: f64 = report["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["finish_us"].as_f64().unwrap() - t["start_us"].as_f64().unwrap())
+            .sum();
+        (report["step_time_us"].as_f64().unwrap(), work)
+    };
+    // One kernel at a time: both schedules keep the device busy, so the step is the work.
+    let (inorder, work) = step("inorder", false);
+    assert_eq!(inorder, work);
+    assert_eq!(step("ooo", false).0, inorder);
+    // Kernels that leave the GPU partly idle overlap: dW beside dX is faster.
+    let (inorder_shared, _) = step("inorder", true);
+    let (ooo_shared, _) = step("ooo", true);
+    assert_eq!(inorder_shared, inorder, "one stream cannot overlap");
+    assert!(ooo_shared < 0.99 * inorder, "ooo {ooo_shared} µs vs inorder {inorder} µs");
+}

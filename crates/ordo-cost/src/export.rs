@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use ordo_ir::{Graph, Node, Op, OutletId, node_stats};
+use ordo_ir::{Graph, Node, NodeId, Op, OutletId, Role, node_stats};
 use serde_json::{Map, Value};
 
 use crate::cluster::Cluster;
@@ -38,7 +38,10 @@ pub fn costgraph_for_cluster(graph: &Graph, cluster: &Cluster) -> CostGraph {
 ///
 /// Every IR node becomes the cost node of the same id (0..n-1, a topological order for a
 /// graph built with the builder) and name; `op_type` is the op's name and `flops` its forward
-/// FLOPs.
+/// FLOPs. `role` is the node's [`ordo_ir::Node::role`] and `layer` the id of its
+/// [`ordo_ir::Node::layer`] (the same id in both graphs), so a training graph's dX, dW and
+/// update nodes keep their part of the step and their forward layer. As the format requires,
+/// a layer is kept only on a node that is not forward and only when it names a forward node.
 ///
 /// * `weight` and `occupancy` = [`Roofline::kernel`]`(flops, bytes, work_items)`, where
 ///   `bytes` is the bytes of the node's inputs, outputs and all parameters it reads and
@@ -75,6 +78,12 @@ pub fn costgraph_with(graph: &Graph, roofline: &Roofline, comm: &CommModel) -> C
         cost.occupancy = kernel.occupancy;
         cost.op_type = Some(node.op.name().to_string());
         cost.flops = Some(stats.flops);
+        cost.role = node.role;
+        if node.role != Role::Forward {
+            let forward =
+                |l: &NodeId| graph.nodes.get(l.index()).is_some_and(|n| n.role == Role::Forward);
+            cost.layer = node.layer.filter(forward).map(|layer| u64::from(layer.0));
+        }
         cost.persistent_memory = stats.param_bytes;
         cost.output_memory = node.outputs.iter().map(|f| f.bytes()).collect();
         if let Op::Update(update) = &node.op {
@@ -127,7 +136,12 @@ fn kernel_cost(graph: &Graph, node: &Node, flops: u64, roofline: &Roofline) -> K
         node.inputs.iter().map(|&o| graph.fact(o).map_or(0, |f| f.bytes())).collect();
     let inputs: u64 = input_bytes.iter().sum();
     let outputs: u64 = node.outputs.iter().map(|f| f.bytes()).sum();
-    let items = node.outputs.iter().fold(0u64, |sum, f| sum.saturating_add(f.numel()));
+    let output_items = node.outputs.iter().fold(0u64, |sum, f| sum.saturating_add(f.numel()));
+    // A reduction (a norm's or a bias's weight gradient, a loss) has few outputs but is
+    // parallelised over its input, so a kernel's work items are those of the largest tensor it
+    // reads or writes.
+    let input_items = node.inputs.iter().filter_map(|&o| graph.fact(o)).map(|f| f.numel());
+    let items = input_items.fold(output_items, u64::max);
     let params: u64 = node
         .params
         .iter()

@@ -3,6 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use ordo_cost::{CommModel, CostGraph, NodeMemory, StepMode, node_memory};
+use ordo_ir::Role;
 
 use crate::error::PlaceError;
 
@@ -65,6 +66,14 @@ pub struct PlaceProblem {
     /// time per device); plans carry it to the simulator, where kernels that leave a device
     /// partly idle can run side by side.
     pub occupancy: Vec<f64>,
+    /// Each node's part of a training step: the cost graph's [`ordo_cost::CostNode::role`]
+    /// ([`Role::Forward`] for every node of a forward-only graph). Schedulers use it to tell
+    /// forward, dX, dW and update work apart.
+    pub roles: Vec<Role>,
+    /// For each node that is not forward, the index of the forward node (layer) it belongs
+    /// to: the cost graph's [`ordo_cost::CostNode::layer`] as a node index. `None` for forward
+    /// nodes and for nodes without a layer; when `Some`, that node's role is [`Role::Forward`].
+    pub layer_of: Vec<Option<usize>>,
     /// Memory of each node under [`PlaceProblem::mode`].
     pub memory: Vec<NodeMemory>,
     /// All edges, in cost-graph link order.
@@ -97,8 +106,9 @@ impl PlaceProblem {
     ///
     /// # Errors
     /// [`PlaceError::NoDevices`], [`PlaceError::TooManyDevices`], [`PlaceError::Cycle`], or
-    /// [`PlaceError::Invalid`] for a link
-    /// to a missing node.
+    /// [`PlaceError::Invalid`] for a link to a missing node or a `layer` that
+    /// [`CostGraph::validate`] refuses (on a forward node, naming a missing node or one that
+    /// is not forward).
     pub fn new(graph: &CostGraph, devices: Devices, mode: StepMode) -> Result<Self, PlaceError> {
         if devices.count() == 0 {
             return Err(PlaceError::NoDevices);
@@ -145,11 +155,14 @@ impl PlaceProblem {
             in_edges[target].push(edges.len());
             edges.push(Edge { source, target, comm_us, tensors: ids });
         }
+        let layer_of = layers(graph, &index)?;
         let (group_of, groups) = colocation_groups(graph);
         let mut problem = Self {
             names: graph.nodes.iter().map(|node| node.name.clone()).collect(),
             weights: graph.nodes.iter().map(|node| node.weight).collect(),
             occupancy: graph.nodes.iter().map(|node| node.occupancy).collect(),
+            roles: graph.nodes.iter().map(|node| node.role).collect(),
+            layer_of,
             memory: graph.nodes.iter().map(|node| node_memory(node, mode)).collect(),
             edges,
             out_edges,
@@ -239,6 +252,37 @@ pub fn baechi_topo_order(problem: &PlaceProblem) -> Result<Vec<usize>, PlaceErro
         return Err(PlaceError::Cycle { node: problem.names[stuck].clone() });
     }
     Ok(order)
+}
+
+/// Each node's layer as a node index, with the checks of [`CostGraph::validate`].
+fn layers(
+    graph: &CostGraph,
+    index: &HashMap<u64, usize>,
+) -> Result<Vec<Option<usize>>, PlaceError> {
+    graph
+        .nodes
+        .iter()
+        .map(|node| {
+            let Some(layer) = node.layer else { return Ok(None) };
+            let fail = |problem: String| {
+                PlaceError::Invalid(format!(
+                    "node {} ({:?}): attribute \"layer\" {problem}",
+                    node.id, node.name
+                ))
+            };
+            if node.role == Role::Forward {
+                return Err(fail(format!("is {layer} on a forward node")));
+            }
+            match index.get(&layer) {
+                None => Err(fail(format!("is {layer}, which is no node's id"))),
+                Some(&i) if graph.nodes[i].role != Role::Forward => Err(fail(format!(
+                    "is {layer}, but node {layer} ({:?}) is not a forward node",
+                    graph.nodes[i].name
+                ))),
+                Some(&i) => Ok(Some(i)),
+            }
+        })
+        .collect()
 }
 
 /// Union-find over colocation group names: nodes sharing any group name end up together.

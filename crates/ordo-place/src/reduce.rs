@@ -12,6 +12,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use ordo_cost::{NodeMemory, StepMode};
+use ordo_ir::Role;
 
 use crate::error::PlaceError;
 use crate::problem::{Edge, PlaceProblem, Tensor};
@@ -48,8 +49,14 @@ pub fn coplace(problem: &PlaceProblem) -> Reduced {
 /// use over the time they take, since they run one after another), takes
 /// the largest temporary memory, and has as outputs the distinct tensors on its out-edges
 /// (Baechi's rule; in training mode, where every output is kept for backward, the sum of the
-/// members' outputs instead). Parallel edges merge, keeping each tensor once. The reduced
-/// graph gets a fresh Baechi topological order.
+/// members' outputs instead). Parallel edges merge, keeping each tensor once. The fused node's
+/// role is [`Role::Forward`] if any member is forward (a forward node fused with its backward
+/// work still has forward work on the critical path), and otherwise the role of its heaviest
+/// member by compute time (the first in node order on a tie). Its layer is `None` when it is
+/// forward; otherwise the reduced node that its members' layers all fall into, or `None` when
+/// they fall into different nodes or no member has one. So a layer is always a forward node of
+/// the reduced problem, never the node itself. The reduced graph gets a fresh Baechi
+/// topological order.
 ///
 /// Time `O(|V| + |E|)` when every edge moves a bounded number of times; an edge is moved to
 /// `a` each time its end is fused away, and merging parallel edges compares their tensor lists.
@@ -372,12 +379,15 @@ impl<'a> Fusion<'a> {
                 m
             })
             .collect();
+        let (roles, layer_of) = merged_roles(problem, &node_of, alive.len());
         let labels: Vec<usize> = alive.iter().map(|&v| group_of[v]).collect();
         let (group_of, groups) = relabel_groups(&labels);
         let mut reduced = PlaceProblem {
             names: alive.iter().map(|&v| problem.names[v].clone()).collect(),
             weights: alive.iter().map(|&v| self.weight[v]).collect(),
             occupancy: alive.iter().map(|&v| self.occupancy(v)).collect(),
+            roles,
+            layer_of,
             memory,
             edges,
             out_edges,
@@ -393,6 +403,51 @@ impl<'a> Fusion<'a> {
         reduced.set_topo_order()?;
         Ok(Reduced { problem: reduced, node_of })
     }
+}
+
+/// The role and layer of each of the `count` reduced nodes, by the rules of [`fuse`], given the
+/// reduced node of every original node.
+fn merged_roles(
+    problem: &PlaceProblem,
+    node_of: &[usize],
+    count: usize,
+) -> (Vec<Role>, Vec<Option<usize>>) {
+    /// What the members' layers agree on so far.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Layer {
+        Unset,
+        One(usize),
+        Mixed,
+    }
+    let mut forward = vec![false; count];
+    let mut heaviest: Vec<Option<(u64, Role)>> = vec![None; count];
+    let mut layer = vec![Layer::Unset; count];
+    for (v, &r) in node_of.iter().enumerate() {
+        let role = problem.roles[v];
+        forward[r] |= role == Role::Forward;
+        if heaviest[r].is_none_or(|(weight, _)| problem.weights[v] > weight) {
+            heaviest[r] = Some((problem.weights[v], role));
+        }
+        if let Some(l) = problem.layer_of[v] {
+            layer[r] = match layer[r] {
+                Layer::Unset => Layer::One(node_of[l]),
+                Layer::One(x) if x == node_of[l] => Layer::One(x),
+                _ => Layer::Mixed,
+            };
+        }
+    }
+    (0..count)
+        .map(|r| match heaviest[r] {
+            Some((_, role)) if !forward[r] => {
+                let layer = match layer[r] {
+                    Layer::One(x) => Some(x),
+                    Layer::Unset | Layer::Mixed => None,
+                };
+                (role, layer)
+            }
+            _ => (Role::Forward, None),
+        })
+        .unzip()
 }
 
 /// Bytes of the distinct tensors on the given out-edges.

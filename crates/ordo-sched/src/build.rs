@@ -62,8 +62,31 @@ struct Send<'a> {
 /// node on the same device that it depends on; [`SchedError::Cycle`] when the device orders
 /// together deadlock (a device waits for a transfer whose producer comes after it elsewhere).
 pub fn build_plan(problem: &PlaceProblem, placement: &Placement) -> Result<Plan, SchedError> {
+    build_plan_on_streams(problem, placement, &vec![false; problem.len()])
+}
+
+/// [`build_plan`] with each node `v` for which `on_sub_stream[v]` holds on its device's
+/// `SubCompute` stream instead of its `Compute` stream (each stream keeps the device's order),
+/// for schedules that run some kernels beside the main ones (out-of-order backprop's dW). A
+/// device with such nodes has its `SubCompute` stream right after its `Compute` stream, and a
+/// node that depends on a node of the other stream of its device waits for it through an
+/// event.
+///
+/// # Errors
+/// Those of [`build_plan`], and [`SchedError::Placement`] when `on_sub_stream` does not have
+/// one entry per node.
+pub fn build_plan_on_streams(
+    problem: &PlaceProblem,
+    placement: &Placement,
+    on_sub_stream: &[bool],
+) -> Result<Plan, SchedError> {
     check_placement(problem, placement)?;
     let n = problem.len();
+    if on_sub_stream.len() != n {
+        let given = on_sub_stream.len();
+        return Err(SchedError::Placement(format!("{given} stream choices for {n} nodes")));
+    }
+    let sub = on_sub_stream;
     let devices = problem.devices.count();
     let device = &placement.device_of;
     let tensors = &problem.tensors;
@@ -96,7 +119,7 @@ pub fn build_plan(problem: &PlaceProblem, placement: &Placement) -> Result<Plan,
     let transfer_of: HashMap<(usize, usize), usize> =
         sends.iter().enumerate().map(|(k, s)| ((s.tensor, s.to), k)).collect();
 
-    let streams = make_streams(placement, &sends, devices);
+    let streams = make_streams(placement, sub, &sends, devices);
     let stream_at: HashMap<(usize, StreamKind), StreamId> = streams
         .iter()
         .enumerate()
@@ -117,15 +140,20 @@ pub fn build_plan(problem: &PlaceProblem, placement: &Placement) -> Result<Plan,
         let mut from_source = false;
         for &x in &edge.tensors {
             from_source |= tensors[x].producer == source;
-            if device[tensors[x].producer] == device[target] {
+            let producer = tensors[x].producer;
+            if device[producer] == device[target] {
                 local_readers[x].push(TaskId(target as u32));
+                if sub[producer] != sub[target] {
+                    waits_for[target].push(TaskId(producer as u32));
+                }
             } else {
                 let k = transfer_of[&(x, device[target])];
                 copy_readers[k].push(TaskId(target as u32));
                 waits_for[target].push(TaskId((n + k) as u32));
             }
         }
-        if device[source] != device[target] && !from_source {
+        let other_stream = device[source] != device[target] || sub[source] != sub[target];
+        if other_stream && !from_source {
             waits_for[target].push(TaskId(source as u32));
         }
     }
@@ -188,7 +216,7 @@ pub fn build_plan(problem: &PlaceProblem, placement: &Placement) -> Result<Plan,
         tasks.push(Task {
             name: problem.names[v].clone(),
             kind: TaskKind::Compute { node: problem.names[v].clone() },
-            streams: vec![stream_at[&(device[v], StreamKind::Compute)]],
+            streams: vec![stream_at[&(device[v], compute_kind(sub[v]))]],
             waits: waits(v),
             duration_us: problem.weights[v],
             workspace_bytes: problem.memory[v].temporary,
@@ -246,8 +274,18 @@ fn sorted(mut tasks: Vec<TaskId>) -> Vec<TaskId> {
     tasks
 }
 
-/// Per device: compute stream, tx streams, rx streams (peers ascending), with their tasks.
-fn make_streams(placement: &Placement, sends: &[Send], devices: usize) -> Vec<Stream> {
+fn compute_kind(on_sub_stream: bool) -> StreamKind {
+    if on_sub_stream { StreamKind::SubCompute } else { StreamKind::Compute }
+}
+
+/// Per device: compute stream, sub-stream if used, tx streams, rx streams (peers ascending),
+/// with their tasks.
+fn make_streams(
+    placement: &Placement,
+    sub: &[bool],
+    sends: &[Send],
+    devices: usize,
+) -> Vec<Stream> {
     let n = placement.device_of.len();
     let mut tx: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); devices];
     let mut rx: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); devices];
@@ -258,8 +296,18 @@ fn make_streams(placement: &Placement, sends: &[Send], devices: usize) -> Vec<St
     let mut streams = Vec::new();
     let mut link_index = HashMap::new();
     for d in 0..devices {
-        let tasks = placement.order[d].iter().map(|&v| TaskId(v as u32)).collect();
-        streams.push(Stream { device: d, kind: StreamKind::Compute, tasks });
+        let on = |side: bool| -> Vec<TaskId> {
+            placement.order[d]
+                .iter()
+                .filter(|&&v| sub[v] == side)
+                .map(|&v| TaskId(v as u32))
+                .collect()
+        };
+        streams.push(Stream { device: d, kind: StreamKind::Compute, tasks: on(false) });
+        let sub_tasks = on(true);
+        if !sub_tasks.is_empty() {
+            streams.push(Stream { device: d, kind: StreamKind::SubCompute, tasks: sub_tasks });
+        }
         let links = tx[d].iter().map(|&peer| StreamKind::Tx { peer });
         for kind in links.chain(rx[d].iter().map(|&peer| StreamKind::Rx { peer })) {
             link_index.insert((d, kind), streams.len());

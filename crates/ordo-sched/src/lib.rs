@@ -11,14 +11,16 @@ mod check;
 mod error;
 mod graph;
 mod io;
+mod one_device;
 pub mod plan;
 mod validate;
 
-pub use build::build_plan;
+pub use build::{build_plan, build_plan_on_streams};
 pub use check::check_against;
 pub use error::SchedError;
 pub use graph::{task_graph, task_order};
 pub use io::{read_plan, write_plan};
+pub use one_device::{OneDeviceSchedule, one_device_plan};
 pub use plan::{
     Buffer, BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,
 };

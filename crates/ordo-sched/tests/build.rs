@@ -11,7 +11,7 @@ use ordo_cost::{CostLink, Optimizer, StepMode};
 use ordo_place::{Devices, PlaceProblem};
 use ordo_sched::{
     Buffer, BufferId, Event, EventId, SchedError, Stream, StreamId, StreamKind, TaskId, TaskKind,
-    build_plan, task_graph, validate,
+    build_plan, build_plan_on_streams, task_graph, validate,
 };
 
 fn ids(list: &[u32]) -> Vec<TaskId> {
@@ -257,4 +257,30 @@ fn orders_that_deadlock_across_devices_are_refused() {
     let err = build_plan(&p, &deadlock).unwrap_err();
     assert!(matches!(&err, SchedError::Cycle { tasks } if tasks == &["c", "g", "d"]), "{err:?}");
     assert_eq!(err.to_string(), "dependency cycle across streams: c -> g -> d -> c");
+}
+
+/// d and f on device 0's sub-stream: a and g stay on its compute stream, d waits for a through
+/// an event, f follows d on the sub-stream without one.
+#[test]
+fn nodes_on_the_sub_stream_wait_for_the_main_stream_through_events() {
+    let problem = two_device_problem(StepMode::ForwardOnly);
+    let sub = [false, false, false, true, false, true, false];
+    let plan = build_plan_on_streams(&problem, &two_device_placement(), &sub).unwrap();
+    let stream = |device, kind, tasks: &[u32]| Stream { device, kind, tasks: ids(tasks) };
+    assert_eq!(
+        plan.streams[..2],
+        [stream(0, StreamKind::Compute, &[0, 6]), stream(0, StreamKind::SubCompute, &[3, 5]),]
+    );
+    assert_eq!(plan.tasks[3].streams, [StreamId(1)]);
+    let after = |t: usize| -> Vec<u32> {
+        plan.tasks[t].waits.iter().map(|e| plan.events[e.0 as usize].after.0).collect()
+    };
+    assert_eq!(after(3), [0], "d waits for a on the other stream");
+    assert!(after(5).is_empty(), "f follows d on the same stream");
+    validate(&plan).unwrap();
+    // Without the sub-stream, d needs no event.
+    assert!(two_device_plan().tasks[3].waits.is_empty());
+
+    let err = build_plan_on_streams(&problem, &two_device_placement(), &sub[..3]).unwrap_err();
+    assert!(err.to_string().contains("3 stream choices for 7 nodes"), "{err}");
 }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use ordo_place::PlaceOptions;
-use ordo_sched::Plan;
+use ordo_sched::{OneDeviceSchedule, Plan};
 use ordo_sim::{Channel, Report, SimOptions};
 
 use crate::format::{Table, bytes};
@@ -32,6 +32,24 @@ impl From<ChannelArg> for Channel {
     }
 }
 
+/// A one-device training schedule.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScheduleArg {
+    /// PyTorch's order on one stream: forward, each layer's dX and dW together, updates last.
+    Inorder,
+    /// Out-of-order backprop: dW and updates on a sub-stream beside the dX chain.
+    Ooo,
+}
+
+impl From<ScheduleArg> for OneDeviceSchedule {
+    fn from(arg: ScheduleArg) -> Self {
+        match arg {
+            ScheduleArg::Inorder => OneDeviceSchedule::InOrder,
+            ScheduleArg::Ooo => OneDeviceSchedule::Ooo,
+        }
+    }
+}
+
 /// Arguments of `ordo simulate`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -42,6 +60,10 @@ pub struct Args {
     /// file, sized by `--batch` and `--seq-len`) before simulating it.
     #[arg(long, value_name = "MODEL|COSTGRAPH")]
     pub graph: Option<String>,
+    /// With `--train`: run the training graph on device 0 with this schedule instead of
+    /// placing it.
+    #[arg(long, value_enum, requires = "train")]
+    pub schedule: Option<ScheduleArg>,
     /// Placement algorithm when the target is not a plan.
     #[arg(long, default_value = "m-etf")]
     pub algo: String,
@@ -107,6 +129,13 @@ fn load_plan(args: &Args) -> anyhow::Result<(Plan, String, Option<u64>)> {
         anyhow::bail!("--graph checks a plan file, but `{target}` is not one");
     }
     let loaded = args.problem.load()?;
+    if let Some(schedule) = args.schedule {
+        let schedule = OneDeviceSchedule::from(schedule);
+        let plan = ordo_sched::one_device_plan(&loaded.problem, schedule)
+            .with_context(|| format!("scheduling `{}`", loaded.label))?;
+        let label = format!("{} on one device, {}", loaded.label, schedule.name());
+        return Ok((plan, label, None));
+    }
     let placement = loaded.place(&args.algo, &PlaceOptions::default())?;
     let plan = ordo_sched::build_plan(&loaded.problem, &placement)
         .with_context(|| format!("scheduling `{}`", loaded.label))?;

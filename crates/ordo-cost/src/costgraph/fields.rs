@@ -1,6 +1,7 @@
 //! Reading the objects of a cost graph: each node, link and tensor is type-checked as soon as
 //! its object has been read, so no loosely typed copy of the graph is ever held.
 
+use ordo_ir::Role;
 use serde::de::MapAccess;
 use serde_json::{Map, Value};
 
@@ -103,6 +104,36 @@ pub(crate) fn share_problem(share: f64) -> Option<String> {
         .then(|| format!("is {share}; it must be a share of the device, more than 0 and at most 1"))
 }
 
+/// Every role, in the order error messages list them.
+const ROLES: [Role; 5] = [Role::Forward, Role::Dx, Role::Dw, Role::Update, Role::Comm];
+
+/// The `role` attribute's value for `role`: the serde (kebab-case) name of [`Role`].
+pub(crate) fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::Forward => "forward",
+        Role::Dx => "dx",
+        Role::Dw => "dw",
+        Role::Update => "update",
+        Role::Comm => "comm",
+    }
+}
+
+/// An optional role name; absent or `null` is [`Role::Forward`].
+fn opt_role(value: Option<Lite>) -> Result<Role, String> {
+    let expected = || {
+        let names: Vec<String> = ROLES.iter().map(|&r| format!("{:?}", role_name(r))).collect();
+        format!("must be one of {}", names.join(", "))
+    };
+    match value {
+        None | Some(Lite::Null) => Ok(Role::Forward),
+        Some(Lite::Str(name)) => match ROLES.iter().find(|&&r| role_name(r) == name) {
+            Some(&role) => Ok(role),
+            None => Err(format!("{}, found {}", expected(), Lite::Str(name).describe())),
+        },
+        Some(other) => Err(format!("{}, found {}", expected(), other.describe())),
+    }
+}
+
 /// A required string.
 fn string(value: Option<Lite>) -> Result<String, String> {
     match value {
@@ -160,6 +191,8 @@ struct RawNode {
     op_type: Option<Lite>,
     flops: Option<Lite>,
     occupancy: Option<Lite>,
+    role: Option<Lite>,
+    layer: Option<Lite>,
     extra: Map<String, Value>,
 }
 
@@ -176,6 +209,8 @@ impl FromMap for Result<CostNode, NodeError> {
                 "op_type" => &mut raw.op_type,
                 "flops" => &mut raw.flops,
                 "occupancy" => &mut raw.occupancy,
+                "role" => &mut raw.role,
+                "layer" => &mut raw.layer,
                 "output_memory" => {
                     raw.output_memory = Some(map.next_value()?);
                     continue;
@@ -221,6 +256,8 @@ fn check_node(raw: RawNode) -> Result<CostNode, NodeError> {
     let op_type = opt_string(raw.op_type).map_err(|p| fail("op_type", p))?;
     let flops = opt_uint(raw.flops).map_err(|p| fail("flops", p))?;
     let occupancy = opt_share(raw.occupancy).map_err(|p| fail("occupancy", p))?;
+    let role = opt_role(raw.role).map_err(|p| fail("role", p))?;
+    let layer = opt_uint(raw.layer).map_err(|p| fail("layer", p))?;
     Ok(CostNode {
         id,
         name,
@@ -232,6 +269,8 @@ fn check_node(raw: RawNode) -> Result<CostNode, NodeError> {
         op_type,
         flops,
         occupancy,
+        role,
+        layer,
         extra: raw.extra,
     })
 }

@@ -6,7 +6,9 @@
 //! ```json
 //! {"directed": true, "multigraph": false, "graph": {"source": "ordo"},
 //!  "nodes": [{"id": 0, "name": "a", "weight": 5, "temporary_memory": 0,
-//!             "persistent_memory": 0, "output_memory": [4096], "occupancy": 0.25}, ...],
+//!             "persistent_memory": 0, "output_memory": [4096], "occupancy": 0.25},
+//!            {"id": 7, "name": "a.dw", "weight": 9, "temporary_memory": 0,
+//!             "persistent_memory": 0, "output_memory": [4096], "role": "dw", "layer": 0}, ...],
 //!  "links": [{"source": 0, "target": 1, "weight": 135,
 //!             "tensor": [{"name": "a:0", "num_bytes": 4096, "weight": 135}]}, ...]}
 //! ```
@@ -23,6 +25,7 @@ mod read;
 mod validate;
 mod write;
 
+use ordo_ir::Role;
 use serde_json::{Map, Value};
 
 use crate::model::CommModel;
@@ -70,6 +73,14 @@ pub struct CostNode {
     /// attribute; 1 when the file has none, and then not written): a small kernel leaves
     /// room for kernels of other streams. See [`crate::Roofline::occupancy`].
     pub occupancy: f64,
+    /// The op's part of a training step (the `role` attribute: `"forward"`, `"dx"`, `"dw"`,
+    /// `"update"` or `"comm"`, the serde names of [`Role`]); [`Role::Forward`] when the file
+    /// has none, and then not written.
+    pub role: Role,
+    /// For a node that is not [`Role::Forward`], the id of the forward node (layer) it belongs
+    /// to (the `layer` attribute; written only when set). It must be the id of a forward node
+    /// of the same graph, and a forward node has none.
+    pub layer: Option<u64>,
     /// Attributes the format does not define, kept as they were.
     pub extra: Map<String, Value>,
 }
@@ -124,9 +135,10 @@ impl CostGraph {
     }
 
     /// Checks what the format requires of a graph built in memory: unique ids and names,
-    /// `weight >= 1`, `occupancy` in `(0, 1]`, non-empty colocation groups, links between known nodes, at most one link
-    /// per pair, link weights equal to the sum of their tensors', consistent tensor names and
-    /// no cycle. `origin` names the graph in errors.
+    /// `weight >= 1`, `occupancy` in `(0, 1]`, non-empty colocation groups, a `layer` only on
+    /// nodes that are not forward and naming a forward node of the graph, links between known
+    /// nodes, at most one link per pair, link weights equal to the sum of their tensors',
+    /// consistent tensor names and no cycle. `origin` names the graph in errors.
     ///
     /// # Errors
     /// The first problem found, as a [`CostGraphError`] naming the node or link.
@@ -136,8 +148,8 @@ impl CostGraph {
 }
 
 impl CostNode {
-    /// A node with the given compute time, no memory, occupancy 1 and the explicit colocation
-    /// group `[name]`, as ordo writes it.
+    /// A forward node (no layer) with the given compute time, no memory, occupancy 1 and the
+    /// explicit colocation group `[name]`, as ordo writes it.
     pub fn new(id: u64, name: impl Into<String>, weight: u64) -> Self {
         let name = name.into();
         Self {
@@ -151,6 +163,8 @@ impl CostNode {
             op_type: None,
             flops: None,
             occupancy: 1.0,
+            role: Role::Forward,
+            layer: None,
             extra: Map::new(),
         }
     }

@@ -28,9 +28,11 @@ pub fn read_costgraph(path: impl AsRef<Path>) -> Result<CostGraph, CostGraphErro
 /// attribute present (`id`, `name`, `weight`, `temporary_memory`, `persistent_memory`,
 /// `output_memory` on nodes; `source`, `target`, `weight`, `tensor` on links; `name`,
 /// `num_bytes`, `weight` on tensors) with the right JSON type; no negative or fractional
-/// numbers; the optional `occupancy` a number in `(0, 1]`; `directed` not false and
-/// `multigraph` not true; then everything [`CostGraph::validate`] checks. `null` counts as
-/// absent for the optional `op_type`, `flops`, `occupancy` and `colocation_group`. Attributes the format does not define are kept. Never panics.
+/// numbers; the optional `occupancy` a number in `(0, 1]`, `role` one of `"forward"`, `"dx"`,
+/// `"dw"`, `"update"`, `"comm"` and `layer` a node id; `directed` not false and `multigraph`
+/// not true; then everything [`CostGraph::validate`] checks. `null` counts as absent for the
+/// optional `op_type`, `flops`, `occupancy`, `role`, `layer` and `colocation_group`.
+/// Attributes the format does not define are kept. Never panics.
 ///
 /// # Errors
 /// The first problem found, naming the node or link and the attribute.

@@ -4,8 +4,9 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
 use super::error::{CostGraphError, EdgeLabel, NodeLabel};
-use super::fields::share_problem;
+use super::fields::{role_name, share_problem};
 use super::{ColocationGroup, CostGraph, CostLink, CostNode};
+use ordo_ir::Role;
 use rustc_hash::FxBuildHasher as FxBuild;
 
 /// Node id -> position in the `nodes` list.
@@ -86,6 +87,7 @@ pub(crate) fn validate_indexed(
     origin: &str,
 ) -> Result<(), CostGraphError> {
     check_nodes(&graph.nodes, origin)?;
+    check_layers(&graph.nodes, index, origin)?;
     let ends = check_links(graph, index, origin)?;
     check_acyclic(&graph.nodes, &ends, origin)
 }
@@ -103,6 +105,31 @@ fn check_nodes(nodes: &[CostNode], origin: &str) -> Result<(), CostGraphError> {
             let problem = "is an empty list; give at least one group".to_string();
             return Err(node_error(origin, nodes, position, "colocation_group", problem));
         }
+    }
+    Ok(())
+}
+
+/// A `layer` only on a node that is not forward, naming a forward node of the graph.
+fn check_layers(nodes: &[CostNode], index: &NodeIndex, origin: &str) -> Result<(), CostGraphError> {
+    for (position, node) in nodes.iter().enumerate() {
+        let Some(layer) = node.layer else { continue };
+        let problem = if node.role == Role::Forward {
+            format!(
+                "is {layer} on a forward node; only nodes of another role (dx, dw, update, \
+                 comm) belong to a forward layer"
+            )
+        } else {
+            match index.get(layer) {
+                None => format!("is {layer}, which is no node's id"),
+                Some(target) if nodes[target].role != Role::Forward => format!(
+                    "is {layer}, but {} has role {:?}; a layer is a forward node",
+                    label(nodes, target),
+                    role_name(nodes[target].role)
+                ),
+                Some(_) => continue,
+            }
+        };
+        return Err(node_error(origin, nodes, position, "layer", problem));
     }
     Ok(())
 }

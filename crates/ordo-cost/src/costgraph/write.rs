@@ -4,15 +4,18 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+use ordo_ir::Role;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
 use super::error::CostGraphError;
+use super::fields::role_name;
 use super::{ColocationGroup, CostGraph, CostLink, CostNode, TensorRef};
 
 /// The graph as compact JSON: `directed`, `multigraph`, `graph`, `nodes`, `links`, then any
 /// kept top-level keys. Attributes keep their documented order; kept unknown attributes follow.
-/// A node's `occupancy` is written only when it is not 1.
+/// A node's `occupancy` is written only when it is not 1, its `role` only when it is not
+/// forward and its `layer` only when it has one.
 pub fn to_json_string(graph: &CostGraph) -> String {
     serde_json::to_string(graph).expect("a cost graph has string keys only")
 }
@@ -83,6 +86,12 @@ impl Serialize for CostNode {
         if self.occupancy != 1.0 {
             map.serialize_entry("occupancy", &self.occupancy)?;
         }
+        if self.role != Role::Forward {
+            map.serialize_entry("role", role_name(self.role))?;
+        }
+        if let Some(layer) = self.layer {
+            map.serialize_entry("layer", &layer)?;
+        }
         let known = [
             "id",
             "name",
@@ -94,6 +103,8 @@ impl Serialize for CostNode {
             "colocation_group",
             "flops",
             "occupancy",
+            "role",
+            "layer",
         ];
         write_extra(&mut map, &self.extra, &known)?;
         map.end()
