@@ -345,3 +345,31 @@ fn ooo_beats_inorder_on_one_device_only_when_kernels_can_share_it() {
     assert_eq!(inorder_shared, inorder, "one stream cannot overlap");
     assert!(ooo_shared < 0.99 * inorder, "ooo {ooo_shared} µs vs inorder {inorder} µs");
 }
+
+#[test]
+fn compare_schedules_reports_the_speedup_over_inorder() {
+    let v = json(&ordo(&[
+        "compare",
+        "mobilenet_v3_large",
+        "--train",
+        "--batch",
+        "4",
+        "--devices",
+        "1",
+        "--cluster",
+        "a100x4-nvlink",
+        "--schedules",
+        "--concurrent-kernels",
+        "--json",
+    ]));
+    let rows = v["schedules"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["schedule"].as_str().unwrap()).collect();
+    assert_eq!(names, ["inorder", "ooo"]);
+    assert_eq!(rows[0]["speedup"].as_f64(), Some(1.0));
+    let (inorder, ooo) =
+        (rows[0]["step_time_us"].as_f64().unwrap(), rows[1]["step_time_us"].as_f64().unwrap());
+    assert!((rows[1]["speedup"].as_f64().unwrap() - inorder / ooo).abs() < 1e-9);
+    assert!(ooo < inorder);
+    let out = ordo(&["compare", "resnet50", "--devices", "1", "--schedules"]);
+    assert!(!out.status.success(), "--schedules needs --train");
+}

@@ -19,6 +19,13 @@ pub struct Args {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// With `--train`: compare the one-device training schedules (inorder, ooo) on device 0
+    /// instead of the placers.
+    #[arg(long, requires = "train")]
+    pub schedules: bool,
+    /// With `--schedules`: let kernels of different streams of the device run at once.
+    #[arg(long, requires = "schedules")]
+    pub concurrent_kernels: bool,
 }
 
 /// The simulated step time of a placement's plan, in µs, or why there is none.
@@ -35,6 +42,9 @@ fn simulated_us(
 /// Runs every algorithm and prints one row each.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let loaded = args.problem.load()?;
+    if args.schedules {
+        return crate::commands::schedules::run(&loaded, args.concurrent_kernels, args.json);
+    }
     let problem = &loaded.problem;
     let options = PlaceOptions::default();
     let results: Vec<_> = with_spinner("comparing placers", |bar| {

@@ -6,5 +6,6 @@ pub mod inspect;
 pub mod models;
 pub mod place;
 pub mod plan;
+pub mod schedules;
 pub mod simulate;
 pub mod synth;
