@@ -4,7 +4,7 @@
 use ordo_cost::{CostGraph, CostGraphError, costgraph_from_graph, parse_costgraph, to_json_string};
 use ordo_ir::op::Optimizer;
 use ordo_ir::training::training_graph;
-use ordo_ir::{DType, Graph, GraphBuilder, Role, TensorFact};
+use ordo_ir::{Graph, Role};
 
 /// f -> f.dx -> f.dw -> f.update, the last three belonging to layer f.
 const GRAPH: &str = r#"{"directed": true, "multigraph": false, "graph": {},
@@ -140,15 +140,7 @@ fn a_bad_layer_names_the_node() {
 /// x [4, 8] -> fc1 (8 -> 16) -> relu -> fc2 (16 -> 3) -> loss against integer labels, and
 /// its training graph.
 fn mlp_training() -> (Graph, Graph) {
-    let mut b = GraphBuilder::new("mlp");
-    let x = b.input("x", TensorFact::f32([4, 8])).unwrap();
-    let h = b.linear("fc1", x, 16).unwrap();
-    let h = b.relu("relu", h).unwrap();
-    let logits = b.linear("fc2", h, 3).unwrap();
-    let labels = b.input("labels", TensorFact::new(DType::I64, [4])).unwrap();
-    let loss = b.cross_entropy("loss", logits, labels).unwrap();
-    b.output(loss);
-    let forward = b.finish();
+    let (forward, loss) = ordo_ir::samples::mlp();
     let training = training_graph(&forward, loss, Optimizer::Adam).unwrap();
     (forward, training)
 }

@@ -26,6 +26,7 @@ mod graph;
 mod ids;
 mod layers;
 pub mod op;
+pub mod samples;
 mod stats;
 pub mod training;
 mod validate;

@@ -4,18 +4,7 @@ use ordo_ir::op::{Grad, Optimizer, Saved, Wrt};
 use ordo_ir::training::{check_gradients, training_graph};
 use ordo_ir::{DType, Graph, GraphBuilder, IrError, Node, Op, OutletId, Role, TensorFact};
 
-/// x [4, 8] -> fc1 (8 -> 16) -> relu -> fc2 (16 -> 3) -> loss against integer labels.
-fn mlp() -> (Graph, OutletId) {
-    let mut b = GraphBuilder::new("mlp");
-    let x = b.input("x", TensorFact::f32([4, 8])).unwrap();
-    let h = b.linear("fc1", x, 16).unwrap();
-    let h = b.relu("relu", h).unwrap();
-    let logits = b.linear("fc2", h, 3).unwrap();
-    let labels = b.input("labels", TensorFact::new(DType::I64, [4])).unwrap();
-    let loss = b.cross_entropy("loss", logits, labels).unwrap();
-    b.output(loss);
-    (b.finish(), loss)
-}
+use ordo_ir::samples::mlp;
 
 fn node<'g>(g: &'g Graph, name: &str) -> &'g Node {
     g.find(name).unwrap_or_else(|| panic!("no node `{name}`"))

@@ -5,9 +5,9 @@ mod common;
 
 use common::{baechi_problem, chain_links, memory_graph as graph};
 use ordo_cost::{CostGraph, StepMode, costgraph_from_graph};
+use ordo_ir::Role;
 use ordo_ir::op::Optimizer;
 use ordo_ir::training::training_graph;
-use ordo_ir::{DType, GraphBuilder, Role, TensorFact};
 use ordo_place::reduce::{coplace, fuse, reduce};
 use ordo_place::{Devices, PlaceError, PlaceProblem};
 
@@ -16,15 +16,8 @@ const TRAINING: StepMode = StepMode::Training { optimizer: Optimizer::Adam };
 /// The cost graph of the training graph of x [4, 8] -> fc1 (8 -> 16) -> relu -> fc2 (16 -> 3)
 /// -> loss against integer labels.
 fn mlp_training() -> CostGraph {
-    let mut b = GraphBuilder::new("mlp");
-    let x = b.input("x", TensorFact::f32([4, 8])).unwrap();
-    let h = b.linear("fc1", x, 16).unwrap();
-    let h = b.relu("relu", h).unwrap();
-    let logits = b.linear("fc2", h, 3).unwrap();
-    let labels = b.input("labels", TensorFact::new(DType::I64, [4])).unwrap();
-    let loss = b.cross_entropy("loss", logits, labels).unwrap();
-    b.output(loss);
-    let training = training_graph(&b.finish(), loss, Optimizer::Adam).unwrap();
+    let (forward, loss) = ordo_ir::samples::mlp();
+    let training = training_graph(&forward, loss, Optimizer::Adam).unwrap();
     costgraph_from_graph(&training)
 }
 

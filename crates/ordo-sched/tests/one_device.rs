@@ -1,21 +1,15 @@
 //! One-device training schedules of a small MLP's training graph.
 
 use ordo_cost::StepMode;
+use ordo_ir::Role;
 use ordo_ir::op::Optimizer;
-use ordo_ir::{DType, GraphBuilder, Role, TensorFact};
 use ordo_place::{Devices, PlaceProblem};
 use ordo_sched::{OneDeviceSchedule, StreamKind, one_device_plan, validate};
 
 /// x -> fc1 -> relu -> fc2 -> loss, as its training graph on one device.
 fn mlp_training() -> PlaceProblem {
-    let mut b = GraphBuilder::new("mlp");
-    let x = b.input("x", TensorFact::f32([4, 8])).unwrap();
-    let h = b.linear("fc1", x, 16).unwrap();
-    let h = b.relu("relu", h).unwrap();
-    let logits = b.linear("fc2", h, 3).unwrap();
-    let labels = b.input("labels", TensorFact::new(DType::I64, [4])).unwrap();
-    let loss = b.cross_entropy("loss", logits, labels).unwrap();
-    let graph = ordo_ir::training::training_graph(&b.finish(), loss, Optimizer::Adam).unwrap();
+    let (forward, loss) = ordo_ir::samples::mlp();
+    let graph = ordo_ir::training::training_graph(&forward, loss, Optimizer::Adam).unwrap();
     let costed = ordo_cost::costgraph_from_graph(&graph);
     PlaceProblem::new(&costed, Devices::uniform(1, u64::MAX / 4), StepMode::TrainingGraph).unwrap()
 }
