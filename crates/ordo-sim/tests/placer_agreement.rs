@@ -41,16 +41,6 @@ fn assert_agrees(what: &str, problem: &PlaceProblem, placement: &Placement) {
     assert_eq!(step, estimate, "{what} ({}): simulated vs placer's estimate", placement.algo);
 }
 
-const ALGORITHMS: [Algorithm; 7] = [
-    Algorithm::MTopo,
-    Algorithm::MTopoReal,
-    Algorithm::MEtf,
-    Algorithm::MSct,
-    Algorithm::Single,
-    Algorithm::RoundRobin,
-    Algorithm::Balanced,
-];
-
 /// Every placer's estimate is the simulated step of its plan: m-ETF and m-SCT's own schedule
 /// (transfers booked when consumers start), the others' from Baechi's `VirtualScheduler`
 /// (booked when producers are taken); the plan carries the booking order.
@@ -58,7 +48,7 @@ const ALGORITHMS: [Algorithm; 7] = [
 fn every_estimate_is_the_simulated_step_on_the_samples() {
     for name in SAMPLES {
         let problem = sample(name);
-        for algo in ALGORITHMS {
+        for &algo in Algorithm::all() {
             assert_agrees(name, &problem, &place(&problem, algo));
         }
     }
@@ -70,7 +60,7 @@ fn every_estimate_is_the_simulated_step_on_random_graphs() {
         for devices in 2..=4 {
             let problem = forward(&ordo_cost::synth(n, seed), devices);
             let what = format!("synth({n}, {seed}) on {devices} devices");
-            for algo in ALGORITHMS {
+            for &algo in Algorithm::all() {
                 assert_agrees(&what, &problem, &place(&problem, algo));
             }
         }
@@ -135,7 +125,7 @@ fn accepted_training_placements_fit_in_simulation() {
         for share in [0.45, 0.6] {
             let limit = (total as f64 * share) as u64;
             let problem = PlaceProblem::new(&graph, Devices::uniform(3, limit), training).unwrap();
-            for algo in ALGORITHMS {
+            for &algo in Algorithm::all() {
                 let Ok(placement) = ordo_place::place(&problem, algo, &PlaceOptions::default())
                 else {
                     continue;
