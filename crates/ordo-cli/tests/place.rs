@@ -364,12 +364,20 @@ fn compare_schedules_reports_the_speedup_over_inorder() {
     ]));
     let rows = v["schedules"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["schedule"].as_str().unwrap()).collect();
-    assert_eq!(names, ["inorder", "ooo"]);
+    assert_eq!(names, ["inorder", "ooo", "ooo-deferred"]);
     assert_eq!(rows[0]["speedup"].as_f64(), Some(1.0));
-    let (inorder, ooo) =
-        (rows[0]["step_time_us"].as_f64().unwrap(), rows[1]["step_time_us"].as_f64().unwrap());
-    assert!((rows[1]["speedup"].as_f64().unwrap() - inorder / ooo).abs() < 1e-9);
-    assert!(ooo < inorder);
+    let step = |i: usize| rows[i]["step_time_us"].as_f64().unwrap();
+    assert!((rows[1]["speedup"].as_f64().unwrap() - step(0) / step(1)).abs() < 1e-9);
+    assert!(step(1) < step(0));
+    // The search tried k = 0 (plain ooo) and kept the fastest deferral it found.
+    let tried = v["deferral_search"].as_array().unwrap();
+    assert_eq!(tried[0]["k"], 0);
+    assert_eq!(tried[0]["step_time_us"].as_f64().unwrap(), step(1));
+    let best =
+        tried.iter().map(|t| t["step_time_us"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
+    assert_eq!(step(2), best);
+    let deferred = rows[2]["deferred_layers"].as_array().unwrap().len();
+    assert!(tried.iter().any(|t| t["k"] == deferred));
     let out = ordo(&["compare", "resnet50", "--devices", "1", "--schedules"]);
     assert!(!out.status.success(), "--schedules needs --train");
 }

@@ -13,6 +13,7 @@ mod graph;
 mod io;
 mod one_device;
 pub mod plan;
+mod steady;
 mod validate;
 
 pub use build::{build_plan, build_plan_on_streams};
@@ -20,8 +21,9 @@ pub use check::check_against;
 pub use error::SchedError;
 pub use graph::{task_graph, task_order};
 pub use io::{read_plan, write_plan};
-pub use one_device::{OneDeviceSchedule, one_device_plan};
+pub use one_device::{OneDeviceSchedule, one_device_plan, steady_plan};
 pub use plan::{
     Buffer, BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,
 };
+pub use steady::unroll;
 pub use validate::validate;

@@ -7,6 +7,7 @@ use ordo_place::{PlaceProblem, Placement};
 use crate::build::build_plan_on_streams;
 use crate::error::SchedError;
 use crate::plan::Plan;
+use crate::steady::unroll;
 
 /// How one device runs a training step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -63,4 +64,100 @@ pub fn one_device_plan(
         }
     };
     build_plan_on_streams(problem, &placement, &on_sub_stream)
+}
+
+/// Whether node `v` is weight-gradient work (a dW, a gradient sum of parameters, an update) of
+/// a layer that `deferred` marks.
+fn is_deferred(problem: &PlaceProblem, deferred: &[bool], v: usize) -> bool {
+    matches!(problem.roles[v], Role::Dw | Role::Update)
+        && problem.layer_of[v].is_some_and(|layer| deferred.get(layer) == Some(&true))
+}
+
+/// The plan of `steps` consecutive training steps of `problem` on device 0 ([`unroll`]), for
+/// simulating a schedule in its steady state. `deferred` marks forward layers (by node index)
+/// whose weight-gradient work (dW, parameter-gradient sums, updates) is deferred: in each step
+/// it runs after the step's other work, layer by layer in forward order, so that it overlaps
+/// the next step's forward pass, which waits for each layer's update just before the layer
+/// (the original's "FWD" map; the others are "BWD", run as soon as their inputs are there).
+/// With [`OneDeviceSchedule::Ooo`] all weight-gradient work is on the sub-stream.
+///
+/// # Errors
+/// [`SchedError::Placement`] when `deferred` does not have one entry per node, defers layers
+/// under [`OneDeviceSchedule::InOrder`], or the problem has no device; those of [`unroll`] and
+/// [`build_plan_on_streams`].
+pub fn steady_plan(
+    problem: &PlaceProblem,
+    schedule: OneDeviceSchedule,
+    deferred: &[bool],
+    steps: usize,
+) -> Result<Plan, SchedError> {
+    let (n, devices) = (problem.len(), problem.devices.count());
+    if deferred.len() != n {
+        return Err(SchedError::Placement(format!(
+            "{} deferral flags for {n} nodes",
+            deferred.len()
+        )));
+    }
+    if schedule == OneDeviceSchedule::InOrder && deferred.contains(&true) {
+        return Err(SchedError::Placement("the in-order schedule defers nothing".into()));
+    }
+    if devices == 0 {
+        return Err(SchedError::Placement("no device to schedule on".into()));
+    }
+    let unrolled = unroll(problem, steps)?;
+    let late = deferred_order(problem, deferred);
+    let mut device_order = Vec::with_capacity(unrolled.len());
+    for s in 0..steps {
+        device_order
+            .extend((0..n).filter(|&v| !is_deferred(problem, deferred, v)).map(|v| s * n + v));
+        device_order.extend(late.iter().map(|&v| s * n + v));
+    }
+    let mut order = vec![Vec::new(); devices];
+    order[0] = device_order;
+    let placement = Placement {
+        algo: format!("single, {}", schedule.name()),
+        device_of: vec![0; unrolled.len()],
+        order,
+        makespan_us: 0,
+        peak_memory_bytes: vec![0; devices],
+        transfers: None,
+        placement_seconds: 0.0,
+    };
+    let on_sub_stream: Vec<bool> = match schedule {
+        OneDeviceSchedule::InOrder => vec![false; unrolled.len()],
+        OneDeviceSchedule::Ooo => {
+            unrolled.roles.iter().map(|&r| matches!(r, Role::Dw | Role::Update)).collect()
+        }
+    };
+    build_plan_on_streams(&unrolled, &placement, &on_sub_stream)
+}
+
+/// The deferred nodes of one step in the order they run: a topological order among them that
+/// takes the smallest `(layer, node)` first.
+fn deferred_order(problem: &PlaceProblem, deferred: &[bool]) -> Vec<usize> {
+    use std::cmp::Reverse;
+    let chosen: Vec<bool> = (0..problem.len()).map(|v| is_deferred(problem, deferred, v)).collect();
+    let mut waiting = vec![0usize; problem.len()];
+    for edge in &problem.edges {
+        if chosen[edge.source] && chosen[edge.target] {
+            waiting[edge.target] += 1;
+        }
+    }
+    let key = |v: usize| Reverse((problem.layer_of[v].unwrap_or(usize::MAX), v));
+    let mut ready: std::collections::BinaryHeap<Reverse<(usize, usize)>> =
+        (0..problem.len()).filter(|&v| chosen[v] && waiting[v] == 0).map(key).collect();
+    let mut order = Vec::new();
+    while let Some(Reverse((_, v))) = ready.pop() {
+        order.push(v);
+        for &e in &problem.out_edges[v] {
+            let target = problem.edges[e].target;
+            if chosen[target] {
+                waiting[target] -= 1;
+                if waiting[target] == 0 {
+                    ready.push(key(target));
+                }
+            }
+        }
+    }
+    order
 }

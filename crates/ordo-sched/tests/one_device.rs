@@ -49,3 +49,52 @@ fn ooo_moves_weight_gradients_and_updates_to_the_sub_stream() {
         .collect();
     assert!(after.contains(&"loss.dx"), "{after:?}");
 }
+
+#[test]
+fn unrolled_steps_are_copies_chained_by_the_updates() {
+    let problem = mlp_training();
+    let n = problem.len();
+    let two = ordo_sched::unroll(&problem, 2).unwrap();
+    assert_eq!(two.len(), 2 * n);
+    assert_eq!(two.names[n], format!("{}#1", problem.names[0]));
+    assert_eq!(two.tensors.len(), 2 * problem.tensors.len());
+    // Parameters and optimizer state are counted once.
+    assert!(two.memory[n..].iter().all(|m| m.persistent == 0));
+    assert_eq!(two.memory[..n], problem.memory[..]);
+    // Each update of step 0 feeds its layer's forward node in step 1.
+    let updates = (0..n).filter(|&v| problem.roles[v] == Role::Update).count();
+    assert_eq!(two.edges.len(), 2 * problem.edges.len() + updates);
+    let update = problem.names.iter().position(|x| x == "fc1.weight.update").unwrap();
+    let fc1 = problem.names.iter().position(|x| x == "fc1").unwrap();
+    assert!(
+        two.edges.iter().any(|e| e.source == update && e.target == n + fc1 && e.tensors.is_empty())
+    );
+    assert!(ordo_sched::unroll(&problem, 0).is_err());
+}
+
+#[test]
+fn a_steady_plan_defers_weight_gradients_behind_the_step_in_forward_order() {
+    let problem = mlp_training();
+    let n = problem.len();
+    let inorder = ordo_sched::steady_plan(&problem, OneDeviceSchedule::InOrder, &vec![false; n], 2);
+    let inorder = inorder.unwrap();
+    validate(&inorder).unwrap();
+    assert_eq!(inorder.streams[0].tasks.len(), 2 * n);
+
+    let mut deferred = vec![false; n];
+    for layer in ["fc1", "fc2"] {
+        deferred[problem.names.iter().position(|x| x == layer).unwrap()] = true;
+    }
+    let plan = ordo_sched::steady_plan(&problem, OneDeviceSchedule::Ooo, &deferred, 2).unwrap();
+    validate(&plan).unwrap();
+    let sub: Vec<&str> =
+        plan.streams[1].tasks.iter().map(|t| plan.tasks[t.0 as usize].name.as_str()).collect();
+    // Step 0's weight-gradient work, fc1's before fc2's, then step 1's.
+    let fc1_dw = sub.iter().position(|&x| x == "fc1.dw#0").unwrap();
+    let fc2_dw = sub.iter().position(|&x| x == "fc2.dw#0").unwrap();
+    assert!(fc1_dw < fc2_dw, "{sub:?}");
+    assert!(sub.iter().position(|&x| x == "fc2.dw#1").unwrap() > fc2_dw);
+
+    let err = ordo_sched::steady_plan(&problem, OneDeviceSchedule::InOrder, &deferred, 2);
+    assert!(err.unwrap_err().to_string().contains("defers nothing"));
+}

@@ -17,6 +17,7 @@ mod options;
 mod report;
 mod svg;
 mod trace;
+mod tune;
 
 pub use engine::simulate;
 pub use error::SimError;
@@ -24,3 +25,4 @@ pub use options::{Channel, SimOptions};
 pub use report::{BusyFraction, LinkBusy, Report, TaskTiming};
 pub use svg::{gantt_svg, memory_svg};
 pub use trace::{chrome_trace, chrome_trace_json};
+pub use tune::{Deferral, Steady, choose_deferral, layers_with_weights, steady_state};

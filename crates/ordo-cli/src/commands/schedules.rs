@@ -1,4 +1,5 @@
-//! `ordo compare MODEL --train --schedules`: one-device training schedules side by side.
+//! `ordo compare MODEL --train --schedules`: one-device training schedules side by side, in
+//! their steady state.
 
 use anyhow::Context;
 use ordo_sched::OneDeviceSchedule;
@@ -8,57 +9,96 @@ use serde_json::json;
 use crate::format::{Table, bytes};
 use crate::placing::Loaded;
 
-/// The schedules compared, the baseline first.
-const SCHEDULES: [OneDeviceSchedule; 2] = [OneDeviceSchedule::InOrder, OneDeviceSchedule::Ooo];
+/// Most values of k (layers deferred) the search simulates.
+const MAX_TRIES: usize = 64;
 
-/// Simulates every one-device schedule of the loaded training graph on its device 0 and prints
-/// step time, speedup over `inorder` and peak memory, as a table or as JSON.
+/// One compared schedule.
+struct Row {
+    name: &'static str,
+    step_us: f64,
+    deferred: Vec<String>,
+    peak_bytes: u64,
+}
+
+/// Simulates `inorder`, `ooo` (no deferral) and `ooo` with the deferral the simulator chooses
+/// on device 0 of the loaded training graph, and prints steady-state step time, speedup over
+/// `inorder`, the deferred layers and peak memory, as a table or as JSON.
 pub fn run(loaded: &Loaded, concurrent_kernels: bool, as_json: bool) -> anyhow::Result<()> {
+    let problem = &loaded.problem;
     let options = SimOptions { concurrent_kernels, ..SimOptions::default() };
-    let mut reports = Vec::new();
-    for schedule in SCHEDULES {
-        let plan = ordo_sched::one_device_plan(&loaded.problem, schedule)
-            .with_context(|| format!("scheduling `{}` {}", loaded.label, schedule.name()))?;
-        let report = ordo_sim::simulate(&plan, &options)
-            .with_context(|| format!("simulating `{}` {}", loaded.label, schedule.name()))?;
-        reports.push((schedule, report));
-    }
-    let baseline = reports[0].1.step_time_us;
-    let speedup = |step: f64| if step > 0.0 { baseline / step } else { 1.0 };
+    let context = || format!("simulating the schedules of `{}`", loaded.label);
+    let steady = |schedule, deferred: &[bool]| {
+        ordo_sim::steady_state(problem, schedule, deferred, &options).with_context(context)
+    };
+    let none = vec![false; problem.len()];
+    let inorder = steady(OneDeviceSchedule::InOrder, &none)?;
+    let choice = crate::progress::with_spinner("searching the deferral", |_| {
+        ordo_sim::choose_deferral(problem, &options, MAX_TRIES)
+    })
+    .with_context(context)?;
+    let row = |name, steady: ordo_sim::Steady, deferred: &[usize]| Row {
+        name,
+        step_us: steady.step_time_us,
+        deferred: deferred.iter().map(|&v| problem.names[v].clone()).collect(),
+        peak_bytes: steady.peak_memory_bytes,
+    };
+    let rows = [
+        row("inorder", inorder, &[]),
+        row("ooo", choice.tried[0].1, &[]),
+        row("ooo-deferred", choice.steady, &choice.deferred),
+    ];
+    let inorder = inorder.step_time_us;
+    let speedup = |step: f64| if step > 0.0 { inorder / step } else { 1.0 };
     if as_json {
-        let rows: Vec<_> = reports
+        let schedules: Vec<_> = rows
             .iter()
-            .map(|(schedule, report)| {
+            .map(|row| {
                 json!({
-                    "schedule": schedule.name(),
-                    "step_time_us": report.step_time_us,
-                    "speedup": speedup(report.step_time_us),
-                    "lower_bound_us": report.lower_bound_us,
-                    "peak_memory_bytes": report.peak_memory_bytes,
+                    "schedule": row.name,
+                    "step_time_us": row.step_us,
+                    "speedup": speedup(row.step_us),
+                    "deferred_layers": row.deferred,
+                    "peak_memory_bytes": row.peak_bytes,
+                })
+            })
+            .collect();
+        let tried: Vec<_> = choice
+            .tried
+            .iter()
+            .map(|(k, s)| {
+                json!({
+                    "k": k,
+                    "step_time_us": s.step_time_us,
+                    "peak_memory_bytes": s.peak_memory_bytes,
                 })
             })
             .collect();
         let out = json!({
             "target": loaded.label,
             "concurrent_kernels": concurrent_kernels,
-            "schedules": rows,
+            "schedules": schedules,
+            "deferral_search": tried,
         });
         println!("{out:#}");
         return Ok(());
     }
-    println!("{} ({} nodes) on one device", loaded.label, loaded.problem.len());
+    println!("{} ({} nodes) on one device, steady state", loaded.label, problem.len());
     if !concurrent_kernels {
         println!("one kernel at a time (--concurrent-kernels lets streams share the device)");
     }
-    let mut table =
-        Table::new(&["schedule", "step ms", "speedup", "lower bound ms", "peak memory"]);
-    for (schedule, report) in &reports {
+    let mut table = Table::new(&["schedule", "step ms", "speedup", "deferred", "peak memory"]);
+    for row in &rows {
+        let deferred = match row.deferred.as_slice() {
+            [] => "-".to_string(),
+            [one] => one.clone(),
+            [first, ..] => format!("{} layers from {first}", row.deferred.len()),
+        };
         table.row(vec![
-            schedule.name().to_string(),
-            format!("{:.2}", report.step_time_us / 1e3),
-            format!("{:.3}x", speedup(report.step_time_us)),
-            format!("{:.2}", report.lower_bound_us / 1e3),
-            bytes(report.peak_memory_bytes.first().copied().unwrap_or(0)),
+            row.name.to_string(),
+            format!("{:.2}", row.step_us / 1e3),
+            format!("{:.3}x", speedup(row.step_us)),
+            deferred,
+            bytes(row.peak_bytes),
         ]);
     }
     print!("{}", table.render());

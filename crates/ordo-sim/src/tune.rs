@@ -1,0 +1,105 @@
+//! Schedules chosen by the simulator: which layers' weight gradients to defer into the next
+//! step's forward pass.
+
+use ordo_ir::Role;
+use ordo_place::PlaceProblem;
+use ordo_sched::{OneDeviceSchedule, steady_plan};
+
+use crate::{SimError, SimOptions, simulate};
+
+/// A one-device schedule in its steady state.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Steady {
+    /// What one more step adds: `makespan(3 steps) - makespan(2 steps)`, so that work carried
+    /// from a step into the next is counted once and overlaps as it would in a long run, in µs.
+    pub step_time_us: f64,
+    /// Peak memory of device 0 over three steps (what a step carries into the next included).
+    pub peak_memory_bytes: u64,
+}
+
+/// Simulates `schedule` with `deferred` layers ([`steady_plan`]) in its steady state.
+///
+/// # Errors
+/// [`SimError::InvalidPlan`] with the scheduler's message when the plan cannot be built; the
+/// simulator's errors.
+pub fn steady_state(
+    problem: &PlaceProblem,
+    schedule: OneDeviceSchedule,
+    deferred: &[bool],
+    options: &SimOptions,
+) -> Result<Steady, SimError> {
+    let run = |steps: usize| {
+        let plan = steady_plan(problem, schedule, deferred, steps)
+            .map_err(|e| SimError::InvalidPlan(e.to_string()))?;
+        simulate(&plan, options)
+    };
+    let (two, three) = (run(2)?, run(3)?);
+    Ok(Steady {
+        step_time_us: three.step_time_us - two.step_time_us,
+        peak_memory_bytes: three.peak_memory_bytes.first().copied().unwrap_or(0),
+    })
+}
+
+/// The deferral an out-of-order schedule chose, and what the others would have cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Deferral {
+    /// Forward layers (node indices) whose weight-gradient work is deferred, in forward order.
+    pub deferred: Vec<usize>,
+    /// The steady state with that deferral.
+    pub steady: Steady,
+    /// The steady state for every `k` tried (the first `k` layers deferred).
+    pub tried: Vec<(usize, Steady)>,
+}
+
+/// The layers with weight gradients, in forward order.
+pub fn layers_with_weights(problem: &PlaceProblem) -> Vec<usize> {
+    let mut layers: Vec<usize> = (0..problem.len())
+        .filter(|&v| problem.roles[v] == Role::Dw)
+        .filter_map(|v| problem.layer_of[v])
+        .collect();
+    layers.sort_unstable();
+    layers.dedup();
+    layers
+}
+
+/// Out-of-order backprop on one device with the deferral chosen by simulation: for each `k`
+/// tried, the weight-gradient work of the first `k` layers (in forward order) runs in the next
+/// step's forward pass (reverse first-k on one device). The fastest steady state whose peak
+/// fits device 0's memory wins, the smallest `k` among equals. At most `max_tries` values of
+/// `k`, evenly spaced from 0 to all layers, are simulated.
+///
+/// # Errors
+/// [`SimError::InvalidPlan`] when even `k = 0` does not fit in memory; those of
+/// [`steady_state`].
+pub fn choose_deferral(
+    problem: &PlaceProblem,
+    options: &SimOptions,
+    max_tries: usize,
+) -> Result<Deferral, SimError> {
+    let layers = layers_with_weights(problem);
+    let count = layers.len();
+    let tries = max_tries.clamp(1, count + 1);
+    let mut ks: Vec<usize> = (0..tries).map(|i| i * count / (tries - 1).max(1)).collect();
+    ks.dedup();
+    let limit = problem.devices.memory.first().copied().unwrap_or(0);
+    let mut tried = Vec::with_capacity(ks.len());
+    for &k in &ks {
+        let mut deferred = vec![false; problem.len()];
+        for &layer in &layers[..k] {
+            deferred[layer] = true;
+        }
+        tried.push((k, steady_state(problem, OneDeviceSchedule::Ooo, &deferred, options)?));
+    }
+    let &(k, steady) = tried
+        .iter()
+        .filter(|(_, s)| s.peak_memory_bytes <= limit)
+        .min_by(|a, b| a.1.step_time_us.total_cmp(&b.1.step_time_us).then(a.0.cmp(&b.0)))
+        .ok_or_else(|| {
+            SimError::InvalidPlan(format!(
+                "no out-of-order schedule fits in device 0's {limit} bytes: even without \
+                 deferral the steady state needs {}",
+                tried[0].1.peak_memory_bytes
+            ))
+        })?;
+    Ok(Deferral { deferred: layers[..k].to_vec(), steady, tried })
+}
