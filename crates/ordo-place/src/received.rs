@@ -29,10 +29,8 @@ impl Received {
         device: usize,
         device_of: &[usize],
     ) -> u64 {
-        let mut seen = HashSet::new();
-        self.each_new(problem, g, device, device_of, |t| {
-            seen.insert(t).then_some(problem.tensors[t].bytes)
-        })
+        let new = self.new_tensors(problem, g, device, device_of);
+        new.iter().fold(0u64, |sum, &t| sum.saturating_add(problem.tensors[t].bytes))
     }
 
     /// Records the copies of [`Received::incoming`] as received on `device`.
@@ -43,35 +41,29 @@ impl Received {
         device: usize,
         device_of: &[usize],
     ) {
-        let mut new = Vec::new();
-        self.each_new(problem, g, device, device_of, |t| {
-            new.push(t);
-            None
-        });
+        let new = self.new_tensors(problem, g, device, device_of);
         self.held.extend(new.into_iter().map(|t| (t, device)));
     }
 
-    /// Calls `f` on every tensor group `g` would receive on `device` that is not there yet
-    /// (repeats included) and sums what it returns.
-    fn each_new(
+    /// The tensors group `g` would receive on `device` that are not there yet, each once.
+    fn new_tensors(
         &self,
         problem: &PlaceProblem,
         g: usize,
         device: usize,
         device_of: &[usize],
-        mut f: impl FnMut(usize) -> Option<u64>,
-    ) -> u64 {
-        let mut bytes = 0u64;
+    ) -> HashSet<usize> {
+        let mut new = HashSet::new();
         for &v in &problem.groups[g] {
             for &e in &problem.in_edges[v] {
                 for &t in &problem.edges[e].tensors {
                     let from = device_of[problem.tensors[t].producer];
                     if from != UNPLACED && from != device && !self.held.contains(&(t, device)) {
-                        bytes = bytes.saturating_add(f(t).unwrap_or(0));
+                        new.insert(t);
                     }
                 }
             }
         }
-        bytes
+        new
     }
 }

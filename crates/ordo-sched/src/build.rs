@@ -103,13 +103,12 @@ pub fn build_plan_on_streams(
             }
         }
     }
-    let rank: Box<dyn Fn(usize, usize) -> usize> =
-        if needed.iter().all(|&(x, _, to)| issued.contains_key(&(x, to))) {
-            Box::new(|x, to| issued[&(x, to)])
-        } else {
-            let position = joint_topological_position(problem, placement);
-            Box::new(move |x, _| position[tensors[x].producer])
-        };
+    let listed = needed.iter().all(|&(x, _, to)| issued.contains_key(&(x, to)));
+    let position = (!listed).then(|| joint_topological_position(problem, placement));
+    let rank = |x: usize, to: usize| match &position {
+        None => issued[&(x, to)],
+        Some(position) => position[tensors[x].producer],
+    };
     let mut sends = BTreeSet::new();
     for &(x, from, to) in &needed {
         let name = &tensors[x].name;

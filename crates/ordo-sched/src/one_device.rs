@@ -41,29 +41,7 @@ pub fn one_device_plan(
     problem: &PlaceProblem,
     schedule: OneDeviceSchedule,
 ) -> Result<Plan, SchedError> {
-    let devices = problem.devices.count();
-    if devices == 0 {
-        return Err(SchedError::Placement("no device to schedule on".into()));
-    }
-    let n = problem.len();
-    let mut order = vec![Vec::new(); devices];
-    order[0] = (0..n).collect();
-    let placement = Placement {
-        algo: format!("single, {}", schedule.name()),
-        device_of: vec![0; n],
-        order,
-        makespan_us: 0,
-        peak_memory_bytes: vec![0; devices],
-        transfers: None,
-        placement_seconds: 0.0,
-    };
-    let on_sub_stream: Vec<bool> = match schedule {
-        OneDeviceSchedule::InOrder => vec![false; n],
-        OneDeviceSchedule::Ooo => {
-            problem.roles.iter().map(|&r| matches!(r, Role::Dw | Role::Update)).collect()
-        }
-    };
-    build_plan_on_streams(problem, &placement, &on_sub_stream)
+    steady_plan(problem, schedule, &vec![false; problem.len()], 1)
 }
 
 /// Whether node `v` is weight-gradient work (a dW, a gradient sum of parameters, an update) of

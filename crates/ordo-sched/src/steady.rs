@@ -12,13 +12,17 @@ use crate::error::SchedError;
 /// state are counted once (persistent memory of steps after the first is 0). Each update of
 /// step `s` gets a control edge to its layer's forward node in step `s + 1`: the next forward
 /// pass reads the updated parameter (an update's layer is the first node that reads its
-/// parameter, so the parameter's later readers follow).
+/// parameter, so the parameter's later readers follow). One step is the problem itself, names
+/// unchanged.
 ///
 /// # Errors
 /// [`SchedError::Placement`] for zero steps or a problem that does not unroll (a cycle).
 pub fn unroll(problem: &PlaceProblem, steps: usize) -> Result<PlaceProblem, SchedError> {
     if steps == 0 {
         return Err(SchedError::Placement("a steady state needs at least one step".into()));
+    }
+    if steps == 1 {
+        return Ok(problem.clone());
     }
     let (n, t, g) = (problem.len(), problem.tensors.len(), problem.groups.len());
     let mut out = problem.clone();

@@ -63,19 +63,28 @@ pub fn training_graph(forward: &Graph, loss: OutletId, optimizer: Optimizer) -> 
         return fail(format!("the loss `{loss_name}` does not depend on any trainable parameter"));
     }
 
-    let mut b = Backward { graph: forward.clone(), grads: HashMap::new(), param_grads: vec![] };
+    let mut b = Backward {
+        graph: forward.clone(),
+        grads: HashMap::new(),
+        param_grads: vec![Vec::new(); forward.params.len()],
+    };
     b.graph.outputs = vec![loss];
-    b.param_grads = vec![Vec::new(); forward.params.len()];
     let seed_name = format!("{loss_name}.grad");
-    let seed = b.push(&seed_name, Op::Fill { value: 1.0 }, vec![], vec![], loss_fact, Role::Dx)?;
-    b.set_layer(seed, loss.node);
+    let seed = b.push(
+        &seed_name,
+        Op::Fill { value: 1.0 },
+        vec![],
+        vec![],
+        loss_fact,
+        (Role::Dx, loss.node),
+    );
     b.grads.insert(loss, vec![seed]);
     for &v in order.iter().rev() {
         if needs[v.index()] {
             b.differentiate(forward, v, &needs)?;
         }
     }
-    b.update_params(forward, optimizer)?;
+    b.update_params(forward, optimizer);
     validate(&b.graph)?;
     Ok(b.graph)
 }
@@ -112,6 +121,7 @@ struct Backward {
 }
 
 impl Backward {
+    /// Appends a one-output node with its role and the forward node (layer) it belongs to.
     fn push(
         &mut self,
         name: &str,
@@ -119,12 +129,13 @@ impl Backward {
         inputs: Vec<OutletId>,
         params: Vec<ParamId>,
         output: &TensorFact,
-        role: Role,
-    ) -> IrResult<OutletId> {
-        self.push_multi(name, op, inputs, params, vec![output.clone()], role)
-            .map(|id| OutletId::new(id, 0))
+        owner: (Role, NodeId),
+    ) -> OutletId {
+        let id = self.push_multi(name, op, inputs, params, vec![output.clone()], owner);
+        OutletId::new(id, 0)
     }
 
+    /// Appends a node with its role and the forward node (layer) it belongs to.
     fn push_multi(
         &mut self,
         name: &str,
@@ -132,34 +143,23 @@ impl Backward {
         inputs: Vec<OutletId>,
         params: Vec<ParamId>,
         outputs: Vec<TensorFact>,
-        role: Role,
-    ) -> IrResult<NodeId> {
+        (role, layer): (Role, NodeId),
+    ) -> NodeId {
         let id = NodeId(self.graph.nodes.len() as u32);
-        let name = name.to_string();
-        self.graph.nodes.push(Node { id, name, op, inputs, params, outputs, role, layer: None });
-        Ok(id)
-    }
-
-    fn set_layer(&mut self, outlet: OutletId, layer: NodeId) {
-        self.graph.nodes[outlet.node.index()].layer = Some(layer);
+        let (name, layer) = (name.to_string(), Some(layer));
+        self.graph.nodes.push(Node { id, name, op, inputs, params, outputs, role, layer });
+        id
     }
 
     /// The sum of `parts` (one `Add` per extra part), named after `name`.
-    fn sum(
-        &mut self,
-        name: &str,
-        parts: &[OutletId],
-        layer: NodeId,
-        role: Role,
-    ) -> IrResult<OutletId> {
+    fn sum(&mut self, name: &str, parts: &[OutletId], layer: NodeId, role: Role) -> OutletId {
         let mut total = parts[0];
         for (i, &part) in parts.iter().enumerate().skip(1) {
             let fact = self.graph.fact(total).expect("gradient outlet").clone();
             let sum_name = if parts.len() == 2 { name.to_string() } else { format!("{name}{i}") };
-            total = self.push(&sum_name, Op::Add, vec![total, part], vec![], &fact, role)?;
-            self.set_layer(total, layer);
+            total = self.push(&sum_name, Op::Add, vec![total, part], vec![], &fact, (role, layer));
         }
-        Ok(total)
+        total
     }
 
     /// Adds the dX and dW nodes of forward node `v`.
@@ -167,7 +167,7 @@ impl Backward {
         let node = forward.node(v);
         let output = OutletId::new(v, 0);
         let Some(parts) = self.grads.remove(&output) else { return Ok(()) };
-        let dy = self.sum(&format!("{}.grad_sum", node.name), &parts, v, Role::Dx)?;
+        let dy = self.sum(&format!("{}.grad_sum", node.name), &parts, v, Role::Dx);
         let inputs = forward.input_facts(node).expect("validated");
         let f = Forward {
             op: &node.op,
@@ -196,8 +196,7 @@ impl Backward {
             };
             let reads = self.reads(node, dy, &rule.saved);
             let params = if rule.reads_params { node.params.clone() } else { Vec::new() };
-            let dx = self.push(&name, Op::Grad(grad), reads, params, inputs[k], Role::Dx)?;
-            self.set_layer(dx, v);
+            let dx = self.push(&name, Op::Grad(grad), reads, params, inputs[k], (Role::Dx, v));
             self.grads.entry(node.inputs[k]).or_default().push(dx);
         }
         let trainable: Vec<ParamId> =
@@ -224,9 +223,8 @@ impl Backward {
             reads,
             Vec::new(),
             produces,
-            Role::Dw,
-        )?;
-        self.graph.nodes[dw.index()].layer = Some(v);
+            (Role::Dw, v),
+        );
         for (slot, &p) in trainable.iter().enumerate() {
             self.param_grads[p.index()].push(OutletId::new(dw, slot as u32));
         }
@@ -244,7 +242,7 @@ impl Backward {
     }
 
     /// Sums each trainable parameter's gradients and adds its update.
-    fn update_params(&mut self, forward: &Graph, optimizer: Optimizer) -> IrResult<()> {
+    fn update_params(&mut self, forward: &Graph, optimizer: Optimizer) {
         let first_user = first_users(forward);
         for (p, param) in forward.params.iter().enumerate() {
             let parts = std::mem::take(&mut self.param_grads[p]);
@@ -252,15 +250,13 @@ impl Backward {
                 continue;
             }
             let layer = first_user[p].expect("a parameter with gradients has a user");
-            let grad = self.sum(&format!("{}.grad_sum", param.name), &parts, layer, Role::Dw)?;
+            let grad = self.sum(&format!("{}.grad_sum", param.name), &parts, layer, Role::Dw);
             let op = Op::Update(Update { optimizer });
             let name = format!("{}.update", param.name);
-            let id = ParamId(p as u32);
-            let updated = self.push(&name, op, vec![grad], vec![id], &param.fact, Role::Update)?;
-            self.set_layer(updated, layer);
+            let (id, fact) = (ParamId(p as u32), &param.fact);
+            let updated = self.push(&name, op, vec![grad], vec![id], fact, (Role::Update, layer));
             self.graph.outputs.push(updated);
         }
-        Ok(())
     }
 }
 
