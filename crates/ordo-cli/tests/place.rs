@@ -381,3 +381,59 @@ fn compare_schedules_reports_the_speedup_over_inorder() {
     let out = ordo(&["compare", "resnet50", "--devices", "1", "--schedules"]);
     assert!(!out.status.success(), "--schedules needs --train");
 }
+
+#[test]
+fn data_parallel_reports_the_chosen_first_k_and_its_search() {
+    let args = [
+        "resnet50",
+        "--train",
+        "--batch",
+        "8",
+        "--data-parallel",
+        "4",
+        "--network-gbps",
+        "10",
+        "--json",
+    ];
+    let v = json(&ordo(&[&["simulate"], &args[..]].concat()));
+    assert_eq!(v["replicas"], 4);
+    assert_eq!(v["first_k_chosen"], true);
+    let tried = v["first_k_search"].as_array().unwrap();
+    assert_eq!(tried[0]["k"], 0);
+    let step = v["step_time_us"].as_f64().unwrap();
+    let best =
+        tried.iter().map(|t| t["step_time_us"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
+    assert_eq!(step, best);
+    assert!(tried.iter().any(|t| t["k"] == v["first_k"]));
+    let default = v["default_order"]["step_time_us"].as_f64().unwrap();
+    assert_eq!(default, tried[0]["step_time_us"].as_f64().unwrap());
+    // Communication only adds to one device's step.
+    assert!(v["one_device"]["step_time_us"].as_f64().unwrap() <= step);
+
+    // A fixed k is simulated as asked, and compare shows the same numbers.
+    let fixed = json(&ordo(&[&["simulate"], &args[..], &["--first-k", "0"]].concat()));
+    assert_eq!(fixed["first_k"], 0);
+    assert_eq!(fixed["step_time_us"].as_f64().unwrap(), default);
+    let compared = json(&ordo(&[&["compare"], &args[..]].concat()));
+    assert_eq!(compared["step_time_us"], v["step_time_us"]);
+}
+
+#[test]
+fn bad_data_parallel_settings_are_errors() {
+    let run = |extra: &[&str]| {
+        let base = ["simulate", "resnet50", "--train", "--batch", "2", "--data-parallel"];
+        ordo(&[&base[..], extra].concat())
+    };
+    let out = run(&["0"]);
+    assert!(stderr(&out).contains("at least one device"), "{}", stderr(&out));
+    let out = run(&["2", "--first-k", "500"]);
+    assert!(stderr(&out).contains("500 layers"), "{}", stderr(&out));
+    let out = run(&["2", "--first-k", "some"]);
+    assert!(stderr(&out).contains("--first-k some"), "{}", stderr(&out));
+    let out = run(&["2", "--bucket", "lots"]);
+    assert!(stderr(&out).contains("--bucket lots"), "{}", stderr(&out));
+    let out = run(&["2", "--network-gbps", "0"]);
+    assert!(stderr(&out).contains("positive bandwidth"), "{}", stderr(&out));
+    let out = ordo(&["simulate", "resnet50", "--data-parallel", "2"]);
+    assert!(!out.status.success(), "--data-parallel needs --train");
+}

@@ -121,6 +121,19 @@ impl CommModel {
     pub fn time_us(&self, bytes: u64) -> u64 {
         round_us(self.us_per_byte * bytes as f64 + self.fixed_us)
     }
+
+    /// Time in µs of a ring all-reduce of `bytes` bytes over `devices` devices linked by this
+    /// model: `2 (N - 1)` steps, each moving `bytes / N` to the next device in the ring
+    /// (reduce-scatter, then all-gather), so `2 (N - 1) / N * bytes` per device and
+    /// `2 (N - 1)` latencies. 0 for one device.
+    pub fn ring_all_reduce_us(&self, devices: usize, bytes: u64) -> u64 {
+        if devices < 2 {
+            return 0;
+        }
+        let steps = 2.0 * (devices - 1) as f64;
+        let per_step = bytes as f64 / devices as f64;
+        round_us(steps * (self.fixed_us + self.us_per_byte * per_step))
+    }
 }
 
 impl fmt::Display for CommModel {

@@ -10,6 +10,10 @@ pub enum SchedError {
     /// The placement does not fit the problem (lengths, device indices, orders).
     #[error("placement does not match the problem: {0}")]
     Placement(String),
+    /// A schedule's settings do not fit the problem (zero replicas, more deferred layers than
+    /// the model has, a graph without updates).
+    #[error("cannot build the schedule: {0}")]
+    Schedule(String),
     /// A device's order runs a node before one it depends on.
     #[error("device {device} runs `{consumer}` before `{producer}`, which it depends on")]
     OrderViolation {
@@ -67,6 +71,14 @@ pub enum SchedError {
     /// A transfer whose devices, buffer or streams do not agree.
     #[error("transfer `{task}`: {problem}")]
     Transfer {
+        /// The task's name.
+        task: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// An all-reduce whose streams, devices or buffers do not agree.
+    #[error("all-reduce `{task}`: {problem}")]
+    AllReduce {
         /// The task's name.
         task: String,
         /// What is wrong.

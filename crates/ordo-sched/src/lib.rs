@@ -8,6 +8,7 @@
 
 mod build;
 mod check;
+mod data_parallel;
 mod error;
 mod graph;
 mod io;
@@ -18,10 +19,11 @@ mod validate;
 
 pub use build::{build_plan, build_plan_on_streams};
 pub use check::check_against;
+pub use data_parallel::{DataParallel, data_parallel_plan};
 pub use error::SchedError;
 pub use graph::{task_graph, task_order};
 pub use io::{read_plan, write_plan};
-pub use one_device::{OneDeviceSchedule, one_device_plan, steady_plan};
+pub use one_device::{OneDeviceSchedule, layers_with_weights, one_device_plan, steady_plan};
 pub use plan::{
     Buffer, BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,
 };

@@ -35,7 +35,7 @@ impl OneDeviceSchedule {
 /// each tagged with its [`Role`] in [`PlaceProblem::roles`]) on device 0 under `schedule`.
 ///
 /// # Errors
-/// [`SchedError::Placement`] when the problem has no device or its node order is not a
+/// [`SchedError::Schedule`] when the problem has no device, [`SchedError::Placement`] when its node order is not a
 /// topological order; the errors of [`build_plan_on_streams`].
 pub fn one_device_plan(
     problem: &PlaceProblem,
@@ -46,7 +46,7 @@ pub fn one_device_plan(
 
 /// Whether node `v` is weight-gradient work (a dW, a gradient sum of parameters, an update) of
 /// a layer that `deferred` marks.
-fn is_deferred(problem: &PlaceProblem, deferred: &[bool], v: usize) -> bool {
+pub(crate) fn is_deferred(problem: &PlaceProblem, deferred: &[bool], v: usize) -> bool {
     matches!(problem.roles[v], Role::Dw | Role::Update)
         && problem.layer_of[v].is_some_and(|layer| deferred.get(layer) == Some(&true))
 }
@@ -60,7 +60,7 @@ fn is_deferred(problem: &PlaceProblem, deferred: &[bool], v: usize) -> bool {
 /// With [`OneDeviceSchedule::Ooo`] all weight-gradient work is on the sub-stream.
 ///
 /// # Errors
-/// [`SchedError::Placement`] when `deferred` does not have one entry per node, defers layers
+/// [`SchedError::Schedule`] when `deferred` does not have one entry per node, defers layers
 /// under [`OneDeviceSchedule::InOrder`], or the problem has no device; those of [`unroll`] and
 /// [`build_plan_on_streams`].
 pub fn steady_plan(
@@ -71,16 +71,16 @@ pub fn steady_plan(
 ) -> Result<Plan, SchedError> {
     let (n, devices) = (problem.len(), problem.devices.count());
     if deferred.len() != n {
-        return Err(SchedError::Placement(format!(
+        return Err(SchedError::Schedule(format!(
             "{} deferral flags for {n} nodes",
             deferred.len()
         )));
     }
     if schedule == OneDeviceSchedule::InOrder && deferred.contains(&true) {
-        return Err(SchedError::Placement("the in-order schedule defers nothing".into()));
+        return Err(SchedError::Schedule("the in-order schedule defers nothing".into()));
     }
     if devices == 0 {
-        return Err(SchedError::Placement("no device to schedule on".into()));
+        return Err(SchedError::Schedule("no device to schedule on".into()));
     }
     let unrolled = unroll(problem, steps)?;
     let late = deferred_order(problem, deferred);
@@ -112,7 +112,7 @@ pub fn steady_plan(
 
 /// The deferred nodes of one step in the order they run: a topological order among them that
 /// takes the smallest `(layer, node)` first.
-fn deferred_order(problem: &PlaceProblem, deferred: &[bool]) -> Vec<usize> {
+pub(crate) fn deferred_order(problem: &PlaceProblem, deferred: &[bool]) -> Vec<usize> {
     use std::cmp::Reverse;
     let chosen: Vec<bool> = (0..problem.len()).map(|v| is_deferred(problem, deferred, v)).collect();
     let mut waiting = vec![0usize; problem.len()];
@@ -138,4 +138,16 @@ fn deferred_order(problem: &PlaceProblem, deferred: &[bool]) -> Vec<usize> {
         }
     }
     order
+}
+
+/// The layers with weight gradients (forward nodes that some dW node belongs to), in forward
+/// order: the layers a deferral or reverse first-k counts.
+pub fn layers_with_weights(problem: &PlaceProblem) -> Vec<usize> {
+    let mut layers: Vec<usize> = (0..problem.len())
+        .filter(|&v| problem.roles[v] == Role::Dw)
+        .filter_map(|v| problem.layer_of[v])
+        .collect();
+    layers.sort_unstable();
+    layers.dedup();
+    layers
 }

@@ -5,6 +5,9 @@
 //! Rules a valid plan keeps (checked by `validate`):
 //! * every stream is an in-order queue of tasks on one device;
 //! * a compute task is on exactly one compute stream of its device;
+//! * an all-reduce is on the collective stream of each device it joins, at the same relative
+//!   position in each (so every device issues its collectives in one order), and reads the
+//!   same gradients, in the same order, on each of those devices;
 //! * a transfer task is on the tx stream of the sender for that peer **and** on the rx stream of
 //!   the receiver for that peer, at the same relative position in both (it starts when it is
 //!   first in both queues);
@@ -57,6 +60,9 @@ pub enum StreamKind {
         /// The sending device.
         peer: usize,
     },
+    /// The device's collective operations (all-reduces), in the order every device issues
+    /// them.
+    Collective,
 }
 
 /// An in-order queue of tasks on one device.
@@ -88,16 +94,27 @@ pub enum TaskKind {
         /// Receiving device.
         to: usize,
     },
+    /// Sums buffers across devices in place (ring all-reduce): afterwards each device's
+    /// buffers hold the sum of all devices' values. It starts when it is first in the
+    /// collective stream of every device it joins and its events have fired.
+    AllReduce {
+        /// The buffers it reduces: for each of its devices in the order of
+        /// [`Task::streams`], the same number of buffers (one per gradient, in one order).
+        buffers: Vec<BufferId>,
+    },
 }
 
 /// One unit of work.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Task {
-    /// Readable name: the node's name, or `<buffer>-><device>` for a transfer.
+    /// Readable name: the node's name, `<buffer>-><device>` for a transfer, or
+    /// `all-reduce:<first buffer>` for an all-reduce.
     pub name: String,
     /// What it does.
     pub kind: TaskKind,
-    /// Streams it is on: one for a compute task; tx (sender) then rx (receiver) for a transfer.
+    /// Streams it is on: one for a compute task; tx (sender) then rx (receiver) for a
+    /// transfer; the collective stream of each device it joins, in device order, for an
+    /// all-reduce.
     pub streams: Vec<StreamId>,
     /// Events it waits for before it starts.
     pub waits: Vec<EventId>,
@@ -138,7 +155,8 @@ pub struct Buffer {
     pub bytes: u64,
     /// The task that writes it (a compute task, or the transfer that brings it).
     pub producer: TaskId,
-    /// Every task that reads it, transfers included. A buffer without readers is freed when
+    /// Every task that reads it, transfers and all-reduces included (an all-reduce reads and
+    /// rewrites it in place; tasks after it wait for its event). A buffer without readers is freed when
     /// its producer finishes, unless it is retained.
     pub readers: Vec<TaskId>,
     /// Kept until the end of the step (activations saved for backward) instead of being freed

@@ -16,10 +16,10 @@ use crate::error::SchedError;
 /// unchanged.
 ///
 /// # Errors
-/// [`SchedError::Placement`] for zero steps or a problem that does not unroll (a cycle).
+/// [`SchedError::Schedule`] for zero steps, [`SchedError::Placement`] for a problem that does not unroll (a cycle).
 pub fn unroll(problem: &PlaceProblem, steps: usize) -> Result<PlaceProblem, SchedError> {
     if steps == 0 {
-        return Err(SchedError::Placement("a steady state needs at least one step".into()));
+        return Err(SchedError::Schedule("a steady state needs at least one step".into()));
     }
     if steps == 1 {
         return Ok(problem.clone());

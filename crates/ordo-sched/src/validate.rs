@@ -4,17 +4,19 @@ use std::collections::{HashMap, HashSet};
 
 use crate::error::SchedError;
 use crate::graph::task_order;
-use crate::plan::{Plan, StreamId, StreamKind, TaskId, TaskKind};
+use crate::plan::{BufferId, Plan, StreamId, StreamKind, TaskId, TaskKind};
 
 /// Checks that `plan` keeps every rule of [`crate::plan`], in this order: the format tag and
 /// `persistent_bytes`; streams (device and peer in range, at most one tx and one rx stream per
 /// device pair, known tasks, no task twice); events (known task); tasks (known streams and
 /// events, an occupancy in `(0, 1]`, a compute task on exactly one compute or sub-compute
 /// stream, a transfer between two distinct devices reading a buffer on the sender, on the
-/// sender's `Tx { peer: to }` stream then the receiver's `Rx { peer: from }` stream, and streams
-/// and tasks naming each other);
+/// sender's `Tx { peer: to }` stream then the receiver's `Rx { peer: from }` stream, an
+/// all-reduce on the collective streams of at least two distinct devices in device order with
+/// as many buffers on each, and streams and tasks naming each other);
 /// buffers (device in range, known producer and readers on the buffer's device, every transfer
-/// listed as a reader of the buffer it sends); and last, no dependency cycle through stream
+/// listed as a reader of the buffer it sends, every all-reduce a reader of the buffers it
+/// reduces and the producer of none); and last, no dependency cycle through stream
 /// order and events, which would deadlock a run.
 ///
 /// Never panics, and runs in time linear in the size of the plan (up to the readers of the
@@ -50,6 +52,7 @@ pub(crate) fn stream_label(plan: &Plan, id: StreamId) -> String {
         StreamKind::SubCompute => "sub-compute".to_string(),
         StreamKind::Tx { peer } => format!("tx->{peer}"),
         StreamKind::Rx { peer } => format!("rx<-{peer}"),
+        StreamKind::Collective => "collective".to_string(),
     };
     format!("stream {} (device {} {kind})", id.0, stream.device)
 }
@@ -62,7 +65,7 @@ fn unknown(owner: String, kind: &'static str, id: u32, count: usize) -> SchedErr
     SchedError::UnknownId { owner, kind, id, count }
 }
 
-/// Checks the streams and returns the tx/rx stream of each (device, kind).
+/// Checks the streams and returns the tx, rx and collective stream of each (device, kind).
 fn check_streams(plan: &Plan) -> Result<HashMap<(usize, StreamKind), StreamId>, SchedError> {
     let fail = |s: usize, problem: String| SchedError::Stream {
         stream: stream_label(plan, StreamId(s as u32)),
@@ -76,16 +79,17 @@ fn check_streams(plan: &Plan) -> Result<HashMap<(usize, StreamKind), StreamId>, 
             let problem = format!("the plan has only {} devices", plan.devices);
             return Err(fail(s, problem));
         }
-        if let StreamKind::Tx { peer } | StreamKind::Rx { peer } = stream.kind {
-            if peer >= plan.devices || peer == stream.device {
-                let problem =
-                    format!("peer {peer} must be another of the {} devices", plan.devices);
-                return Err(fail(s, problem));
-            }
-            if let Some(first) = links.insert((stream.device, stream.kind), StreamId(s as u32)) {
-                let problem = format!("duplicates {}", stream_label(plan, first));
-                return Err(fail(s, problem));
-            }
+        if let StreamKind::Tx { peer } | StreamKind::Rx { peer } = stream.kind
+            && (peer >= plan.devices || peer == stream.device)
+        {
+            let problem = format!("peer {peer} must be another of the {} devices", plan.devices);
+            return Err(fail(s, problem));
+        }
+        if !matches!(stream.kind, StreamKind::Compute | StreamKind::SubCompute)
+            && let Some(first) = links.insert((stream.device, stream.kind), StreamId(s as u32))
+        {
+            let problem = format!("duplicates {}", stream_label(plan, first));
+            return Err(fail(s, problem));
         }
         for &t in &stream.tasks {
             let Some(listed) = last_listed.get_mut(t.0 as usize) else {
@@ -145,6 +149,7 @@ fn check_tasks(
         match &task.kind {
             TaskKind::Compute { .. } => check_compute(plan, t)?,
             TaskKind::Transfer { .. } => check_transfer(plan, t, links)?,
+            TaskKind::AllReduce { .. } => check_all_reduce(plan, t)?,
         }
         for &s in &task.streams {
             if !listed.contains(&(t as u32, s.0)) {
@@ -239,14 +244,73 @@ fn check_transfer(
     Ok(())
 }
 
-/// The device of a task that passed [`check_tasks`]: its compute stream's, or a transfer's
-/// receiver (where it writes) or sender (where it reads).
-fn device_of(plan: &Plan, t: TaskId, writes: bool) -> usize {
+fn check_all_reduce(plan: &Plan, t: usize) -> Result<(), SchedError> {
+    let task = &plan.tasks[t];
+    let TaskKind::AllReduce { buffers } = &task.kind else {
+        return Ok(());
+    };
+    let fail = |problem: String| SchedError::AllReduce { task: task.name.clone(), problem };
+    let mut devices = Vec::with_capacity(task.streams.len());
+    for &s in &task.streams {
+        let stream = &plan.streams[s.0 as usize];
+        if stream.kind != StreamKind::Collective {
+            let problem =
+                format!("is on {}, which is not a collective stream", stream_label(plan, s));
+            return Err(fail(problem));
+        }
+        devices.push(stream.device);
+    }
+    if devices.len() < 2 || devices.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(fail(format!(
+            "joins devices {devices:?}; an all-reduce joins at least two distinct devices, in \
+             ascending order"
+        )));
+    }
+    if buffers.is_empty() || buffers.len() % devices.len() != 0 {
+        return Err(fail(format!(
+            "reduces {} buffers over {} devices; each device needs as many, at least one",
+            buffers.len(),
+            devices.len()
+        )));
+    }
+    let per_device = buffers.len() / devices.len();
+    for (k, &b) in buffers.iter().enumerate() {
+        let Some(buffer) = plan.buffers.get(b.0 as usize) else {
+            let owner = format!("all-reduce `{}`", task.name);
+            return Err(unknown(owner, "buffer", b.0, plan.buffers.len()));
+        };
+        let device = devices[k / per_device];
+        if buffer.device != device {
+            return Err(fail(format!(
+                "its buffer {k} (`{}`) is on device {}, not on device {device}",
+                buffer.name, buffer.device
+            )));
+        }
+        let first = &plan.buffers[buffers[k % per_device].0 as usize];
+        if buffer.bytes != first.bytes {
+            return Err(fail(format!(
+                "reduces `{}` ({} bytes) on device {device} with `{}` ({} bytes) on device {}",
+                buffer.name, buffer.bytes, first.name, first.bytes, devices[0]
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether task `t`, which passed [`check_tasks`], writes (`writes`) or reads a buffer on
+/// `device`: a compute task on its stream's device, a transfer writing on its receiver and
+/// reading on its sender, an all-reduce reading (and rewriting in place) on each of its devices
+/// and producing no buffer.
+fn touches(plan: &Plan, t: TaskId, device: usize, writes: bool) -> bool {
     let task = &plan.tasks[t.0 as usize];
     match task.kind {
-        TaskKind::Compute { .. } => plan.streams[task.streams[0].0 as usize].device,
-        TaskKind::Transfer { to, .. } if writes => to,
-        TaskKind::Transfer { from, .. } => from,
+        TaskKind::Compute { .. } => plan.streams[task.streams[0].0 as usize].device == device,
+        TaskKind::Transfer { to, .. } if writes => to == device,
+        TaskKind::Transfer { from, .. } => from == device,
+        TaskKind::AllReduce { .. } if writes => false,
+        TaskKind::AllReduce { .. } => {
+            task.streams.iter().any(|s| plan.streams[s.0 as usize].device == device)
+        }
     }
 }
 
@@ -266,31 +330,53 @@ fn check_buffers(plan: &Plan) -> Result<(), SchedError> {
                 return Err(unknown(owner(), "task", t.0, plan.tasks.len()));
             }
         }
-        let written_on = device_of(plan, buffer.producer, true);
-        if written_on != buffer.device {
+        if !touches(plan, buffer.producer, buffer.device, true) {
             let name = task_label(plan, buffer.producer);
-            return Err(fail(format!("its producer `{name}` writes on device {written_on}")));
+            let producer = &plan.tasks[buffer.producer.0 as usize];
+            return Err(fail(match producer.kind {
+                TaskKind::Compute { .. } => {
+                    let device = plan.streams[producer.streams[0].0 as usize].device;
+                    format!("its producer `{name}` writes on device {device}")
+                }
+                TaskKind::Transfer { to, .. } => {
+                    format!("its producer `{name}` writes on device {to}")
+                }
+                TaskKind::AllReduce { .. } => format!(
+                    "its producer `{name}` is an all-reduce, which rewrites buffers in place"
+                ),
+            }));
         }
         for &t in &buffer.readers {
-            let read_on = device_of(plan, t, false);
-            let sends_other = matches!(plan.tasks[t.0 as usize].kind,
-                TaskKind::Transfer { buffer: sent, .. } if sent.0 as usize != b);
-            if read_on != buffer.device || sends_other {
+            let reads_other = match &plan.tasks[t.0 as usize].kind {
+                TaskKind::Transfer { buffer: sent, .. } => sent.0 as usize != b,
+                TaskKind::AllReduce { buffers } => !buffers.contains(&BufferId(b as u32)),
+                TaskKind::Compute { .. } => false,
+            };
+            if !touches(plan, t, buffer.device, false) || reads_other {
                 let name = task_label(plan, t);
                 return Err(fail(format!("its reader `{name}` does not read it")));
             }
         }
     }
     for (t, task) in plan.tasks.iter().enumerate() {
-        if let TaskKind::Transfer { buffer, .. } = task.kind
-            && !plan.buffers[buffer.0 as usize].readers.contains(&TaskId(t as u32))
-        {
-            let source = &plan.buffers[buffer.0 as usize];
-            return Err(SchedError::Buffer {
-                buffer: source.name.clone(),
-                device: source.device,
-                problem: format!("transfer `{}` sends it but is not among its readers", task.name),
-            });
+        let (read, kind) = match &task.kind {
+            TaskKind::Transfer { buffer, .. } => (std::slice::from_ref(buffer), "transfer"),
+            TaskKind::AllReduce { buffers } => (buffers.as_slice(), "all-reduce"),
+            TaskKind::Compute { .. } => continue,
+        };
+        for &b in read {
+            let source = &plan.buffers[b.0 as usize];
+            if !source.readers.contains(&TaskId(t as u32)) {
+                return Err(SchedError::Buffer {
+                    buffer: source.name.clone(),
+                    device: source.device,
+                    problem: format!(
+                        "{kind} `{}` {} it but is not among its readers",
+                        task.name,
+                        if kind == "transfer" { "sends" } else { "reduces" }
+                    ),
+                });
+            }
         }
     }
     Ok(())

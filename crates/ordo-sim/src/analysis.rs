@@ -109,11 +109,13 @@ fn covered(mut spans: Vec<(f64, f64)>) -> f64 {
 fn busy(plan: &Plan, ix: &Index, start: &[f64], finish: &[f64], step: f64) -> BusyFraction {
     let mut devices: Vec<Vec<(f64, f64)>> = vec![Vec::new(); plan.devices];
     let mut links: BTreeMap<(usize, usize), Vec<(f64, f64)>> = BTreeMap::new();
+    let mut collectives = Vec::new();
     for (t, need) in ix.need.iter().enumerate() {
         let span = (start[t], finish[t]);
         match *need {
             Need::Compute(d) => devices[d].push(span),
             Need::Transfer { from, to } => links.entry((from, to)).or_default().push(span),
+            Need::Collective => collectives.push(span),
         }
     }
     let fraction = |spans| if step > 0.0 { covered(spans) / step } else { 0.0 };
@@ -123,6 +125,7 @@ fn busy(plan: &Plan, ix: &Index, start: &[f64], finish: &[f64], step: f64) -> Bu
             .into_iter()
             .map(|((from, to), spans)| LinkBusy { from, to, fraction: fraction(spans) })
             .collect(),
+        collectives: fraction(collectives),
     }
 }
 

@@ -178,7 +178,7 @@ impl<'a> Sim<'a> {
                 let transfers: Vec<(u32, usize, usize)> = (0..n)
                     .filter_map(|t| match ix.need[t] {
                         Need::Transfer { from, to } => Some((t as u32, from, to)),
-                        Need::Compute(_) => None,
+                        Need::Compute(_) | Need::Collective => None,
                     })
                     .collect();
                 Channels::new(plan.devices, n, &transfers)
@@ -308,7 +308,7 @@ impl<'a> Sim<'a> {
             Need::Compute(d) if !self.opts.concurrent_kernels => {
                 free_slot(&mut self.devices[d], &mut self.dirty_devices, d, self.now, t);
             }
-            Need::Compute(_) => {}
+            Need::Compute(_) | Need::Collective => {}
             Need::Transfer { from, to } => {
                 let (ports, count) = self.ports_of(from, to);
                 for &p in &ports[..count] {
@@ -371,6 +371,7 @@ impl<'a> Sim<'a> {
         let key = (Time(self.now), t);
         match self.ix.need[t as usize] {
             Need::Compute(_) if self.opts.concurrent_kernels => self.begin(t),
+            Need::Collective => self.begin(t),
             Need::Compute(d) => {
                 self.devices[d].waiting.insert(key);
                 mark(&mut self.devices[d], &mut self.dirty_devices, d);
@@ -439,6 +440,7 @@ impl<'a> Sim<'a> {
                 holder = self.devices[d].freed_by;
                 self.heap.push(Reverse((end, What::Finish(t))));
             }
+            Need::Collective => self.heap.push(Reverse((end, What::Finish(t)))),
             // Its end and predecessor were decided when its channels were booked.
             Need::Transfer { .. } if self.channels.is_some() => {}
             Need::Transfer { from, to } => {

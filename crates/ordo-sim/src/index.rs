@@ -41,6 +41,8 @@ pub(crate) enum Need {
     Compute(usize),
     /// A transfer between two devices.
     Transfer { from: usize, to: usize },
+    /// A collective across devices: its streams alone order it.
+    Collective,
 }
 
 /// The plan's relations, checked.
@@ -126,6 +128,15 @@ impl Index {
                         return Err(invalid(format!("transfer {t} reads unknown buffer")));
                     }
                     Need::Transfer { from, to }
+                }
+                TaskKind::AllReduce { ref buffers } => {
+                    if let Some(b) = buffers.iter().find(|b| b.0 as usize >= plan.buffers.len()) {
+                        return Err(invalid(format!(
+                            "all-reduce {t} reads unknown buffer {}",
+                            b.0
+                        )));
+                    }
+                    Need::Collective
                 }
             });
         }

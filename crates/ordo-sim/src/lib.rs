@@ -22,7 +22,10 @@ mod tune;
 pub use engine::simulate;
 pub use error::SimError;
 pub use options::{Channel, SimOptions};
+pub use ordo_sched::layers_with_weights;
 pub use report::{BusyFraction, LinkBusy, Report, TaskTiming};
 pub use svg::{gantt_svg, memory_svg};
 pub use trace::{chrome_trace, chrome_trace_json};
-pub use tune::{Deferral, Steady, choose_deferral, layers_with_weights, steady_state};
+pub use tune::{
+    Deferral, Steady, choose_deferral, choose_first_k, data_parallel_steady, steady_state,
+};

@@ -31,6 +31,9 @@ pub struct BusyFraction {
     pub devices: Vec<f64>,
     /// Per ordered pair that carries at least one transfer, sorted by `(from, to)`.
     pub links: Vec<LinkBusy>,
+    /// Time with at least one collective (all-reduce) running / step time.
+    #[serde(default)]
+    pub collectives: f64,
 }
 
 /// What [`simulate`](crate::simulate) predicts for one step.

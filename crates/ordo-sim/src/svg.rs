@@ -126,6 +126,7 @@ pub fn gantt_svg(plan: &Plan, report: &Report) -> String {
                 StreamKind::Compute => "#4e79a7",
                 StreamKind::SubCompute => "#59a14f",
                 StreamKind::Tx { .. } | StreamKind::Rx { .. } => "#f28e2b",
+                StreamKind::Collective => "#b07aa1",
             };
             let x0 = x(timing.start_us);
             let w = (x(timing.finish_us) - x0).max(0.5);

@@ -12,6 +12,7 @@ pub(crate) fn stream_label(kind: StreamKind) -> String {
         StreamKind::SubCompute => "sub-compute".into(),
         StreamKind::Tx { peer } => format!("tx to {peer}"),
         StreamKind::Rx { peer } => format!("rx from {peer}"),
+        StreamKind::Collective => "collective".into(),
     }
 }
 
@@ -21,6 +22,7 @@ pub(crate) fn stream_label(kind: StreamKind) -> String {
 /// Each task is one complete (`"X"`) event on its first stream; a transfer's is on the
 /// sender's tx stream, and it is also drawn on the receiver's rx stream as a begin/end
 /// (`"B"`/`"E"`) pair, joined to the send by a flow arrow (`"s"` then `"f"`, id = task index).
+/// An all-reduce is one complete event on the collective stream of each of its devices.
 /// Tasks or streams the report or plan lacks are left out.
 pub fn chrome_trace(plan: &Plan, report: &Report) -> Value {
     let mut events = Vec::new();
@@ -48,9 +50,16 @@ pub fn chrome_trace(plan: &Plan, report: &Report) -> Value {
         let cat = match task.kind {
             TaskKind::Compute { .. } => "compute",
             TaskKind::Transfer { .. } => "transfer",
+            TaskKind::AllReduce { .. } => "all-reduce",
         };
         events.push(json!({"name": task.name, "cat": cat, "ph": "X", "pid": pid, "tid": tid,
             "ts": ts, "dur": dur, "args": {"task": t}}));
+        if let TaskKind::AllReduce { .. } = task.kind {
+            for (pid, tid) in task.streams.iter().skip(1).filter_map(|s| place(Some(s))) {
+                events.push(json!({"name": task.name, "cat": cat, "ph": "X", "pid": pid,
+                    "tid": tid, "ts": ts, "dur": dur, "args": {"task": t}}));
+            }
+        }
         if let (TaskKind::Transfer { .. }, Some((rpid, rtid))) =
             (&task.kind, place(task.streams.get(1)))
         {

@@ -1,9 +1,11 @@
 //! Schedules chosen by the simulator: which layers' weight gradients to defer into the next
 //! step's forward pass.
 
-use ordo_ir::Role;
 use ordo_place::PlaceProblem;
-use ordo_sched::{OneDeviceSchedule, steady_plan};
+use ordo_sched::{
+    DataParallel, OneDeviceSchedule, Plan, SchedError, data_parallel_plan, layers_with_weights,
+    steady_plan,
+};
 
 use crate::{SimError, SimOptions, simulate};
 
@@ -28,9 +30,29 @@ pub fn steady_state(
     deferred: &[bool],
     options: &SimOptions,
 ) -> Result<Steady, SimError> {
+    steady_of(|steps| steady_plan(problem, schedule, deferred, steps), options)
+}
+
+/// Simulates the data-parallel schedule `config` ([`data_parallel_plan`]) in its steady state;
+/// the peak memory is device 0's (every replica runs the same work).
+///
+/// # Errors
+/// As [`steady_state`].
+pub fn data_parallel_steady(
+    problem: &PlaceProblem,
+    config: &DataParallel,
+    options: &SimOptions,
+) -> Result<Steady, SimError> {
+    steady_of(|steps| data_parallel_plan(problem, config, steps), options)
+}
+
+/// The steady state of the plans `plan(steps)`: `makespan(3) - makespan(2)`.
+fn steady_of(
+    plan: impl Fn(usize) -> Result<Plan, SchedError>,
+    options: &SimOptions,
+) -> Result<Steady, SimError> {
     let run = |steps: usize| {
-        let plan = steady_plan(problem, schedule, deferred, steps)
-            .map_err(|e| SimError::InvalidPlan(e.to_string()))?;
+        let plan = plan(steps).map_err(|e| SimError::InvalidPlan(e.to_string()))?;
         simulate(&plan, options)
     };
     let (two, three) = (run(2)?, run(3)?);
@@ -51,17 +73,6 @@ pub struct Deferral {
     pub tried: Vec<(usize, Steady)>,
 }
 
-/// The layers with weight gradients, in forward order.
-pub fn layers_with_weights(problem: &PlaceProblem) -> Vec<usize> {
-    let mut layers: Vec<usize> = (0..problem.len())
-        .filter(|&v| problem.roles[v] == Role::Dw)
-        .filter_map(|v| problem.layer_of[v])
-        .collect();
-    layers.sort_unstable();
-    layers.dedup();
-    layers
-}
-
 /// Out-of-order backprop on one device with the deferral chosen by simulation: for each `k`
 /// tried, the weight-gradient work of the first `k` layers (in forward order) runs in the next
 /// step's forward pass (reverse first-k on one device). The fastest steady state whose peak
@@ -77,6 +88,43 @@ pub fn choose_deferral(
     max_tries: usize,
 ) -> Result<Deferral, SimError> {
     let layers = layers_with_weights(problem);
+    search_k(problem, max_tries, |k| {
+        let mut deferred = vec![false; problem.len()];
+        for &layer in &layers[..k] {
+            deferred[layer] = true;
+        }
+        steady_state(problem, OneDeviceSchedule::Ooo, &deferred, options)
+    })
+}
+
+/// Reverse first-k for data-parallel training with `k` chosen by simulation: for each `k`
+/// tried, [`data_parallel_steady`] with `config` and `first_k = k`; the fastest steady state
+/// whose peak fits device 0's memory wins, the smallest `k` among equals. At most `max_tries`
+/// values of `k`, evenly spaced from 0 to all layers with weights, are simulated.
+///
+/// # Errors
+/// [`SimError::InvalidPlan`] when even `k = 0` does not fit in memory; those of
+/// [`data_parallel_steady`].
+pub fn choose_first_k(
+    problem: &PlaceProblem,
+    config: &DataParallel,
+    options: &SimOptions,
+    max_tries: usize,
+) -> Result<Deferral, SimError> {
+    search_k(problem, max_tries, |k| {
+        data_parallel_steady(problem, &DataParallel { first_k: k, ..*config }, options)
+    })
+}
+
+/// Evaluates up to `max_tries` values of `k` evenly spaced over `0..=layers with weights` and
+/// returns the fastest that fits device 0's memory (smallest `k` among equals), with all
+/// tried.
+fn search_k(
+    problem: &PlaceProblem,
+    max_tries: usize,
+    mut steady: impl FnMut(usize) -> Result<Steady, SimError>,
+) -> Result<Deferral, SimError> {
+    let layers = layers_with_weights(problem);
     let count = layers.len();
     let tries = max_tries.clamp(1, count + 1);
     let mut ks: Vec<usize> = (0..tries).map(|i| i * count / (tries - 1).max(1)).collect();
@@ -84,22 +132,18 @@ pub fn choose_deferral(
     let limit = problem.devices.memory.first().copied().unwrap_or(0);
     let mut tried = Vec::with_capacity(ks.len());
     for &k in &ks {
-        let mut deferred = vec![false; problem.len()];
-        for &layer in &layers[..k] {
-            deferred[layer] = true;
-        }
-        tried.push((k, steady_state(problem, OneDeviceSchedule::Ooo, &deferred, options)?));
+        tried.push((k, steady(k)?));
     }
-    let &(k, steady) = tried
+    let &(k, best) = tried
         .iter()
         .filter(|(_, s)| s.peak_memory_bytes <= limit)
         .min_by(|a, b| a.1.step_time_us.total_cmp(&b.1.step_time_us).then(a.0.cmp(&b.0)))
         .ok_or_else(|| {
             SimError::InvalidPlan(format!(
-                "no out-of-order schedule fits in device 0's {limit} bytes: even without \
-                 deferral the steady state needs {}",
+                "no schedule fits in device 0's {limit} bytes: even without deferral the \
+                 steady state needs {}",
                 tried[0].1.peak_memory_bytes
             ))
         })?;
-    Ok(Deferral { deferred: layers[..k].to_vec(), steady, tried })
+    Ok(Deferral { deferred: layers[..k].to_vec(), steady: best, tried })
 }

@@ -3,6 +3,7 @@
 use ordo_place::{Algorithm, PlaceOptions, PlacementFile};
 use serde_json::json;
 
+use crate::commands::data_parallel::{self, DataParallelArgs};
 use crate::commands::simulate::ChannelArg;
 use crate::format::{Table, bytes};
 use crate::placing::{ProblemArgs, mode_label};
@@ -26,6 +27,8 @@ pub struct Args {
     /// With `--schedules`: let kernels of different streams of the device run at once.
     #[arg(long, requires = "schedules")]
     pub concurrent_kernels: bool,
+    #[command(flatten)]
+    pub data_parallel: DataParallelArgs,
 }
 
 /// The simulated step time of a placement's plan, in µs, or why there is none.
@@ -41,9 +44,13 @@ fn simulated_us(
 
 /// Runs every algorithm and prints one row each.
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let loaded = args.problem.load()?;
+    let loaded = args.data_parallel.replica_problem(&args.problem).load()?;
     if args.schedules {
         return crate::commands::schedules::run(&loaded, args.concurrent_kernels, args.json);
+    }
+    if let Some(replicas) = args.data_parallel.data_parallel {
+        let options = ordo_sim::SimOptions { channel: args.channel.into(), ..Default::default() };
+        return data_parallel::compare(&loaded, &args.data_parallel, replicas, &options, args.json);
     }
     let problem = &loaded.problem;
     let options = PlaceOptions::default();

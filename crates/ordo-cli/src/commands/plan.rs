@@ -47,23 +47,34 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Per device: streams, compute tasks, transfers sent and received, buffers.
+/// Per device: streams, compute tasks, transfers sent and received, collectives, buffers.
 fn summary(plan: &Plan) -> String {
-    let mut table = Table::new(&["device", "streams", "compute", "sends", "receives", "buffers"]);
+    let mut table = Table::new(&[
+        "device",
+        "streams",
+        "compute",
+        "sends",
+        "receives",
+        "collectives",
+        "buffers",
+    ]);
     for device in 0..plan.devices {
         let streams = plan.streams.iter().filter(|s| s.device == device);
-        let (mut count, mut compute, mut sends, mut receives) = (0, 0, 0, 0);
+        let (mut count, mut compute, mut sends, mut receives, mut collectives) = (0, 0, 0, 0, 0);
         for stream in streams {
             count += 1;
             match stream.kind {
                 StreamKind::Compute | StreamKind::SubCompute => compute += stream.tasks.len(),
                 StreamKind::Tx { .. } => sends += stream.tasks.len(),
                 StreamKind::Rx { .. } => receives += stream.tasks.len(),
+                StreamKind::Collective => collectives += stream.tasks.len(),
             }
         }
         let buffers = plan.buffers.iter().filter(|b| b.device == device).count();
         table.row(
-            [device, count, compute, sends, receives, buffers].map(|n| n.to_string()).to_vec(),
+            [device, count, compute, sends, receives, collectives, buffers]
+                .map(|n| n.to_string())
+                .to_vec(),
         );
     }
     let transfers =

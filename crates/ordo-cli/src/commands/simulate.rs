@@ -7,6 +7,7 @@ use ordo_place::PlaceOptions;
 use ordo_sched::{OneDeviceSchedule, Plan};
 use ordo_sim::{Channel, Report, SimOptions};
 
+use crate::commands::data_parallel::{self, DataParallelArgs};
 use crate::format::{Table, bytes};
 use crate::placing::ProblemArgs;
 use crate::progress::with_spinner;
@@ -61,9 +62,11 @@ pub struct Args {
     #[arg(long, value_name = "MODEL|COSTGRAPH")]
     pub graph: Option<String>,
     /// With `--train`: run the training graph on device 0 with this schedule instead of
-    /// placing it.
+    /// placing it (with `--data-parallel`: where each replica runs its weight gradients).
     #[arg(long, value_enum, requires = "train")]
     pub schedule: Option<ScheduleArg>,
+    #[command(flatten)]
+    pub data_parallel: DataParallelArgs,
     /// Placement algorithm when the target is not a plan.
     #[arg(long, default_value = "m-etf")]
     pub algo: String,
@@ -87,9 +90,20 @@ pub struct Args {
 
 /// Places (unless given a plan), schedules, simulates and reports.
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let (plan, label, placer_estimate) = load_plan(args)?;
     let options =
         SimOptions { concurrent_kernels: args.concurrent_kernels, channel: args.channel.into() };
+    if let Some(replicas) = args.data_parallel.data_parallel {
+        if args.trace.is_some() || args.svg.is_some() {
+            anyhow::bail!(
+                "--trace and --svg show one plan; --data-parallel reports a steady state"
+            );
+        }
+        let loaded = args.data_parallel.replica_problem(&args.problem).load()?;
+        let schedule = args.schedule.map_or(OneDeviceSchedule::InOrder, Into::into);
+        let dp = &args.data_parallel;
+        return data_parallel::simulate(&loaded, dp, replicas, schedule, &options, args.json);
+    }
+    let (plan, label, placer_estimate) = load_plan(args)?;
     let report = with_spinner("simulating", |_| ordo_sim::simulate(&plan, &options))
         .with_context(|| format!("simulating `{label}`"))?;
     if let Some(path) = &args.trace {

@@ -1,0 +1,236 @@
+//! `--data-parallel N` on `ordo simulate` and `ordo compare`: the training graph replicated on
+//! N devices, gradients all-reduced, and reverse first-k chosen by simulation.
+
+use anyhow::{Context, bail};
+use ordo_cost::CommModel;
+use ordo_sched::{DataParallel, OneDeviceSchedule};
+use ordo_sim::{Deferral, SimOptions, Steady};
+use serde_json::json;
+
+use crate::format::{Table, bytes};
+use crate::placing::{Loaded, ProblemArgs};
+
+/// Most values of k the reverse first-k search simulates.
+const MAX_TRIES: usize = 16;
+
+/// How the replicas are linked and how gradients are reduced.
+#[derive(clap::Args, Clone, Debug)]
+pub struct DataParallelArgs {
+    /// With `--train`: replicate the training step on N devices and all-reduce the gradients
+    /// (ring all-reduce), reporting the steady state.
+    #[arg(long, value_name = "N", requires = "train")]
+    pub data_parallel: Option<usize>,
+    /// Reverse first-k: defer the weight gradients (and updates) of the first K layers with
+    /// weights behind the dX chain so their all-reduces overlap the next forward pass; `auto`
+    /// lets the simulator choose K.
+    #[arg(long, value_name = "auto|K", default_value = "auto", requires = "data_parallel")]
+    pub first_k: String,
+    /// All-reduce gradients in buckets of at least this size (e.g. `25MiB`); 0 reduces each
+    /// gradient on its own.
+    #[arg(long, value_name = "SIZE", default_value = "0", requires = "data_parallel")]
+    pub bucket: String,
+    /// Bandwidth of the network between replicas in Gbit/s (default: the cluster's link
+    /// between devices 0 and 1).
+    #[arg(long, value_name = "GBIT/S", requires = "data_parallel")]
+    pub network_gbps: Option<f64>,
+    /// Latency of one message on that network, in µs.
+    #[arg(long, value_name = "US", default_value_t = 25.0, requires = "network_gbps")]
+    pub network_latency_us: f64,
+}
+
+/// What the arguments choose for k.
+enum FirstK {
+    Auto,
+    Fixed(usize),
+}
+
+impl DataParallelArgs {
+    /// `problem` with one device when data parallelism is asked for and no device count or
+    /// cluster is given: a replica's problem needs only device 0.
+    pub fn replica_problem(&self, problem: &ProblemArgs) -> ProblemArgs {
+        let mut problem = problem.clone();
+        if self.data_parallel.is_some() && problem.devices.is_none() && problem.cluster.is_none() {
+            problem.devices = Some(1);
+        }
+        problem
+    }
+
+    /// The configuration with `first_k` 0 and the k choice, for `loaded`'s links.
+    fn config(&self, loaded: &Loaded, replicas: usize) -> anyhow::Result<(DataParallel, FirstK)> {
+        if replicas == 0 {
+            bail!("--data-parallel needs at least one device");
+        }
+        let first_k = match self.first_k.as_str() {
+            "auto" => FirstK::Auto,
+            k => FirstK::Fixed(
+                k.parse().with_context(|| format!("--first-k {k}: expected `auto` or a count"))?,
+            ),
+        };
+        let bucket_bytes = ordo_cost::parse_bytes(&self.bucket)
+            .with_context(|| format!("--bucket {}", self.bucket))?;
+        let network = match self.network_gbps {
+            Some(gbps) if gbps.is_finite() && gbps > 0.0 => {
+                let latency = self.network_latency_us;
+                if !(latency.is_finite() && latency >= 0.0) {
+                    bail!("--network-latency-us {latency}: expected a non-negative number");
+                }
+                CommModel { us_per_byte: 8.0 / (gbps * 1e3), fixed_us: latency }
+            }
+            Some(gbps) => bail!("--network-gbps {gbps}: expected a positive bandwidth"),
+            None => loaded.problem.devices.comm,
+        };
+        let config = DataParallel {
+            replicas,
+            network,
+            bucket_bytes,
+            first_k: 0,
+            schedule: OneDeviceSchedule::InOrder,
+        };
+        Ok((config, first_k))
+    }
+}
+
+/// One data-parallel result: the steady state with the default order and with the k used.
+struct Outcome {
+    config: DataParallel,
+    default: Steady,
+    chosen: Steady,
+    k: usize,
+    search: Option<Deferral>,
+    single: Steady,
+}
+
+fn evaluate(
+    loaded: &Loaded,
+    args: &DataParallelArgs,
+    replicas: usize,
+    schedule: OneDeviceSchedule,
+    options: &SimOptions,
+) -> anyhow::Result<Outcome> {
+    let (config, first_k) = args.config(loaded, replicas)?;
+    let config = DataParallel { schedule, ..config };
+    let problem = &loaded.problem;
+    let context = || format!("simulating `{}` on {replicas} data-parallel devices", loaded.label);
+    let default =
+        ordo_sim::data_parallel_steady(problem, &config, options).with_context(context)?;
+    let none = vec![false; problem.len()];
+    let single = ordo_sim::steady_state(problem, schedule, &none, options).with_context(context)?;
+    let (k, chosen, search) = match first_k {
+        FirstK::Fixed(k) => {
+            let steady = ordo_sim::data_parallel_steady(
+                problem,
+                &DataParallel { first_k: k, ..config },
+                options,
+            )
+            .with_context(context)?;
+            (k, steady, None)
+        }
+        FirstK::Auto => {
+            let search = crate::progress::with_spinner("searching reverse first-k", |_| {
+                ordo_sim::choose_first_k(problem, &config, options, MAX_TRIES)
+            })
+            .with_context(context)?;
+            (search.deferred.len(), search.steady, Some(search))
+        }
+    };
+    Ok(Outcome { config, default, chosen, k, search, single })
+}
+
+/// `ordo simulate MODEL --train --data-parallel N`: the steady state with the k asked for.
+pub fn simulate(
+    loaded: &Loaded,
+    args: &DataParallelArgs,
+    replicas: usize,
+    schedule: OneDeviceSchedule,
+    options: &SimOptions,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let outcome = evaluate(loaded, args, replicas, schedule, options)?;
+    if as_json {
+        println!("{:#}", outcome_json(loaded, &outcome));
+        return Ok(());
+    }
+    println!(
+        "{} on {replicas} data-parallel devices ({}), steady state",
+        loaded.label,
+        schedule.name()
+    );
+    println!("network       {}", outcome.config.network);
+    println!(
+        "step time     {:.2} ms with reverse first-k, k = {}{}",
+        outcome.chosen.step_time_us / 1e3,
+        outcome.k,
+        if outcome.search.is_some() { " (chosen by simulation)" } else { "" }
+    );
+    println!("peak memory   {} per device", bytes(outcome.chosen.peak_memory_bytes));
+    Ok(())
+}
+
+/// `ordo compare MODEL --train --data-parallel N`: one device, the default order and reverse
+/// first-k side by side.
+pub fn compare(
+    loaded: &Loaded,
+    args: &DataParallelArgs,
+    replicas: usize,
+    options: &SimOptions,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let outcome = evaluate(loaded, args, replicas, OneDeviceSchedule::InOrder, options)?;
+    if as_json {
+        println!("{:#}", outcome_json(loaded, &outcome));
+        return Ok(());
+    }
+    println!(
+        "{} on {replicas} data-parallel devices, steady state; network {}",
+        loaded.label, outcome.config.network
+    );
+    let base = outcome.default.step_time_us;
+    let mut table = Table::new(&["schedule", "step ms", "speedup", "peak memory"]);
+    let rows = [
+        ("one device, no communication".to_string(), outcome.single),
+        ("default order (k = 0)".to_string(), outcome.default),
+        (format!("reverse first-k (k = {})", outcome.k), outcome.chosen),
+    ];
+    for (name, steady) in rows {
+        table.row(vec![
+            name,
+            format!("{:.2}", steady.step_time_us / 1e3),
+            format!("{:.3}x", base / steady.step_time_us.max(1e-9)),
+            bytes(steady.peak_memory_bytes),
+        ]);
+    }
+    print!("{}", table.render());
+    if let Some(search) = &outcome.search {
+        let tried: Vec<String> =
+            search.tried.iter().map(|(k, s)| format!("{k}: {:.2}", s.step_time_us / 1e3)).collect();
+        println!("k tried (ms): {}", tried.join(", "));
+    }
+    Ok(())
+}
+
+fn outcome_json(loaded: &Loaded, outcome: &Outcome) -> serde_json::Value {
+    let steady = |s: &Steady| json!({"step_time_us": s.step_time_us, "peak_memory_bytes": s.peak_memory_bytes});
+    let tried: Vec<_> = outcome
+        .search
+        .iter()
+        .flat_map(|s| &s.tried)
+        .map(|(k, s)| json!({"k": k, "step_time_us": s.step_time_us}))
+        .collect();
+    json!({
+        "target": loaded.label,
+        "replicas": outcome.config.replicas,
+        "schedule": outcome.config.schedule.name(),
+        "network": {
+            "us_per_byte": outcome.config.network.us_per_byte,
+            "latency_us": outcome.config.network.fixed_us,
+        },
+        "bucket_bytes": outcome.config.bucket_bytes,
+        "step_time_us": outcome.chosen.step_time_us,
+        "peak_memory_bytes": outcome.chosen.peak_memory_bytes,
+        "first_k": outcome.k,
+        "first_k_chosen": outcome.search.is_some(),
+        "default_order": steady(&outcome.default),
+        "one_device": steady(&outcome.single),
+        "first_k_search": tried,
+    })
+}
