@@ -10,6 +10,10 @@ pub enum SchedError {
     /// The placement does not fit the problem (lengths, device indices, orders).
     #[error("placement does not match the problem: {0}")]
     Placement(String),
+    /// A pipeline configuration that does not fit the problem (stages, micro-batches,
+    /// devices, units).
+    #[error("pipeline: {0}")]
+    Pipeline(String),
     /// A device's order runs a node before one it depends on.
     #[error("device {device} runs `{consumer}` before `{producer}`, which it depends on")]
     OrderViolation {
