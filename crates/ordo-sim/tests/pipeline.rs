@@ -287,3 +287,87 @@ fn configurations_that_do_not_fit_are_refused_with_a_reason() {
     let err = simulate_pipeline(&problem, &Pipeline::new(0, 1, gpipe), &SimOptions::default());
     assert!(err.unwrap_err().to_string().contains("zero stages"));
 }
+
+/// BERT-base, global batch 32 in 8 micro-batches of 4 (sequence: the zoo's default), on 4 and
+/// 8 A100s over NVLink and over 25 and 10 Gb/s Ethernet: step time, speedup over contiguous
+/// GPipe, bubble and peak memory of every schedule and allocation.
+/// `cargo test --release -p ordo-sim --test pipeline -- --ignored --nocapture`
+#[test]
+#[ignore = "a measurement: prints a table"]
+fn measure_bert_base_pipelines() {
+    const GIB: f64 = (1u64 << 30) as f64;
+    let ethernet = |gbit: f64| CommModel { us_per_byte: 8.0 / (gbit * 1e3), fixed_us: 30.0 };
+    let networks =
+        [("nvlink", None), ("25Gb/s", Some(ethernet(25.0))), ("10Gb/s", Some(ethernet(10.0)))];
+    println!(
+        "network | S | schedule | allocation | step ms | vs gpipe | bubble | peak GiB per stage"
+    );
+    for (network, comm) in networks {
+        let problem = bert(4, "a100x8-nvlink", comm);
+        for stages in [4, 8] {
+            let mut baseline = None;
+            for schedule in PipelineSchedule::ALL {
+                for modulo in allocations() {
+                    let mut variants = vec![(Pipeline::new(stages, 8, schedule), "")];
+                    if schedule == PipelineSchedule::FastForward {
+                        let sub = Pipeline::new(stages, 8, schedule).with_dw_on_sub_stream();
+                        variants.push((sub, " dW sub-stream"));
+                    }
+                    for (mut pipeline, note) in variants {
+                        pipeline.modulo = modulo;
+                        let options = if pipeline.dw_on_sub_stream {
+                            CONCURRENT
+                        } else {
+                            SimOptions::default()
+                        };
+                        let allocation = match modulo {
+                            None => "contiguous".to_string(),
+                            Some(m) => format!("modulo {m}"),
+                        };
+                        let name = format!("{}{note}", schedule.name());
+                        if schedule == PipelineSchedule::Gpipe {
+                            print_stage_work(&problem, &pipeline);
+                        }
+                        let report = match simulate_pipeline(&problem, &pipeline, &options) {
+                            Ok(report) => report,
+                            Err(e) => {
+                                println!("{network} | {stages} | {name} | {allocation} | {e}");
+                                continue;
+                            }
+                        };
+                        let step = report.step_time_us;
+                        let base = *baseline.get_or_insert(step);
+                        let peaks: Vec<String> = report
+                            .peak_memory_bytes
+                            .iter()
+                            .map(|&b| format!("{:.1}", b as f64 / GIB))
+                            .collect();
+                        println!(
+                            "{network} | {stages} | {name} | {allocation} | {:.1} | {:.2}x | {:.0}% | {}",
+                            step / 1e3,
+                            base / step,
+                            100.0 * report.bubble_fraction,
+                            peaks.join(" ")
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Prints each stage's work for one micro-batch (forward, backward and update), in ms.
+fn print_stage_work(problem: &PlaceProblem, pipeline: &Pipeline) {
+    let units = ordo_sched::pipeline_units(problem);
+    let Ok((chunk_of_unit, device_of_chunk)) =
+        ordo_sched::allocate_units(problem, &units, pipeline)
+    else {
+        return;
+    };
+    let mut work = vec![0u64; pipeline.stages];
+    for (u, cost) in units.costs(problem).into_iter().enumerate() {
+        work[device_of_chunk[chunk_of_unit[u]]] += cost;
+    }
+    let work: Vec<String> = work.iter().map(|&w| format!("{:.1}", w as f64 / 1e3)).collect();
+    println!("  stage work per micro-batch, ms: {}", work.join(" "));
+}

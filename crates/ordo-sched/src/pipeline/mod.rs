@@ -204,15 +204,17 @@ pub fn pipeline_plan(
     let chunk_of: Vec<usize> =
         split.original.iter().map(|&v| chunk_of_unit[units.unit_of[v]]).collect();
     let rank = units::build_rank(problem);
-    let order =
+    let orders =
         order::device_orders(&split, &chunk_of, &device_of_chunk, pipeline.schedule, &rank)?;
+    let device_of: Vec<usize> = chunk_of.iter().map(|&c| device_of_chunk[c]).collect();
+    let transfers = transfer_order(&split.problem, &device_of, &orders.finish_us);
     let placement = Placement {
         algo: format!("pipeline {}", pipeline.schedule.name()),
-        device_of: chunk_of.iter().map(|&c| device_of_chunk[c]).collect(),
-        order,
+        device_of,
+        order: orders.order,
         makespan_us: 0,
         peak_memory_bytes: vec![0; devices],
-        transfers: None,
+        transfers: Some(transfers),
         placement_seconds: 0.0,
     };
     let on_sub_stream: Vec<bool> = split
@@ -225,4 +227,26 @@ pub fn pipeline_plan(
     let plan = build_plan_on_streams(&split.problem, &placement, &on_sub_stream)?;
     let stage_of_unit = chunk_of_unit.iter().map(|&c| device_of_chunk[c]).collect();
     Ok(PipelinePlan { plan, split, placement, units, stage_of_unit })
+}
+
+/// Every transfer between devices, `(tensor, receiving device)`, in the order the list
+/// schedule produces the tensors (ties in topological order), for the channels to serve them
+/// in: the order in which a stage actually sends, rather than micro-batch by micro-batch.
+fn transfer_order(
+    problem: &PlaceProblem,
+    device_of: &[usize],
+    finish_us: &[u64],
+) -> Vec<(usize, usize)> {
+    let mut transfers: Vec<(u64, usize, usize, usize)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for edge in &problem.edges {
+        for &x in &edge.tensors {
+            let (producer, to) = (problem.tensors[x].producer, device_of[edge.target]);
+            if device_of[producer] != to && seen.insert((x, to)) {
+                transfers.push((finish_us[producer], problem.topo_rank[producer], to, x));
+            }
+        }
+    }
+    transfers.sort_unstable();
+    transfers.into_iter().map(|(_, _, to, x)| (x, to)).collect()
 }

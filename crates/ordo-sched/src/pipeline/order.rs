@@ -37,6 +37,14 @@ struct Op {
     cost: u64,
 }
 
+/// Each device's nodes in the order it runs them, and each node's predicted finish time (µs).
+pub(super) struct DeviceOrders {
+    /// Per device, its nodes in order.
+    pub order: Vec<Vec<usize>>,
+    /// Per node, when the list schedule finishes it.
+    pub finish_us: Vec<u64>,
+}
+
 /// Per device, the nodes of `split` in the order `schedule` runs them; nodes that run once
 /// per step (updates) come last on their device. `chunk_of` gives each node's chunk (a run of
 /// consecutive units on one device, in pipeline order), `device_of_chunk` its device, `rank`
@@ -47,7 +55,7 @@ pub(super) fn device_orders(
     device_of_chunk: &[usize],
     schedule: PipelineSchedule,
     rank: &[usize],
-) -> Result<Vec<Vec<usize>>, SchedError> {
+) -> Result<DeviceOrders, SchedError> {
     let problem = &split.problem;
     let devices = problem.devices.count();
     let chunks = device_of_chunk.len();
@@ -140,6 +148,7 @@ pub(super) fn device_orders(
     }
     let mut free_at = vec![0u64; devices];
     let mut sequence: Vec<Vec<usize>> = vec![Vec::new(); devices];
+    let mut start_at = vec![0u64; ops.len()];
     let (mut now, mut done, mut relaxed) = (0u64, 0usize, false);
     while done < ops.len() {
         let mut progress = false;
@@ -194,6 +203,7 @@ pub(super) fn device_orders(
                 forwards_left[d] -= 1;
             }
             sequence[d].push(k);
+            start_at[k] = now;
             for &(b, time) in &successors[k] {
                 ready_at[b] = ready_at[b].max(finish + time);
                 waiting[b] -= 1;
@@ -219,12 +229,25 @@ pub(super) fn device_orders(
             }
         }
     }
-    Ok((0..devices)
-        .map(|d| {
-            let mut order: Vec<usize> =
-                sequence[d].iter().flat_map(|&k| ops[k].nodes.iter().copied()).collect();
-            order.extend(&once[d]);
-            order
-        })
-        .collect())
+    let mut finish_us = vec![0u64; problem.len()];
+    let mut order = Vec::with_capacity(devices);
+    for d in 0..devices {
+        let mut device_order = Vec::new();
+        for &k in &sequence[d] {
+            let mut clock = start_at[k];
+            for &v in &ops[k].nodes {
+                clock += problem.weights[v];
+                finish_us[v] = clock;
+                device_order.push(v);
+            }
+        }
+        let mut clock = free_at[d];
+        for &v in &once[d] {
+            clock += problem.weights[v];
+            finish_us[v] = clock;
+            device_order.push(v);
+        }
+        order.push(device_order);
+    }
+    Ok(DeviceOrders { order, finish_us })
 }
