@@ -14,6 +14,10 @@ pub enum SchedError {
     /// the model has, a graph without updates).
     #[error("cannot build the schedule: {0}")]
     Schedule(String),
+    /// A pipeline configuration that does not fit the problem (stages, micro-batches,
+    /// devices, units).
+    #[error("pipeline: {0}")]
+    Pipeline(String),
     /// A device's order runs a node before one it depends on.
     #[error("device {device} runs `{consumer}` before `{producer}`, which it depends on")]
     OrderViolation {

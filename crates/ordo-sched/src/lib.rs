@@ -4,7 +4,7 @@
 //! [`build_plan`] makes a [`Plan`] from a placement, [`validate`] checks any plan against the
 //! rules in [`plan`], [`check_against`] checks that a plan runs a given graph, [`task_graph`]
 //! and [`task_order`] give its dependency graph, and [`read_plan`] / [`write_plan`] store it as
-//! JSON.
+//! JSON. [`pipeline_plan`] plans pipeline-parallel training over stages and micro-batches.
 
 mod build;
 mod check;
@@ -13,6 +13,7 @@ mod error;
 mod graph;
 mod io;
 mod one_device;
+mod pipeline;
 pub mod plan;
 mod steady;
 mod validate;
@@ -24,6 +25,10 @@ pub use error::SchedError;
 pub use graph::{task_graph, task_order};
 pub use io::{read_plan, write_plan};
 pub use one_device::{OneDeviceSchedule, layers_with_weights, one_device_plan, steady_plan};
+pub use pipeline::{
+    MicroBatched, Pipeline, PipelinePlan, PipelineSchedule, PipelineUnits, allocate_units,
+    balanced_split, block_of, micro_batch, pipeline_plan, pipeline_units, runs_once_per_step,
+};
 pub use plan::{
     Buffer, BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,
 };

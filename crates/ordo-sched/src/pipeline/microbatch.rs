@@ -1,0 +1,233 @@
+//! Micro-batching a training graph: `M` copies of its forward and backward work, the weight
+//! gradients accumulated across the copies, one update per parameter.
+
+use ordo_ir::Role;
+use ordo_place::{Edge, PlaceProblem, Tensor, baechi_topo_order};
+
+use crate::error::SchedError;
+
+/// A training-graph problem split into micro-batches, and where each of its nodes comes from.
+#[derive(Clone, Debug)]
+pub struct MicroBatched {
+    /// The micro-batched problem (see [`micro_batch`]).
+    pub problem: PlaceProblem,
+    /// Per node of `problem`: the node of the original problem it copies.
+    pub original: Vec<usize>,
+    /// Per node of `problem`: its micro-batch, `None` for work done once per step.
+    pub micro_batch: Vec<Option<usize>>,
+}
+
+/// Whether node `v` of a training-graph problem runs once per step rather than once per
+/// micro-batch: an [`Role::Update`], or a [`Role::Dw`] node that reads only weight-gradient and
+/// update nodes (the sum of a tied parameter's gradients, which sums the accumulated ones). A
+/// dW proper reads activations or an upstream gradient, so it runs per micro-batch.
+pub fn runs_once_per_step(problem: &PlaceProblem, v: usize) -> bool {
+    match problem.roles[v] {
+        Role::Update => true,
+        Role::Dw => {
+            let inputs = &problem.in_edges[v];
+            let source_role = |&e: &usize| problem.roles[problem.edges[e].source];
+            !inputs.is_empty()
+                && inputs.iter().map(source_role).all(|r| matches!(r, Role::Dw | Role::Update))
+        }
+        _ => false,
+    }
+}
+
+/// `micro_batches` copies of the training-graph problem `problem`, the graph of one
+/// micro-batch (its costs are those of a micro-batch), as one step that sums their gradients:
+///
+/// * every node that does not [run once per step](runs_once_per_step) (forward, dX and dW
+///   nodes, inputs included) is copied once per micro-batch `m`, named `<name>/mb<m>`, with
+///   its tensors (`<node>/mb<m>:<slot>`) and the edges between such nodes; copies `m > 0`
+///   hold no persistent memory (parameters are stored once);
+/// * **gradient accumulation**: the dW node of micro-batch `m > 0` reads the gradients of
+///   the same dW node of micro-batch `m - 1` (an edge carrying them) and adds its own into
+///   them, as `param.grad += ...` does in place. The addition is fused into the dW kernel
+///   (a GEMM with `beta = 1`), so it costs no extra time here; the gradient buffer is live from
+///   the first micro-batch's dW to the update (two copies while a dW runs, a small
+///   overestimate);
+/// * the nodes that run once per step (updates, sums of tied gradients) are not copied and
+///   read the last micro-batch's accumulated gradients; any other input they have comes from
+///   every micro-batch.
+///
+/// Nodes are numbered micro-batch by micro-batch, each copy in the original's node order,
+/// then the once-per-step nodes. Each node is its own colocation group. A copy's layer
+/// ([`PlaceProblem::layer_of`]) is its forward node in the same micro-batch; a once-per-step
+/// node's is micro-batch 0's.
+///
+/// # Errors
+/// [`SchedError::Pipeline`] for zero micro-batches; [`SchedError::Placement`] when the result
+/// has a cycle.
+pub fn micro_batch(
+    problem: &PlaceProblem,
+    micro_batches: usize,
+) -> Result<MicroBatched, SchedError> {
+    if micro_batches == 0 {
+        return Err(SchedError::Pipeline("zero micro-batches".into()));
+    }
+    let n = problem.len();
+    let once: Vec<bool> = (0..n).map(|v| runs_once_per_step(problem, v)).collect();
+    let accumulated: Vec<bool> = (0..n).map(|v| !once[v] && problem.roles[v] == Role::Dw).collect();
+    let per_copy: Vec<usize> = (0..n).filter(|&v| !once[v]).collect();
+    let once_nodes: Vec<usize> = (0..n).filter(|&v| once[v]).collect();
+    let mut rank = vec![0; n];
+    for list in [&per_copy, &once_nodes] {
+        for (i, &v) in list.iter().enumerate() {
+            rank[v] = i;
+        }
+    }
+    let copies = per_copy.len();
+    let last = micro_batches - 1;
+    // Node `v` of micro-batch `m` (`m` is ignored for a once-per-step node).
+    let node = |v: usize, m: usize| {
+        if once[v] { micro_batches * copies + rank[v] } else { m * copies + rank[v] }
+    };
+    let total = micro_batches * copies + once_nodes.len();
+
+    let mut out = problem.clone();
+    out.names = vec![String::new(); total];
+    let mut original = vec![0; total];
+    let mut batch_of = vec![None; total];
+    out.weights = vec![0; total];
+    out.occupancy = vec![1.0; total];
+    out.roles = vec![Role::Forward; total];
+    out.layer_of = vec![None; total];
+    out.memory = vec![Default::default(); total];
+    for (v, &once_per_step) in once.iter().enumerate() {
+        let batches: Vec<Option<usize>> =
+            if once_per_step { vec![None] } else { (0..micro_batches).map(Some).collect() };
+        for m in batches {
+            let i = node(v, m.unwrap_or(0));
+            original[i] = v;
+            batch_of[i] = m;
+            out.names[i] = match m {
+                Some(m) => format!("{}/mb{m}", problem.names[v]),
+                None => problem.names[v].clone(),
+            };
+            out.weights[i] = problem.weights[v];
+            out.occupancy[i] = problem.occupancy.get(v).copied().unwrap_or(1.0);
+            out.roles[i] = problem.roles[v];
+            out.layer_of[i] = problem.layer_of[v].map(|l| node(l, m.unwrap_or(0)));
+            out.memory[i] = problem.memory[v];
+            if m.is_some_and(|m| m > 0) {
+                out.memory[i].persistent = 0;
+            }
+        }
+    }
+
+    // Tensors: one copy per micro-batch of a copied producer's.
+    let mut tensor_of: Vec<Vec<usize>> = Vec::with_capacity(problem.tensors.len());
+    out.tensors.clear();
+    for x in &problem.tensors {
+        let batches = if once[x.producer] { 1 } else { micro_batches };
+        let ids = (0..batches)
+            .map(|m| {
+                let producer = node(x.producer, m);
+                let name = match x.name.strip_prefix(problem.names[x.producer].as_str()) {
+                    Some(rest) if !once[x.producer] => format!("{}{rest}", out.names[producer]),
+                    _ if once[x.producer] => x.name.clone(),
+                    _ => format!("{}/mb{m}", x.name),
+                };
+                out.tensors.push(Tensor { name, producer, ..x.clone() });
+                out.tensors.len() - 1
+            })
+            .collect();
+        tensor_of.push(ids);
+    }
+    let tensor =
+        |x: usize, m: usize| tensor_of[x][if once[problem.tensors[x].producer] { 0 } else { m }];
+
+    out.edges.clear();
+    let push = |edges: &mut Vec<Edge>, source: usize, target: usize, tensors: Vec<usize>| {
+        let comm_us = tensors.iter().map(|&x| out.tensors[x].comm_us).sum();
+        edges.push(Edge { source, target, comm_us, tensors });
+    };
+    let mut edges = Vec::new();
+    for e in &problem.edges {
+        let (s, t) = (e.source, e.target);
+        // Micro-batches of the source that feed the target, each into the target's copy `m`
+        // (or its only node).
+        let batches: Vec<(usize, usize)> = match (once[s], once[t]) {
+            (false, false) => (0..micro_batches).map(|m| (m, m)).collect(),
+            (false, true) if accumulated[s] => vec![(last, 0)],
+            (false, true) => (0..micro_batches).map(|m| (m, 0)).collect(),
+            (true, false) => (0..micro_batches).map(|m| (0, m)).collect(),
+            (true, true) => vec![(0, 0)],
+        };
+        for (from, to) in batches {
+            let tensors = e.tensors.iter().map(|&x| tensor(x, from)).collect();
+            push(&mut edges, node(s, from), node(t, to), tensors);
+        }
+    }
+    for &v in per_copy.iter().filter(|&&v| accumulated[v]) {
+        let produced: Vec<usize> =
+            (0..problem.tensors.len()).filter(|&x| problem.tensors[x].producer == v).collect();
+        for m in 1..micro_batches {
+            let tensors = produced.iter().map(|&x| tensor(x, m - 1)).collect();
+            push(&mut edges, node(v, m - 1), node(v, m), tensors);
+        }
+    }
+    out.edges = edges;
+    out.out_edges = vec![Vec::new(); total];
+    out.in_edges = vec![Vec::new(); total];
+    for (k, e) in out.edges.iter().enumerate() {
+        out.out_edges[e.source].push(k);
+        out.in_edges[e.target].push(k);
+    }
+    out.group_of = (0..total).collect();
+    out.groups = (0..total).map(|v| vec![v]).collect();
+    out.topo_order = baechi_topo_order(&out).map_err(|e| SchedError::Placement(e.to_string()))?;
+    out.topo_rank = vec![0; total];
+    for (r, &v) in out.topo_order.iter().enumerate() {
+        out.topo_rank[v] = r;
+    }
+    Ok(MicroBatched { problem: out, original, micro_batch: batch_of })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ordo_cost::StepMode;
+    use ordo_ir::op::Optimizer;
+    use ordo_place::Devices;
+
+    /// The sample MLP's training graph (Adam) on one device.
+    fn mlp() -> PlaceProblem {
+        let (forward, loss) = ordo_ir::samples::mlp();
+        let graph = ordo_ir::training::training_graph(&forward, loss, Optimizer::Adam).unwrap();
+        let costed = ordo_cost::costgraph_from_graph(&graph);
+        PlaceProblem::new(&costed, Devices::uniform(1, u64::MAX / 4), StepMode::TrainingGraph)
+            .unwrap()
+    }
+
+    #[test]
+    fn copies_per_micro_batch_accumulate_gradients_and_update_once() {
+        let problem = mlp();
+        let n = problem.len();
+        let once: Vec<usize> = (0..n).filter(|&v| runs_once_per_step(&problem, v)).collect();
+        assert!(once.iter().all(|&v| problem.roles[v] == Role::Update));
+        let split = micro_batch(&problem, 3).unwrap();
+        let out = &split.problem;
+        assert_eq!(out.len(), 3 * (n - once.len()) + once.len());
+        let find = |name: &str| out.names.iter().position(|x| x == name).unwrap();
+        let (dw0, dw1, dw2) = (find("fc1.dw/mb0"), find("fc1.dw/mb1"), find("fc1.dw/mb2"));
+        let update = find("fc1.weight.update");
+        assert_eq!(split.micro_batch[dw1], Some(1));
+        assert_eq!(split.micro_batch[update], None);
+        let edge = |s: usize, t: usize| out.edges.iter().find(|e| e.source == s && e.target == t);
+        // Micro-batch 1 adds into micro-batch 0's gradient; the update reads the last one.
+        assert!(edge(dw0, dw1).is_some_and(|e| !e.tensors.is_empty()));
+        assert!(edge(dw1, dw2).is_some());
+        assert!(edge(dw2, update).is_some() && edge(dw0, update).is_none());
+        assert_eq!(out.tensors[edge(dw0, dw1).unwrap().tensors[0]].name, "fc1.dw/mb0:0");
+        // Parameters are held once; each copy's layer is its own micro-batch's forward node.
+        let fc1 = problem.names.iter().position(|x| x == "fc1").unwrap();
+        assert_eq!(out.memory[find("fc1/mb0")].persistent, problem.memory[fc1].persistent);
+        assert_eq!(out.memory[find("fc1/mb2")].persistent, 0);
+        assert_eq!(out.layer_of[dw2], Some(find("fc1/mb2")));
+        assert_eq!(out.layer_of[update], Some(find("fc1/mb0")));
+        assert_eq!(out.topo_order.len(), out.len());
+        assert!(micro_batch(&problem, 0).is_err());
+    }
+}

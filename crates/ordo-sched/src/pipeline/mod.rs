@@ -1,0 +1,252 @@
+//! Pipeline-parallel training over `S` stages and `M` micro-batches: GPipe, 1F1B
+//! (PipeDream-flush) and out-of-order backprop's gradient fast-forwarding, with contiguous or
+//! modulo allocation of the model's repeated blocks to stages.
+//!
+//! [`pipeline_plan`] takes the training-graph problem of **one micro-batch** (the model built
+//! at batch `B / M`), cuts it into units ([`pipeline_units`]), allocates the units to stages
+//! (stage `s` runs on device `s`), copies the graph once per micro-batch ([`micro_batch`]),
+//! orders each device's work by the schedule and builds the [`Plan`] with
+//! [`build_plan_on_streams`], which adds the transfers between stages. A step ends with a
+//! flush: every parameter is updated once, after the last micro-batch's gradient (GPipe's
+//! synchronous semantics).
+//!
+//! **Orders.** A schedule works on operations: the forward, or the backward, of one
+//! micro-batch on one *chunk* (a run of consecutive units on one device: a stage under
+//! contiguous allocation, `m` units under modulo allocation). The operations are list-scheduled
+//! at their predicted costs (node weights; transfer times between devices as delays), each
+//! device taking, whenever it is idle, the most urgent ready operation its schedule allows;
+//! the order found is each device's order in the plan. That order is one a real execution
+//! keeps, so the plan cannot deadlock, for any allocation.
+//!
+//! * [`PipelineSchedule::Gpipe`]: all forwards (oldest micro-batch first), then, once a device
+//!   has run all its forwards, its backwards micro-batch by micro-batch, each chunk's dX and dW
+//!   together in build order (as autograd runs them).
+//! * [`PipelineSchedule::OneFOneB`]: a device has at most `ceil((V - d) / k)` micro-batches in
+//!   flight (`V` chunks, `d` its first chunk, `k` its chunk count: `S - s` on stage `s` under
+//!   contiguous allocation) and runs a ready backward before a forward. With stages of equal
+//!   cost this is PipeDream-flush exactly: `S - s - 1` forwards of warm-up, then one forward
+//!   one backward, then the cool-down.
+//! * [`PipelineSchedule::FastForward`]: 1F1B's micro-batch cap (the original's `push`
+//!   variant, which its pre-training scripts use) on the micro-batches whose dX is not done,
+//!   with each chunk's backward split into its dX, run first and sent to the previous stage
+//!   at once, and its dW, run when nothing more urgent is ready (priority dX, then forward,
+//!   then dW). A dW may lag one micro-batch: a new micro-batch starts on a device only while
+//!   at most one micro-batch there waits for nothing but its dW, so the activations dW reads
+//!   stay bounded (one micro-batch more than 1F1B's), and in the cool-down the dWs fill the
+//!   time the device would wait for a dX. The original lets the last stage defer every dW
+//!   behind the last micro-batch's dX (all `M` micro-batches' activations alive there, as
+//!   GPipe) and the other stages none; one micro-batch of lag everywhere gets the last stage's
+//!   gain without its memory.
+//!   With [`Pipeline::dw_on_sub_stream`] the dW nodes run on the device's sub-stream, beside
+//!   the next forward or dX when the simulator lets kernels share a device.
+//!
+//! **Memory.** Parameters and optimizer state are held once, on their stage; each
+//! micro-batch's activations live from their forward node until their last backward reader,
+//! so GPipe holds all `M` micro-batches' activations at its peak and 1F1B at most `S - s` on
+//! stage `s`.
+
+mod microbatch;
+mod order;
+mod units;
+
+pub use microbatch::{MicroBatched, micro_batch, runs_once_per_step};
+pub use units::{PipelineUnits, balanced_split, block_of, pipeline_units};
+
+use ordo_place::{PlaceProblem, Placement};
+
+use crate::build::build_plan_on_streams;
+use crate::error::SchedError;
+use crate::plan::Plan;
+
+/// How the stages of a pipeline order their work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PipelineSchedule {
+    /// All forwards, then all backwards (Huang et al., GPipe).
+    Gpipe,
+    /// One forward one backward after a warm-up (PipeDream-flush).
+    OneFOneB,
+    /// Out-of-order backprop's gradient fast-forwarding: 1F1B with each backward's dX first.
+    FastForward,
+}
+
+impl PipelineSchedule {
+    /// Every schedule.
+    pub const ALL: [PipelineSchedule; 3] =
+        [PipelineSchedule::Gpipe, PipelineSchedule::OneFOneB, PipelineSchedule::FastForward];
+
+    /// The schedule's name on the command line: `gpipe`, `1f1b` or `fast-forward`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PipelineSchedule::Gpipe => "gpipe",
+            PipelineSchedule::OneFOneB => "1f1b",
+            PipelineSchedule::FastForward => "fast-forward",
+        }
+    }
+
+    /// The schedule called `name` (see [`PipelineSchedule::name`]).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+/// A pipeline configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pipeline {
+    /// Number of stages `S`; stage `s` runs on device `s`.
+    pub stages: usize,
+    /// Number of micro-batches `M` per step.
+    pub micro_batches: usize,
+    /// How the stages order their work.
+    pub schedule: PipelineSchedule,
+    /// `None`: contiguous allocation, the units split into `S` runs of balanced cost.
+    /// `Some(m)`: modulo allocation, unit `l` on stage `(l / m) % S` (out-of-order backprop's
+    /// round-robin in groups of `m` blocks; Megatron's interleaving with `m`-block chunks).
+    pub modulo: Option<usize>,
+    /// Whether weight-gradient (dW) nodes run on each device's sub-stream.
+    pub dw_on_sub_stream: bool,
+}
+
+impl Pipeline {
+    /// `stages` stages, `micro_batches` micro-batches, contiguous allocation, everything on
+    /// the main compute streams.
+    pub fn new(stages: usize, micro_batches: usize, schedule: PipelineSchedule) -> Self {
+        Self { stages, micro_batches, schedule, modulo: None, dw_on_sub_stream: false }
+    }
+
+    /// The same pipeline with modulo allocation in groups of `m` units.
+    pub fn with_modulo(self, m: usize) -> Self {
+        Self { modulo: Some(m), ..self }
+    }
+
+    /// The same pipeline with the dW nodes on the devices' sub-streams.
+    pub fn with_dw_on_sub_stream(self) -> Self {
+        Self { dw_on_sub_stream: true, ..self }
+    }
+}
+
+/// A pipeline's plan and how it was made.
+#[derive(Clone, Debug)]
+pub struct PipelinePlan {
+    /// The plan of one step.
+    pub plan: Plan,
+    /// The micro-batched problem the plan runs (its nodes are the plan's first tasks).
+    pub split: MicroBatched,
+    /// The placement of `split.problem` the plan was built from.
+    pub placement: Placement,
+    /// The units of the one-micro-batch problem.
+    pub units: PipelineUnits,
+    /// Each unit's stage (= device).
+    pub stage_of_unit: Vec<usize>,
+}
+
+/// Each unit's chunk, and each chunk's stage: contiguous runs of balanced cost, or the modulo
+/// rule.
+///
+/// # Errors
+/// [`SchedError::Pipeline`] for zero stages, `m = 0`, more stages than units, or a modulo
+/// allocation that leaves a stage without units.
+pub fn allocate_units(
+    problem: &PlaceProblem,
+    units: &PipelineUnits,
+    pipeline: &Pipeline,
+) -> Result<(Vec<usize>, Vec<usize>), SchedError> {
+    let stages = pipeline.stages;
+    match pipeline.modulo {
+        None => {
+            let bounds = balanced_split(&units.costs(problem), stages)?;
+            let chunk_of_unit =
+                (0..units.len()).map(|u| bounds.partition_point(|&b| b <= u) - 1).collect();
+            Ok((chunk_of_unit, (0..stages).collect()))
+        }
+        Some(0) => Err(SchedError::Pipeline("modulo allocation in groups of 0 units".into())),
+        Some(m) => {
+            units::check_unit_count(units.len(), stages)?;
+            let chunks = units.len().div_ceil(m);
+            if chunks < stages {
+                return Err(SchedError::Pipeline(format!(
+                    "modulo allocation of {} units in groups of {m} fills only {chunks} of the \
+                     {stages} stages",
+                    units.len()
+                )));
+            }
+            let chunk_of_unit = (0..units.len()).map(|u| u / m).collect();
+            Ok((chunk_of_unit, (0..chunks).map(|c| c % stages).collect()))
+        }
+    }
+}
+
+/// The plan of `pipeline` for the training-graph problem `problem` of one micro-batch (see
+/// the [module documentation](self)). Devices from `S` on stay idle.
+///
+/// # Errors
+/// [`SchedError::Pipeline`] for zero stages or micro-batches, fewer devices than stages, more
+/// stages than units, or a modulo allocation that leaves a stage empty; those of
+/// [`build_plan_on_streams`].
+pub fn pipeline_plan(
+    problem: &PlaceProblem,
+    pipeline: &Pipeline,
+) -> Result<PipelinePlan, SchedError> {
+    let (stages, devices) = (pipeline.stages, problem.devices.count());
+    if stages == 0 {
+        return Err(SchedError::Pipeline("zero stages".into()));
+    }
+    if pipeline.micro_batches == 0 {
+        return Err(SchedError::Pipeline("zero micro-batches".into()));
+    }
+    if devices < stages {
+        return Err(SchedError::Pipeline(format!(
+            "{stages} stages need {stages} devices, the problem has {devices}"
+        )));
+    }
+    let units = pipeline_units(problem);
+    let (chunk_of_unit, device_of_chunk) = allocate_units(problem, &units, pipeline)?;
+    let split = micro_batch(problem, pipeline.micro_batches)?;
+    let chunk_of: Vec<usize> =
+        split.original.iter().map(|&v| chunk_of_unit[units.unit_of[v]]).collect();
+    let rank = units::build_rank(problem);
+    let orders =
+        order::device_orders(&split, &chunk_of, &device_of_chunk, pipeline.schedule, &rank)?;
+    let device_of: Vec<usize> = chunk_of.iter().map(|&c| device_of_chunk[c]).collect();
+    let transfers = transfer_order(&split.problem, &device_of, &orders.finish_us);
+    let placement = Placement {
+        algo: format!("pipeline {}", pipeline.schedule.name()),
+        device_of,
+        order: orders.order,
+        makespan_us: 0,
+        peak_memory_bytes: vec![0; devices],
+        transfers: Some(transfers),
+        placement_seconds: 0.0,
+    };
+    let on_sub_stream: Vec<bool> = split
+        .problem
+        .roles
+        .iter()
+        .zip(&split.micro_batch)
+        .map(|(&role, m)| pipeline.dw_on_sub_stream && role == ordo_ir::Role::Dw && m.is_some())
+        .collect();
+    let plan = build_plan_on_streams(&split.problem, &placement, &on_sub_stream)?;
+    let stage_of_unit = chunk_of_unit.iter().map(|&c| device_of_chunk[c]).collect();
+    Ok(PipelinePlan { plan, split, placement, units, stage_of_unit })
+}
+
+/// Every transfer between devices, `(tensor, receiving device)`, in the order the list
+/// schedule produces the tensors (ties in topological order), for the channels to serve them
+/// in: the order in which a stage actually sends, rather than micro-batch by micro-batch.
+fn transfer_order(
+    problem: &PlaceProblem,
+    device_of: &[usize],
+    finish_us: &[u64],
+) -> Vec<(usize, usize)> {
+    let mut transfers: Vec<(u64, usize, usize, usize)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for edge in &problem.edges {
+        for &x in &edge.tensors {
+            let (producer, to) = (problem.tensors[x].producer, device_of[edge.target]);
+            if device_of[producer] != to && seen.insert((x, to)) {
+                transfers.push((finish_us[producer], problem.topo_rank[producer], to, x));
+            }
+        }
+    }
+    transfers.sort_unstable();
+    transfers.into_iter().map(|(_, _, to, x)| (x, to)).collect()
+}

@@ -1,0 +1,253 @@
+//! The per-device order of a pipeline schedule, found by list-scheduling its operations (the
+//! forward or backward work of one micro-batch on one chunk of layers) at their predicted
+//! costs, so that every schedule, with contiguous or modulo allocation, yields orders that
+//! some execution keeps (they cannot deadlock).
+
+use std::collections::{HashMap, HashSet};
+
+use ordo_ir::Role;
+
+use super::PipelineSchedule;
+use super::microbatch::MicroBatched;
+use crate::error::SchedError;
+
+/// What an operation computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kind {
+    Forward,
+    /// dX and dW of a chunk together (GPipe, 1F1B).
+    Backward,
+    /// dX of a chunk (fast-forward).
+    InputGrad,
+    /// dW of a chunk (fast-forward).
+    WeightGrad,
+}
+
+/// Micro-batches whose dX is done on a device but whose dW is not that may wait there while a
+/// new micro-batch starts: fast-forwarding lets a dW lag one micro-batch behind.
+const MAX_LAGGING_DW: usize = 1;
+
+/// One operation: `kind` of micro-batch `batch` on chunk `chunk`, its nodes in order.
+struct Op {
+    kind: Kind,
+    batch: usize,
+    chunk: usize,
+    device: usize,
+    nodes: Vec<usize>,
+    cost: u64,
+}
+
+/// Each device's nodes in the order it runs them, and each node's predicted finish time (µs).
+pub(super) struct DeviceOrders {
+    /// Per device, its nodes in order.
+    pub order: Vec<Vec<usize>>,
+    /// Per node, when the list schedule finishes it.
+    pub finish_us: Vec<u64>,
+}
+
+/// Per device, the nodes of `split` in the order `schedule` runs them; nodes that run once
+/// per step (updates) come last on their device. `chunk_of` gives each node's chunk (a run of
+/// consecutive units on one device, in pipeline order), `device_of_chunk` its device, `rank`
+/// each node's position in build order (the order inside an operation).
+pub(super) fn device_orders(
+    split: &MicroBatched,
+    chunk_of: &[usize],
+    device_of_chunk: &[usize],
+    schedule: PipelineSchedule,
+    rank: &[usize],
+) -> Result<DeviceOrders, SchedError> {
+    let problem = &split.problem;
+    let devices = problem.devices.count();
+    let chunks = device_of_chunk.len();
+    let kind_of = |v: usize| match (problem.roles[v], schedule) {
+        (Role::Forward, _) => Kind::Forward,
+        (_, PipelineSchedule::Gpipe | PipelineSchedule::OneFOneB) => Kind::Backward,
+        (Role::Dx, PipelineSchedule::FastForward) => Kind::InputGrad,
+        _ => Kind::WeightGrad,
+    };
+    let mut ops: Vec<Op> = Vec::new();
+    let mut op_index: HashMap<(Kind, usize, usize), usize> = HashMap::new();
+    let mut op_of = vec![usize::MAX; problem.len()];
+    let mut once: Vec<Vec<usize>> = vec![Vec::new(); devices];
+    let mut nodes: Vec<usize> = (0..problem.len()).collect();
+    nodes.sort_by_key(|&v| (split.micro_batch[v], rank[split.original[v]]));
+    for v in nodes {
+        let (chunk, device) = (chunk_of[v], device_of_chunk[chunk_of[v]]);
+        let Some(batch) = split.micro_batch[v] else {
+            once[device].push(v);
+            continue;
+        };
+        let kind = kind_of(v);
+        let k = *op_index.entry((kind, batch, chunk)).or_insert_with(|| {
+            ops.push(Op { kind, batch, chunk, device, nodes: Vec::new(), cost: 0 });
+            ops.len() - 1
+        });
+        ops[k].nodes.push(v);
+        ops[k].cost += problem.weights[v];
+        op_of[v] = k;
+    }
+
+    // Dependencies between operations, each with the transfer time of the tensors it carries
+    // between devices.
+    let mut latency: HashMap<(usize, usize), u64> = HashMap::new();
+    let mut counted: HashSet<(usize, usize)> = HashSet::new();
+    for e in &problem.edges {
+        let (a, b) = (op_of[e.source], op_of[e.target]);
+        if a == usize::MAX || b == usize::MAX || a == b {
+            continue;
+        }
+        let time = latency.entry((a, b)).or_insert(0);
+        if ops[a].device != ops[b].device {
+            for &x in &e.tensors {
+                if counted.insert((x, b)) {
+                    *time += problem.tensors[x].comm_us;
+                }
+            }
+        }
+    }
+    let mut successors: Vec<Vec<(usize, u64)>> = vec![Vec::new(); ops.len()];
+    let mut waiting = vec![0usize; ops.len()];
+    for (&(a, b), &time) in &latency {
+        successors[a].push((b, time));
+        waiting[b] += 1;
+    }
+
+    // Micro-batches a device may have in flight (from their first operation on it to their
+    // last): what keeps it busy until the first backward comes back, as 1F1B's warm-up.
+    let mut first_chunk = vec![usize::MAX; devices];
+    let mut chunk_count = vec![0usize; devices];
+    for (c, &d) in device_of_chunk.iter().enumerate() {
+        first_chunk[d] = first_chunk[d].min(c);
+        chunk_count[d] += 1;
+    }
+    let cap: Vec<usize> = (0..devices)
+        .map(|d| (chunks.saturating_sub(first_chunk[d])).div_ceil(chunk_count[d].max(1)).max(1))
+        .collect();
+    let batches = split.micro_batch.iter().flatten().max().map_or(0, |m| m + 1);
+    // Per device and micro-batch: operations left other than dW, and dW operations left.
+    let mut left = vec![vec![0usize; batches]; devices];
+    let mut dw_left = vec![vec![0usize; batches]; devices];
+    let mut forwards_left = vec![0usize; devices];
+    for op in &ops {
+        match op.kind {
+            Kind::WeightGrad => dw_left[op.device][op.batch] += 1,
+            _ => left[op.device][op.batch] += 1,
+        }
+        if op.kind == Kind::Forward {
+            forwards_left[op.device] += 1;
+        }
+    }
+    let mut started = vec![vec![false; batches]; devices];
+
+    let mut ready_at = vec![0u64; ops.len()];
+    let mut ready: Vec<Vec<usize>> = vec![Vec::new(); devices];
+    for (k, op) in ops.iter().enumerate() {
+        if waiting[k] == 0 {
+            ready[op.device].push(k);
+        }
+    }
+    let mut free_at = vec![0u64; devices];
+    let mut sequence: Vec<Vec<usize>> = vec![Vec::new(); devices];
+    let mut start_at = vec![0u64; ops.len()];
+    let (mut now, mut done, mut relaxed) = (0u64, 0usize, false);
+    while done < ops.len() {
+        let mut progress = false;
+        for d in 0..devices {
+            if free_at[d] > now {
+                continue;
+            }
+            let in_flight = (0..batches).filter(|&m| started[d][m] && left[d][m] > 0).count();
+            let lagging = (0..batches).filter(|&m| left[d][m] == 0 && dw_left[d][m] > 0).count();
+            let allowed = |k: usize| {
+                let op = &ops[k];
+                ready_at[k] <= now
+                    && match (schedule, op.kind) {
+                        (PipelineSchedule::Gpipe, Kind::Forward) => true,
+                        (PipelineSchedule::Gpipe, _) => forwards_left[d] == 0,
+                        (_, Kind::Forward) => {
+                            started[d][op.batch]
+                                || in_flight < cap[d] && lagging <= MAX_LAGGING_DW
+                                || relaxed
+                        }
+                        _ => true,
+                    }
+            };
+            // Lower is more urgent: the schedule's kind priority, then the oldest micro-batch,
+            // forwards the shallowest chunk first and backwards the deepest.
+            let priority = |k: usize| {
+                let op = &ops[k];
+                let kind = match (schedule, op.kind) {
+                    (PipelineSchedule::Gpipe, Kind::Forward) => 0,
+                    (PipelineSchedule::Gpipe, _) => 1,
+                    (_, Kind::Backward | Kind::InputGrad) => 0,
+                    (_, Kind::Forward) => 1,
+                    (_, Kind::WeightGrad) => 2,
+                };
+                let depth = if op.kind == Kind::Forward { op.chunk } else { chunks - op.chunk };
+                (kind, op.batch, depth)
+            };
+            let Some(&k) = ready[d].iter().filter(|&&k| allowed(k)).min_by_key(|&&k| priority(k))
+            else {
+                continue;
+            };
+            ready[d].retain(|&r| r != k);
+            let op = &ops[k];
+            let finish = now + op.cost;
+            free_at[d] = finish;
+            started[d][op.batch] = true;
+            match op.kind {
+                Kind::WeightGrad => dw_left[d][op.batch] -= 1,
+                _ => left[d][op.batch] -= 1,
+            }
+            if op.kind == Kind::Forward {
+                forwards_left[d] -= 1;
+            }
+            sequence[d].push(k);
+            start_at[k] = now;
+            for &(b, time) in &successors[k] {
+                ready_at[b] = ready_at[b].max(finish + time);
+                waiting[b] -= 1;
+                if waiting[b] == 0 {
+                    ready[ops[b].device].push(b);
+                }
+            }
+            done += 1;
+            progress = true;
+            relaxed = false;
+        }
+        if progress {
+            continue;
+        }
+        let pending = ready.iter().flatten().map(|&k| ready_at[k]).chain(free_at.iter().copied());
+        match pending.filter(|&t| t > now).min() {
+            Some(t) => now = t,
+            None if !relaxed => relaxed = true,
+            None => {
+                return Err(SchedError::Pipeline(
+                    "the pipeline's operations depend on each other in a circle".into(),
+                ));
+            }
+        }
+    }
+    let mut finish_us = vec![0u64; problem.len()];
+    let mut order = Vec::with_capacity(devices);
+    for d in 0..devices {
+        let mut device_order = Vec::new();
+        for &k in &sequence[d] {
+            let mut clock = start_at[k];
+            for &v in &ops[k].nodes {
+                clock += problem.weights[v];
+                finish_us[v] = clock;
+                device_order.push(v);
+            }
+        }
+        let mut clock = free_at[d];
+        for &v in &once[d] {
+            clock += problem.weights[v];
+            finish_us[v] = clock;
+            device_order.push(v);
+        }
+        order.push(device_order);
+    }
+    Ok(DeviceOrders { order, finish_us })
+}
