@@ -437,3 +437,43 @@ fn bad_data_parallel_settings_are_errors() {
     let out = ordo(&["simulate", "resnet50", "--data-parallel", "2"]);
     assert!(!out.status.success(), "--data-parallel needs --train");
 }
+
+#[test]
+fn pipeline_schedules_side_by_side_and_one_at_a_time() {
+    let args = ["bert_base", "--train", "--batch", "8", "--pipeline", "4", "--micro-batches", "4"];
+    let v = json(&ordo(&[&["compare"], &args[..], &["--json"]].concat()));
+    let rows = v["schedules"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["schedule"].as_str().unwrap()).collect();
+    assert_eq!(names, ["gpipe", "1f1b", "fast-forward"]);
+    assert_eq!(rows[0]["speedup"].as_f64(), Some(1.0));
+    let peak = |i: usize| -> Vec<u64> {
+        let peaks = rows[i]["peak_memory_bytes"].as_array().unwrap();
+        peaks.iter().map(|p| p.as_u64().unwrap()).collect()
+    };
+    assert_eq!(peak(0).len(), 4);
+    // 1F1B keeps fewer micro-batches in flight than GPipe.
+    assert!(peak(1).iter().zip(peak(0)).all(|(one, all)| *one <= all));
+    // `simulate` gives the same step as the compared row.
+    let one = json(&ordo(&[&["simulate"], &args[..], &["--schedule", "1f1b", "--json"]].concat()));
+    assert_eq!(one["step_time_us"], rows[1]["step_time_us"]);
+}
+
+#[test]
+fn bad_pipeline_settings_are_errors() {
+    let run = |extra: &[&str]| {
+        let base = ["simulate", "bert_base", "--train", "--batch", "8", "--pipeline"];
+        ordo(&[&base[..], extra].concat())
+    };
+    let out = run(&["4", "--micro-batches", "3"]);
+    assert!(stderr(&out).contains("multiple of --micro-batches (3)"), "{}", stderr(&out));
+    let out = run(&["4", "--micro-batches", "0"]);
+    assert!(stderr(&out).contains("at least 1"), "{}", stderr(&out));
+    let out = run(&["40", "--micro-batches", "2"]);
+    assert!(stderr(&out).contains("only 12 units"), "{}", stderr(&out));
+    let out = run(&["4", "--schedule", "ooo"]);
+    assert!(stderr(&out).contains("gpipe, 1f1b or fast-forward"), "{}", stderr(&out));
+    let out = run(&["4", "--memory", "10MiB"]);
+    assert!(stderr(&out).contains("more than its device's"), "{}", stderr(&out));
+    let out = ordo(&["simulate", "bert_base", "--train", "--devices", "1", "--schedule", "gpipe"]);
+    assert!(stderr(&out).contains("needs --pipeline"), "{}", stderr(&out));
+}

@@ -4,6 +4,7 @@ use ordo_place::{Algorithm, PlaceOptions, PlacementFile};
 use serde_json::json;
 
 use crate::commands::data_parallel::{self, DataParallelArgs};
+use crate::commands::pipeline::{self, PipelineArgs};
 use crate::commands::simulate::ChannelArg;
 use crate::format::{Table, bytes};
 use crate::placing::{ProblemArgs, mode_label};
@@ -29,6 +30,8 @@ pub struct Args {
     pub concurrent_kernels: bool,
     #[command(flatten)]
     pub data_parallel: DataParallelArgs,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
 }
 
 /// The simulated step time of a placement's plan, in µs, or why there is none.
@@ -44,6 +47,11 @@ fn simulated_us(
 
 /// Runs every algorithm and prints one row each.
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    if args.pipeline.pipeline.is_some() {
+        let loaded = args.pipeline.micro_batch_problem(&args.problem)?.load()?;
+        let options = ordo_sim::SimOptions { channel: args.channel.into(), ..Default::default() };
+        return pipeline::compare(&loaded, &args.pipeline, &options, args.json);
+    }
     let loaded = args.data_parallel.replica_problem(&args.problem).load()?;
     if args.schedules {
         return crate::commands::schedules::run(&loaded, args.concurrent_kernels, args.json);

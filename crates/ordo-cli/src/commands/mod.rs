@@ -5,6 +5,7 @@ pub mod data_parallel;
 pub mod export;
 pub mod inspect;
 pub mod models;
+pub mod pipeline;
 pub mod place;
 pub mod plan;
 pub mod schedules;

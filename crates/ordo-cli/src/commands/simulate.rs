@@ -4,10 +4,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use ordo_place::PlaceOptions;
-use ordo_sched::{OneDeviceSchedule, Plan};
+use ordo_sched::{OneDeviceSchedule, PipelineSchedule, Plan};
 use ordo_sim::{Channel, Report, SimOptions};
 
 use crate::commands::data_parallel::{self, DataParallelArgs};
+use crate::commands::pipeline::{self, PipelineArgs};
 use crate::format::{Table, bytes};
 use crate::placing::ProblemArgs;
 use crate::progress::with_spinner;
@@ -33,20 +34,53 @@ impl From<ChannelArg> for Channel {
     }
 }
 
-/// A one-device training schedule.
+/// A training schedule: one device (or each data-parallel replica), or a pipeline's.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ScheduleArg {
     /// PyTorch's order on one stream: forward, each layer's dX and dW together, updates last.
     Inorder,
     /// Out-of-order backprop: dW and updates on a sub-stream beside the dX chain.
     Ooo,
+    /// Pipeline: all forwards, then all backwards (GPipe).
+    Gpipe,
+    /// Pipeline: one forward one backward after a warm-up (PipeDream-flush).
+    #[value(name = "1f1b")]
+    OneFOneB,
+    /// Pipeline: 1F1B with each backward's dX first and sent on at once, dW after it
+    /// (gradient fast-forwarding).
+    FastForward,
 }
 
-impl From<ScheduleArg> for OneDeviceSchedule {
-    fn from(arg: ScheduleArg) -> Self {
-        match arg {
-            ScheduleArg::Inorder => OneDeviceSchedule::InOrder,
-            ScheduleArg::Ooo => OneDeviceSchedule::Ooo,
+impl ScheduleArg {
+    /// The one-device schedule, or an error naming the option that needs it.
+    pub fn one_device(self) -> anyhow::Result<OneDeviceSchedule> {
+        match self {
+            ScheduleArg::Inorder => Ok(OneDeviceSchedule::InOrder),
+            ScheduleArg::Ooo => Ok(OneDeviceSchedule::Ooo),
+            _ => anyhow::bail!("--schedule {} needs --pipeline S", self.name()),
+        }
+    }
+
+    /// The pipeline schedule, or an error saying that `--pipeline` takes one.
+    pub fn pipeline(self) -> anyhow::Result<PipelineSchedule> {
+        match self {
+            ScheduleArg::Gpipe => Ok(PipelineSchedule::Gpipe),
+            ScheduleArg::OneFOneB => Ok(PipelineSchedule::OneFOneB),
+            ScheduleArg::FastForward => Ok(PipelineSchedule::FastForward),
+            _ => anyhow::bail!(
+                "--pipeline takes --schedule gpipe, 1f1b or fast-forward, not {}",
+                self.name()
+            ),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            ScheduleArg::Inorder => "inorder",
+            ScheduleArg::Ooo => "ooo",
+            ScheduleArg::Gpipe => "gpipe",
+            ScheduleArg::OneFOneB => "1f1b",
+            ScheduleArg::FastForward => "fast-forward",
         }
     }
 }
@@ -61,12 +95,15 @@ pub struct Args {
     /// file, sized by `--batch` and `--seq-len`) before simulating it.
     #[arg(long, value_name = "MODEL|COSTGRAPH")]
     pub graph: Option<String>,
-    /// With `--train`: run the training graph on device 0 with this schedule instead of
-    /// placing it (with `--data-parallel`: where each replica runs its weight gradients).
+    /// With `--train`: run the training graph on device 0 with this schedule (`inorder`,
+    /// `ooo`) instead of placing it; with `--data-parallel`, how each replica runs its weight
+    /// gradients; with `--pipeline`, the pipeline's schedule (default `fast-forward`).
     #[arg(long, value_enum, requires = "train")]
     pub schedule: Option<ScheduleArg>,
     #[command(flatten)]
     pub data_parallel: DataParallelArgs,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
     /// Placement algorithm when the target is not a plan.
     #[arg(long, default_value = "m-etf")]
     pub algo: String,
@@ -99,9 +136,20 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             );
         }
         let loaded = args.data_parallel.replica_problem(&args.problem).load()?;
-        let schedule = args.schedule.map_or(OneDeviceSchedule::InOrder, Into::into);
+        let schedule = match args.schedule {
+            Some(schedule) => schedule.one_device()?,
+            None => OneDeviceSchedule::InOrder,
+        };
         let dp = &args.data_parallel;
         return data_parallel::simulate(&loaded, dp, replicas, schedule, &options, args.json);
+    }
+    if args.pipeline.pipeline.is_some() {
+        if args.trace.is_some() || args.svg.is_some() {
+            anyhow::bail!("--trace and --svg are not drawn for --pipeline yet");
+        }
+        let schedule = args.schedule.unwrap_or(ScheduleArg::FastForward).pipeline()?;
+        let loaded = args.pipeline.micro_batch_problem(&args.problem)?.load()?;
+        return pipeline::simulate(&loaded, &args.pipeline, schedule, &options, args.json);
     }
     let (plan, label, placer_estimate) = load_plan(args)?;
     let report = with_spinner("simulating", |_| ordo_sim::simulate(&plan, &options))
@@ -144,7 +192,7 @@ fn load_plan(args: &Args) -> anyhow::Result<(Plan, String, Option<u64>)> {
     }
     let loaded = args.problem.load()?;
     if let Some(schedule) = args.schedule {
-        let schedule = OneDeviceSchedule::from(schedule);
+        let schedule = schedule.one_device()?;
         let plan = ordo_sched::one_device_plan(&loaded.problem, schedule)
             .with_context(|| format!("scheduling `{}`", loaded.label))?;
         let label = format!("{} on one device, {}", loaded.label, schedule.name());

@@ -1,0 +1,190 @@
+//! `--pipeline S --micro-batches M` on `ordo simulate` and `ordo compare`: the training step of
+//! a zoo model split into S stages over M micro-batches.
+
+use anyhow::{Context, bail};
+use ordo_sched::{Pipeline, PipelineSchedule};
+use ordo_sim::{PipelineReport, SimOptions};
+use serde_json::json;
+
+use crate::format::{Table, bytes};
+use crate::placing::{Loaded, ProblemArgs};
+
+/// How the pipeline is cut.
+#[derive(clap::Args, Clone, Debug)]
+pub struct PipelineArgs {
+    /// With `--train`: split the model's blocks into S pipeline stages, one per device.
+    #[arg(long, value_name = "S", requires = "train", conflicts_with = "data_parallel")]
+    pub pipeline: Option<usize>,
+    /// Micro-batches per step; `--batch` (the global batch) must be a multiple.
+    #[arg(long, value_name = "M", default_value_t = 4, requires = "pipeline")]
+    pub micro_batches: usize,
+    /// Modulo layer allocation: block l on stage (l div m) mod S instead of contiguous
+    /// stages balanced by cost.
+    #[arg(long, value_name = "m", requires = "pipeline")]
+    pub modulo: Option<usize>,
+}
+
+impl PipelineArgs {
+    /// `problem` for one micro-batch: the global batch divided by M, and S devices unless a
+    /// device count or cluster is given.
+    pub fn micro_batch_problem(&self, problem: &ProblemArgs) -> anyhow::Result<ProblemArgs> {
+        let mut problem = problem.clone();
+        let Some(stages) = self.pipeline else { return Ok(problem) };
+        let m = self.micro_batches;
+        if m == 0 {
+            bail!("--micro-batches must be at least 1");
+        }
+        let batch = match problem.size.batch {
+            Some(batch) => batch,
+            None => ordo_models::spec(&problem.target)
+                .map(|spec| spec.default_batch)
+                .with_context(|| "--pipeline splits a zoo model's batch".to_string())?,
+        };
+        if batch % m != 0 {
+            bail!("the batch ({batch}) must be a multiple of --micro-batches ({m})");
+        }
+        problem.size.batch = Some(batch / m);
+        if problem.devices.is_none() && problem.cluster.is_none() {
+            problem.devices = Some(stages);
+        }
+        Ok(problem)
+    }
+
+    fn pipeline(&self, schedule: PipelineSchedule) -> Pipeline {
+        let pipeline = Pipeline::new(self.pipeline.unwrap_or(0), self.micro_batches, schedule);
+        match self.modulo {
+            Some(m) => pipeline.with_modulo(m),
+            None => pipeline,
+        }
+    }
+}
+
+fn simulate_one(
+    loaded: &Loaded,
+    pipeline: &Pipeline,
+    options: &SimOptions,
+) -> anyhow::Result<PipelineReport> {
+    ordo_sim::simulate_pipeline(&loaded.problem, pipeline, options).with_context(|| {
+        format!(
+            "simulating `{}` on a {}-stage pipeline, {}",
+            loaded.label,
+            pipeline.stages,
+            pipeline.schedule.name()
+        )
+    })
+}
+
+/// `ordo simulate MODEL --train --pipeline S --micro-batches M --schedule ...`.
+pub fn simulate(
+    loaded: &Loaded,
+    args: &PipelineArgs,
+    schedule: PipelineSchedule,
+    options: &SimOptions,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let pipeline = args.pipeline(schedule);
+    let result = simulate_one(loaded, &pipeline, options)?;
+    check_memory(loaded, &result)?;
+    if as_json {
+        println!("{:#}", row_json(schedule, &result, None));
+        return Ok(());
+    }
+    println!(
+        "{} on {} pipeline stages, {} micro-batches, {}{}",
+        loaded.label,
+        pipeline.stages,
+        pipeline.micro_batches,
+        schedule.name(),
+        args.modulo.map_or(String::new(), |m| format!(", modulo {m}"))
+    );
+    println!("step time     {:.2} ms", result.step_time_us / 1e3);
+    println!("bubble        {:.1}% of the stages' time idle", result.bubble_fraction * 100.0);
+    println!("stage of each block {:?}", result.stage_of_unit);
+    let peaks: Vec<String> = result.peak_memory_bytes.iter().map(|&b| bytes(b)).collect();
+    println!("peak memory   {}", peaks.join(" | "));
+    Ok(())
+}
+
+/// `ordo compare MODEL --train --pipeline S --micro-batches M`: the three schedules side by
+/// side, speedup over GPipe.
+pub fn compare(
+    loaded: &Loaded,
+    args: &PipelineArgs,
+    options: &SimOptions,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let mut results = Vec::new();
+    for schedule in PipelineSchedule::ALL {
+        let result = simulate_one(loaded, &args.pipeline(schedule), options)?;
+        results.push((schedule, result));
+    }
+    let gpipe = results[0].1.step_time_us;
+    if as_json {
+        let rows: Vec<_> = results.iter().map(|(s, r)| row_json(*s, r, Some(gpipe))).collect();
+        let out = json!({
+            "target": loaded.label,
+            "stages": args.pipeline,
+            "micro_batches": args.micro_batches,
+            "modulo": args.modulo,
+            "schedules": rows,
+        });
+        println!("{out:#}");
+        return Ok(());
+    }
+    println!(
+        "{} on {} pipeline stages, {} micro-batches{}",
+        loaded.label,
+        args.pipeline.unwrap_or(0),
+        args.micro_batches,
+        args.modulo.map_or(String::new(), |m| format!(", modulo {m}"))
+    );
+    let mut table = Table::new(&["schedule", "step ms", "speedup", "bubble", "peak memory"]);
+    for (schedule, result) in &results {
+        let peak = result.peak_memory_bytes.iter().copied().max().unwrap_or(0);
+        let fits = result.peak_memory_bytes.iter().zip(&loaded.problem.devices.memory);
+        let over = fits.clone().any(|(peak, limit)| peak > limit);
+        table.row(vec![
+            schedule.name().to_string(),
+            format!("{:.2}", result.step_time_us / 1e3),
+            format!("{:.3}x", gpipe / result.step_time_us.max(1e-9)),
+            format!("{:.1}%", result.bubble_fraction * 100.0),
+            format!("{}{}", bytes(peak), if over { " (over the limit)" } else { "" }),
+        ]);
+    }
+    print!("{}", table.render());
+    Ok(())
+}
+
+/// An error when a stage's peak exceeds its device's memory.
+fn check_memory(loaded: &Loaded, result: &PipelineReport) -> anyhow::Result<()> {
+    for (stage, (&peak, &limit)) in
+        result.peak_memory_bytes.iter().zip(&loaded.problem.devices.memory).enumerate()
+    {
+        if peak > limit {
+            bail!(
+                "stage {stage} needs {} at its peak, more than its device's {}",
+                bytes(peak),
+                bytes(limit)
+            );
+        }
+    }
+    Ok(())
+}
+
+fn row_json(
+    schedule: PipelineSchedule,
+    result: &PipelineReport,
+    baseline_us: Option<f64>,
+) -> serde_json::Value {
+    let mut row = json!({
+        "schedule": schedule.name(),
+        "step_time_us": result.step_time_us,
+        "bubble_fraction": result.bubble_fraction,
+        "peak_memory_bytes": result.peak_memory_bytes,
+        "stage_of_unit": result.stage_of_unit,
+    });
+    if let Some(base) = baseline_us {
+        row["speedup"] = json!(base / result.step_time_us.max(1e-9));
+    }
+    row
+}
