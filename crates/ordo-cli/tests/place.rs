@@ -364,7 +364,8 @@ fn compare_schedules_reports_the_speedup_over_inorder() {
     ]));
     let rows = v["schedules"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["schedule"].as_str().unwrap()).collect();
-    assert_eq!(names, ["inorder", "ooo", "ooo-deferred"]);
+    assert_eq!(names, ["inorder", "ooo", "ooo-deferred", "ooo-per-layer"]);
+    assert!(rows[3]["step_time_us"].as_f64().unwrap() <= rows[2]["step_time_us"].as_f64().unwrap());
     assert_eq!(rows[0]["speedup"].as_f64(), Some(1.0));
     let step = |i: usize| rows[i]["step_time_us"].as_f64().unwrap();
     assert!((rows[1]["speedup"].as_f64().unwrap() - step(0) / step(1)).abs() < 1e-9);
@@ -436,6 +437,12 @@ fn bad_data_parallel_settings_are_errors() {
     assert!(stderr(&out).contains("positive bandwidth"), "{}", stderr(&out));
     let out = ordo(&["simulate", "resnet50", "--data-parallel", "2"]);
     assert!(!out.status.success(), "--data-parallel needs --train");
+    // A schedule that does not fit the memory it was given is refused, not reported.
+    let out = run(&["2", "--first-k", "50", "--devices", "1", "--memory", "200MiB"]);
+    assert!(stderr(&out).contains("more than the device's 200.0 MiB"), "{}", stderr(&out));
+    let tight = ["--devices", "1", "--memory", "100MiB", "--schedule", "ooo"];
+    let out = ordo(&[&["simulate", "resnet50", "--train", "--batch", "2"], &tight[..]].concat());
+    assert!(stderr(&out).contains("more than device 0's 100.0 MiB"), "{}", stderr(&out));
 }
 
 #[test]

@@ -29,5 +29,6 @@ pub use report::{BusyFraction, LinkBusy, Report, TaskTiming};
 pub use svg::{gantt_svg, memory_svg};
 pub use trace::{chrome_trace, chrome_trace_json};
 pub use tune::{
-    Deferral, Steady, choose_deferral, choose_first_k, data_parallel_steady, steady_state,
+    Deferral, Steady, choose_deferral, choose_first_k, data_parallel_steady, refine_deferral,
+    steady_state,
 };

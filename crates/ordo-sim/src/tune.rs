@@ -62,7 +62,8 @@ fn steady_of(
     })
 }
 
-/// The deferral an out-of-order schedule chose, and what the others would have cost.
+/// The deferral a schedule chose (one-device out-of-order backprop, or data-parallel reverse
+/// first-k), and what the others would have cost.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Deferral {
     /// Forward layers (node indices) whose weight-gradient work is deferred, in forward order.
@@ -146,4 +147,37 @@ fn search_k(
             ))
         })?;
     Ok(Deferral { deferred: layers[..k].to_vec(), steady: best, tried })
+}
+
+/// Refines a one-device deferral layer by layer (the original's per-layer "BWD"/"FWD" map,
+/// searched instead of written by hand): starting from `start` (e.g. [`choose_deferral`]'s),
+/// each layer with weights in forward order has its deferral flipped, and the flip is kept
+/// when the steady state gets faster and still fits device 0's memory. Stops after
+/// `max_evaluations` simulations of a flip. The result is never slower than `start`.
+///
+/// # Errors
+/// Those of [`steady_state`].
+pub fn refine_deferral(
+    problem: &PlaceProblem,
+    start: &Deferral,
+    options: &SimOptions,
+    max_evaluations: usize,
+) -> Result<Deferral, SimError> {
+    let limit = problem.devices.memory.first().copied().unwrap_or(0);
+    let mut deferred = vec![false; problem.len()];
+    for &layer in &start.deferred {
+        deferred[layer] = true;
+    }
+    let mut best = start.steady;
+    for &layer in layers_with_weights(problem).iter().take(max_evaluations) {
+        deferred[layer] = !deferred[layer];
+        let steady = steady_state(problem, OneDeviceSchedule::Ooo, &deferred, options)?;
+        if steady.step_time_us < best.step_time_us && steady.peak_memory_bytes <= limit {
+            best = steady;
+        } else {
+            deferred[layer] = !deferred[layer];
+        }
+    }
+    let chosen = (0..problem.len()).filter(|&v| deferred[v]).collect();
+    Ok(Deferral { deferred: chosen, steady: best, tried: start.tried.clone() })
 }

@@ -61,3 +61,22 @@ fn ooo_is_faster_when_kernels_share_the_device_and_deferral_respects_memory() {
     let err = choose_deferral(&mobilenet(ooo.peak_memory_bytes - 1), &SHARED, 9).unwrap_err();
     assert!(err.to_string().contains("no schedule fits"), "{err}");
 }
+
+#[test]
+fn the_layer_by_layer_refinement_keeps_only_flips_that_help_and_fit() {
+    let problem = mobilenet(u64::MAX / 4);
+    let start = choose_deferral(&problem, &SHARED, 5).unwrap();
+    let refined = ordo_sim::refine_deferral(&problem, &start, &SHARED, 1000).unwrap();
+    assert!(refined.steady.step_time_us <= start.steady.step_time_us);
+    // The reported map is the one simulated.
+    let mut deferred = vec![false; problem.len()];
+    for &layer in &refined.deferred {
+        deferred[layer] = true;
+    }
+    let again = steady_state(&problem, OneDeviceSchedule::Ooo, &deferred, &SHARED).unwrap();
+    assert_eq!(again, refined.steady);
+    // Under a limit that only the start fits, nothing that needs more is kept.
+    let tight = mobilenet(start.steady.peak_memory_bytes);
+    let refined = ordo_sim::refine_deferral(&tight, &start, &SHARED, 1000).unwrap();
+    assert!(refined.steady.peak_memory_bytes <= start.steady.peak_memory_bytes);
+}

@@ -146,6 +146,17 @@ pub fn simulate(
     as_json: bool,
 ) -> anyhow::Result<()> {
     let outcome = evaluate(loaded, args, replicas, schedule, options)?;
+    let limit = loaded.problem.devices.memory[0];
+    if outcome.chosen.peak_memory_bytes > limit {
+        bail!(
+            "{} with reverse first-k = {} needs {} per device at its peak, more than the \
+             device's {}",
+            loaded.label,
+            outcome.k,
+            bytes(outcome.chosen.peak_memory_bytes),
+            bytes(limit)
+        );
+    }
     if as_json {
         println!("{:#}", outcome_json(loaded, &outcome));
         return Ok(());

@@ -11,6 +11,8 @@ use crate::placing::Loaded;
 
 /// Most values of k (layers deferred) the search simulates.
 const MAX_TRIES: usize = 64;
+/// Most single-layer flips the layer-by-layer refinement simulates.
+const MAX_FLIPS: usize = 256;
 
 /// One compared schedule.
 struct Row {
@@ -20,8 +22,9 @@ struct Row {
     peak_bytes: u64,
 }
 
-/// Simulates `inorder`, `ooo` (no deferral) and `ooo` with the deferral the simulator chooses
-/// on device 0 of the loaded training graph, and prints steady-state step time, speedup over
+/// Simulates `inorder`, `ooo` (no deferral), `ooo` with the first k layers deferred (k chosen
+/// by simulation) and `ooo` with that deferral refined layer by layer, on device 0 of the loaded
+/// training graph, and prints steady-state step time, speedup over
 /// `inorder`, the deferred layers and peak memory, as a table or as JSON.
 pub fn run(loaded: &Loaded, concurrent_kernels: bool, as_json: bool) -> anyhow::Result<()> {
     let problem = &loaded.problem;
@@ -36,6 +39,10 @@ pub fn run(loaded: &Loaded, concurrent_kernels: bool, as_json: bool) -> anyhow::
         ordo_sim::choose_deferral(problem, &options, MAX_TRIES)
     })
     .with_context(context)?;
+    let refined = crate::progress::with_spinner("refining the deferral layer by layer", |_| {
+        ordo_sim::refine_deferral(problem, &choice, &options, MAX_FLIPS)
+    })
+    .with_context(context)?;
     let row = |name, steady: ordo_sim::Steady, deferred: &[usize]| Row {
         name,
         step_us: steady.step_time_us,
@@ -46,6 +53,7 @@ pub fn run(loaded: &Loaded, concurrent_kernels: bool, as_json: bool) -> anyhow::
         row("inorder", inorder, &[]),
         row("ooo", choice.tried[0].1, &[]),
         row("ooo-deferred", choice.steady, &choice.deferred),
+        row("ooo-per-layer", refined.steady, &refined.deferred),
     ];
     let inorder = inorder.step_time_us;
     let speedup = |step: f64| if step > 0.0 { inorder / step } else { 1.0 };

@@ -151,9 +151,18 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let loaded = args.pipeline.micro_batch_problem(&args.problem)?.load()?;
         return pipeline::simulate(&loaded, &args.pipeline, schedule, &options, args.json);
     }
-    let (plan, label, placer_estimate) = load_plan(args)?;
+    let Loaded { plan, label, placer_estimate, limit } = load_plan(args)?;
     let report = with_spinner("simulating", |_| ordo_sim::simulate(&plan, &options))
         .with_context(|| format!("simulating `{label}`"))?;
+    if let Some(limit) = limit
+        && report.peak_memory_bytes[0] > limit
+    {
+        anyhow::bail!(
+            "{label} needs {} at its peak, more than device 0's {}",
+            bytes(report.peak_memory_bytes[0]),
+            bytes(limit)
+        );
+    }
     if let Some(path) = &args.trace {
         std::fs::write(path, ordo_sim::chrome_trace_json(&plan, &report))
             .with_context(|| format!("writing {}", path.display()))?;
@@ -173,8 +182,18 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The plan to simulate, a label, and the placer's own estimate when placed here.
-fn load_plan(args: &Args) -> anyhow::Result<(Plan, String, Option<u64>)> {
+/// The plan to simulate and what is known about it.
+struct Loaded {
+    plan: Plan,
+    /// What the plan runs, for messages.
+    label: String,
+    /// The placer's own estimate, when placed here.
+    placer_estimate: Option<u64>,
+    /// Device 0's memory, which a one-device schedule must fit.
+    limit: Option<u64>,
+}
+
+fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
     let target = &args.problem.target;
     if is_plan_file(Path::new(target)) {
         let plan = ordo_sched::read_plan(target)?;
@@ -185,7 +204,7 @@ fn load_plan(args: &Args) -> anyhow::Result<(Plan, String, Option<u64>)> {
             ordo_sched::check_against(&plan, &loaded.problem)
                 .with_context(|| format!("checking plan {target} against `{graph}`"))?;
         }
-        return Ok((plan, target.clone(), None));
+        return Ok(Loaded { plan, label: target.clone(), placer_estimate: None, limit: None });
     }
     if args.graph.is_some() {
         anyhow::bail!("--graph checks a plan file, but `{target}` is not one");
@@ -196,14 +215,15 @@ fn load_plan(args: &Args) -> anyhow::Result<(Plan, String, Option<u64>)> {
         let plan = ordo_sched::one_device_plan(&loaded.problem, schedule)
             .with_context(|| format!("scheduling `{}`", loaded.label))?;
         let label = format!("{} on one device, {}", loaded.label, schedule.name());
-        return Ok((plan, label, None));
+        let limit = Some(loaded.problem.devices.memory[0]);
+        return Ok(Loaded { plan, label, placer_estimate: None, limit });
     }
     let placement = loaded.place(&args.algo, &PlaceOptions::default())?;
     let plan = ordo_sched::build_plan(&loaded.problem, &placement)
         .with_context(|| format!("scheduling `{}`", loaded.label))?;
     let label =
         format!("{} placed with {} on {}", loaded.label, placement.algo, loaded.devices_label);
-    Ok((plan, label, Some(placement.makespan_us)))
+    Ok(Loaded { plan, label, placer_estimate: Some(placement.makespan_us), limit: None })
 }
 
 /// Whether `path` is a JSON file whose `format` is a plan's.
