@@ -1,2 +1,9 @@
-//! ordo's runtime: executes plans out of order on devices with real kernels. Implemented by the
-//! runtime issue.
+//! ordo's runtime: executes plans out of order on devices with real kernels.
+//!
+//! [`cpu`] holds the CPU backend's kernels, one pure function per op of the IR, forward,
+//! backward and optimizer steps; the execution engine (streams, dependency counting) is built
+//! on top of it.
+
+#![warn(missing_docs)]
+
+pub mod cpu;

@@ -1,0 +1,281 @@
+//! Elementwise ops, softmax, the causal mask and dropout, with their gradients.
+
+use ordo_ir::Op;
+use ordo_ir::op::{Grad, UnaryOp};
+
+use super::error::KernelResult;
+use super::tensor::Tensor;
+use super::util::{
+    Call, broadcast_shapes, broadcast_strides, erf, for_each_broadcast, reduce_to, resolve_axis,
+    split_at_axis, tensor,
+};
+
+const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+const GELU_TANH_C: f64 = 0.044_715;
+
+/// `f(x)` of a unary function, in f64.
+pub(crate) fn unary_value(func: UnaryOp, x: f64) -> f64 {
+    match func {
+        UnaryOp::Relu => x.max(0.0),
+        UnaryOp::Gelu => 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)),
+        UnaryOp::GeluTanh => {
+            0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x)).tanh())
+        }
+        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::HardSwish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
+        UnaryOp::HardSigmoid => (x + 3.0).clamp(0.0, 6.0) / 6.0,
+        UnaryOp::Rsqrt => 1.0 / x.sqrt(),
+    }
+}
+
+/// `f'` of a unary function at the saved value `s`: the output for Relu, Sigmoid, Tanh and
+/// Rsqrt, the input for the others (as the training rules save them). Kinks follow PyTorch.
+fn unary_derivative(func: UnaryOp, s: f64) -> f64 {
+    match func {
+        UnaryOp::Relu => f64::from(u8::from(s > 0.0)),
+        UnaryOp::Sigmoid => s * (1.0 - s),
+        UnaryOp::Tanh => 1.0 - s * s,
+        UnaryOp::Rsqrt => -0.5 * s * s * s,
+        UnaryOp::Gelu => {
+            let cdf = 0.5 * (1.0 + erf(s / std::f64::consts::SQRT_2));
+            let pdf = (-0.5 * s * s).exp() / (2.0 * std::f64::consts::PI).sqrt();
+            cdf + s * pdf
+        }
+        UnaryOp::GeluTanh => {
+            let inner = SQRT_2_OVER_PI * (s + GELU_TANH_C * s * s * s);
+            let t = inner.tanh();
+            let dinner = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_TANH_C * s * s);
+            0.5 * (1.0 + t) + 0.5 * s * (1.0 - t * t) * dinner
+        }
+        UnaryOp::HardSwish if s < -3.0 => 0.0,
+        UnaryOp::HardSwish if s <= 3.0 => s / 3.0 + 0.5,
+        UnaryOp::HardSwish => 1.0,
+        UnaryOp::HardSigmoid if s > -3.0 && s < 3.0 => 1.0 / 6.0,
+        UnaryOp::HardSigmoid => 0.0,
+    }
+}
+
+/// Checks one float input of the forward op's shape rule and returns its data.
+fn single_input<'c>(op: &Op, c: &'c Call) -> KernelResult<&'c [f32]> {
+    c.expect_inputs(1)?;
+    c.expect_params(0)?;
+    c.infer(op, &c.input_facts())?;
+    c.input_f32(0)
+}
+
+/// Checks a gradient's inputs `[dy, saved...]`: `n` of them, all shaped like its product.
+fn same_shaped<'c>(g: &Grad, n: usize, c: &'c Call) -> KernelResult<&'c [f32]> {
+    c.expect_inputs(n)?;
+    let shape = &c.produced(g, 0)?.shape;
+    for i in 0..n {
+        c.expect_input_shape(i, shape)?;
+    }
+    c.input_f32(0)
+}
+
+pub(crate) fn unary(op: &Op, func: UnaryOp, c: Call) -> KernelResult<Vec<Tensor>> {
+    let x = single_input(op, &c)?;
+    let y = x.iter().map(|&v| unary_value(func, f64::from(v)) as f32).collect();
+    Ok(vec![tensor(c.inputs[0].shape(), y)?])
+}
+
+pub(crate) fn unary_grad(of: &Op, func: UnaryOp, g: &Grad, c: Call) -> KernelResult<Vec<Tensor>> {
+    let dy = same_shaped(g, 2, &c)?;
+    c.infer(of, &[c.inputs[1].fact()])?;
+    let s = c.input_f32(1)?;
+    let dx = dy
+        .iter()
+        .zip(s)
+        .map(|(&d, &s)| (f64::from(d) * unary_derivative(func, f64::from(s))) as f32)
+        .collect();
+    Ok(vec![tensor(c.inputs[0].shape(), dx)?])
+}
+
+pub(crate) fn scale(op: &Op, factor: f64, c: Call) -> KernelResult<Vec<Tensor>> {
+    let x = single_input(op, &c)?;
+    let f = factor as f32;
+    Ok(vec![tensor(c.inputs[0].shape(), x.iter().map(|&v| v * f).collect())?])
+}
+
+pub(crate) fn scale_grad(of: &Op, factor: f64, g: &Grad, c: Call) -> KernelResult<Vec<Tensor>> {
+    let dy = same_shaped(g, 1, &c)?;
+    c.infer(of, &[c.inputs[0].fact()])?;
+    let f = factor as f32;
+    Ok(vec![tensor(c.inputs[0].shape(), dy.iter().map(|&v| v * f).collect())?])
+}
+
+/// `Add` (`mul == false`) or `Mul`, with NumPy broadcasting.
+pub(crate) fn binary(op: &Op, mul: bool, c: Call) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(2)?;
+    c.expect_params(0)?;
+    let out = c.infer(op, &c.input_facts())?.shape;
+    let (a, b) = (c.input_f32(0)?, c.input_f32(1)?);
+    let sa = broadcast_strides(c.inputs[0].shape(), &out);
+    let sb = broadcast_strides(c.inputs[1].shape(), &out);
+    let mut y = vec![0.0f32; out.iter().product()];
+    if mul {
+        for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = a[i] * b[j]);
+    } else {
+        for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = a[i] + b[j]);
+    }
+    Ok(vec![tensor(&out, y)?])
+}
+
+/// Checks that the product's shape broadcasts (with `other`) to the upstream gradient's.
+fn check_broadcast(c: &Call, shape: &[usize], other: &[usize]) -> KernelResult<()> {
+    let dy = c.inputs[0].shape();
+    if broadcast_shapes(shape, other).as_deref() != Some(dy) {
+        return Err(c.shape_err(format!(
+            "an input of shape {shape:?} with {other:?} does not broadcast to {dy:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// The gradient of `Add` with respect to either input: the upstream gradient summed down to
+/// the input's shape.
+pub(crate) fn add_grad(g: &Grad, c: Call) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(1)?;
+    let shape = &c.produced(g, 0)?.shape;
+    check_broadcast(&c, shape, c.inputs[0].shape())?;
+    let dy = c.input_f32(0)?;
+    Ok(vec![tensor(shape, reduce_to(dy, c.inputs[0].shape(), shape, None))?])
+}
+
+/// The gradient of `Mul` with respect to either input: `dy * other`, summed down to the
+/// input's shape.
+pub(crate) fn mul_grad(g: &Grad, c: Call) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(2)?;
+    let shape = &c.produced(g, 0)?.shape;
+    let other_shape = c.inputs[1].shape();
+    check_broadcast(&c, shape, other_shape)?;
+    let (dy, other) = (c.input_f32(0)?, c.input_f32(1)?);
+    let dx = reduce_to(dy, c.inputs[0].shape(), shape, Some((other, other_shape)));
+    Ok(vec![tensor(shape, dx)?])
+}
+
+pub(crate) fn softmax(op: &Op, axis: i64, c: Call) -> KernelResult<Vec<Tensor>> {
+    let x = single_input(op, &c)?;
+    let shape = c.inputs[0].shape();
+    let (outer, len, inner) = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
+    let mut y = vec![0.0f32; x.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| o * len * inner + j * inner + i;
+            let max = (0..len).map(|j| x[at(j)]).fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0f64;
+            for j in 0..len {
+                let e = (x[at(j)] - max).exp();
+                y[at(j)] = e;
+                sum += f64::from(e);
+            }
+            let inv = (1.0 / sum) as f32;
+            (0..len).for_each(|j| y[at(j)] *= inv);
+        }
+    }
+    Ok(vec![tensor(shape, y)?])
+}
+
+/// Softmax's gradient from its output: `y * (dy - sum(dy * y))` along the axis.
+pub(crate) fn softmax_grad(axis: i64, c: Call) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(2)?;
+    let shape = c.inputs[1].shape();
+    c.expect_input_shape(0, shape)?;
+    let (dy, y) = (c.input_f32(0)?, c.input_f32(1)?);
+    let (outer, len, inner) = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
+    let mut dx = vec![0.0f32; y.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| o * len * inner + j * inner + i;
+            let dot: f64 = (0..len).map(|j| f64::from(dy[at(j)]) * f64::from(y[at(j)])).sum();
+            for j in 0..len {
+                dx[at(j)] = y[at(j)] * (dy[at(j)] - dot as f32);
+            }
+        }
+    }
+    Ok(vec![tensor(shape, dx)?])
+}
+
+/// Calls `f(index, masked)` for every element of a tensor of `shape` (rank >= 2): masked
+/// when its column in the last two dimensions is above the diagonal.
+fn for_each_causal(shape: &[usize], mut f: impl FnMut(usize, bool)) {
+    let r = shape.len();
+    let (rows, cols) = (shape[r - 2], shape[r - 1]);
+    let n: usize = shape.iter().product();
+    for idx in 0..n {
+        let (row, col) = ((idx / cols) % rows, idx % cols);
+        f(idx, col > row);
+    }
+}
+
+pub(crate) fn causal_mask(op: &Op, c: Call) -> KernelResult<Vec<Tensor>> {
+    let x = single_input(op, &c)?;
+    let mut y = x.to_vec();
+    for_each_causal(c.inputs[0].shape(), |i, masked| {
+        if masked {
+            y[i] = f32::NEG_INFINITY;
+        }
+    });
+    Ok(vec![tensor(c.inputs[0].shape(), y)?])
+}
+
+/// The causal mask's gradient: the upstream gradient, zero where the mask was applied.
+pub(crate) fn causal_mask_grad(g: &Grad, c: Call) -> KernelResult<Vec<Tensor>> {
+    let dy = same_shaped(g, 1, &c)?;
+    let shape = c.inputs[0].shape();
+    if shape.len() < 2 {
+        return Err(c.shape_err(format!("input must have rank >= 2, got {shape:?}")));
+    }
+    let mut dx = dy.to_vec();
+    for_each_causal(shape, |i, masked| {
+        if masked {
+            dx[i] = 0.0;
+        }
+    });
+    Ok(vec![tensor(shape, dx)?])
+}
+
+/// SplitMix64's finaliser: a bijective 64-bit mix.
+pub(crate) fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Whether dropout keeps element `index` under `seed` with drop probability `p`: a uniform
+/// `[0, 1)` number from a hash of `(seed, index)` is at least `p`. Independent of execution
+/// order.
+pub(crate) fn dropout_keep(seed: u64, index: u64, p: f64) -> bool {
+    let u = (mix(seed ^ mix(index)) >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+    u >= p
+}
+
+/// Applies dropout's mask and scale to `v` (input or upstream gradient) in training mode.
+fn apply_dropout(c: &Call, p: f64, v: &[f32]) -> KernelResult<Vec<f32>> {
+    if !(0.0..=1.0).contains(&p) {
+        return Err(c.value_err(format!("drop probability {p} is outside [0, 1]")));
+    }
+    if !c.ctx.training {
+        return Ok(v.to_vec());
+    }
+    let scale = if p < 1.0 { (1.0 / (1.0 - p)) as f32 } else { 0.0 };
+    let seed = c.ctx.seed;
+    Ok(v.iter()
+        .enumerate()
+        .map(|(i, &x)| if dropout_keep(seed, i as u64, p) { x * scale } else { 0.0 })
+        .collect())
+}
+
+pub(crate) fn dropout(op: &Op, p: f64, c: Call) -> KernelResult<Vec<Tensor>> {
+    let x = single_input(op, &c)?;
+    Ok(vec![tensor(c.inputs[0].shape(), apply_dropout(&c, p, x)?)?])
+}
+
+/// Dropout's gradient: the mask recomputed from the seed, applied to the upstream gradient.
+/// The saved output is read for its shape only (a kept zero input would look dropped).
+pub(crate) fn dropout_grad(p: f64, g: &Grad, c: Call) -> KernelResult<Vec<Tensor>> {
+    let dy = same_shaped(g, 2, &c)?;
+    Ok(vec![tensor(c.inputs[0].shape(), apply_dropout(&c, p, dy)?)?])
+}

@@ -1,0 +1,419 @@
+//! Naive reference kernels: every forward op by direct loops over multi-indices, in f64, with
+//! no im2col, no GEMM and no shared code with the optimised kernels beyond the definitions
+//! of the error function and of the dropout mask. The test oracle: optimised kernels are
+//! compared against these, and gradients against their central finite differences.
+//!
+//! Compiled for tests and with the `reference` feature. Panics on bad input.
+
+// Direct index loops are the point of a reference.
+#![allow(clippy::needless_range_loop)]
+
+use ordo_ir::op::{Conv2d, Lstm, Pool2d, UnaryOp};
+use ordo_ir::{DType, Op, TensorFact};
+
+use super::KernelContext;
+use super::elementwise::dropout_keep;
+use super::tensor::{Data, Tensor};
+use super::util::erf;
+
+/// A dense f64 tensor; `int` marks integer data (ids, labels) held as f64.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dense {
+    /// Dimensions.
+    pub shape: Vec<usize>,
+    /// Row-major elements.
+    pub data: Vec<f64>,
+    /// Whether the values are integer ids.
+    pub int: bool,
+}
+
+impl Dense {
+    /// The promotion of a kernel tensor.
+    pub fn from_tensor(t: &Tensor) -> Self {
+        let (data, int) = match t.data() {
+            Data::F32(v) => (v.iter().map(|&x| f64::from(x)).collect(), false),
+            Data::I64(v) => (v.iter().map(|&x| x as f64).collect(), true),
+        };
+        Self { shape: t.shape().to_vec(), data, int }
+    }
+
+    fn zeros(shape: &[usize]) -> Self {
+        Self { shape: shape.to_vec(), data: vec![0.0; shape.iter().product()], int: false }
+    }
+
+    fn fact(&self) -> TensorFact {
+        TensorFact::new(if self.int { DType::I64 } else { DType::F32 }, self.shape.clone())
+    }
+
+    fn at(&self, idx: &[usize]) -> f64 {
+        self.data[ravel(idx, &self.shape)]
+    }
+}
+
+/// The multi-index of flat index `i` in `shape`.
+pub fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        idx[d] = i % shape[d];
+        i /= shape[d];
+    }
+    idx
+}
+
+/// The flat index of multi-index `idx` in `shape`.
+pub fn ravel(idx: &[usize], shape: &[usize]) -> usize {
+    idx.iter().zip(shape).fold(0, |acc, (&i, &d)| acc * d + i)
+}
+
+/// The index into a tensor of `shape` that output index `out_idx` broadcasts from.
+fn broadcast_index(out_idx: &[usize], shape: &[usize]) -> usize {
+    let off = out_idx.len() - shape.len();
+    let idx: Vec<usize> =
+        shape.iter().enumerate().map(|(d, &n)| if n == 1 { 0 } else { out_idx[off + d] }).collect();
+    ravel(&idx, shape)
+}
+
+fn axis_of(axis: i64, rank: usize) -> usize {
+    if axis < 0 { (axis + rank as i64) as usize } else { axis as usize }
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// The op's forward outputs, by definition.
+pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext) -> Vec<Dense> {
+    let facts: Vec<TensorFact> = inputs.iter().map(Dense::fact).collect();
+    let refs: Vec<&TensorFact> = facts.iter().collect();
+    let out_shape = match op {
+        Op::Input => inputs[0].shape.clone(),
+        Op::Parameter => params[0].shape.clone(),
+        Op::Fill { .. } => ctx.outputs[0].shape.clone(),
+        _ => op.infer(&refs).expect("reference: bad shapes").remove(0).shape,
+    };
+    let mut y = Dense::zeros(&out_shape);
+    let each = |y: &mut Dense, f: &dyn Fn(&[usize]) -> f64| {
+        for i in 0..y.data.len() {
+            y.data[i] = f(&unravel(i, &y.shape));
+        }
+    };
+    match op {
+        Op::Input => y = inputs[0].clone(),
+        Op::Parameter => y = params[0].clone(),
+        Op::Fill { value } => y.data.fill(*value),
+        Op::Conv2d(cv) => conv(cv, &inputs[0], params, &mut y),
+        Op::BatchNorm(bn) => {
+            let x = &inputs[0];
+            let c = x.shape[1];
+            let per = x.data.len() / c.max(1);
+            for ch in 0..c {
+                let members: Vec<usize> =
+                    (0..x.data.len()).filter(|&i| unravel(i, &x.shape)[1] == ch).collect();
+                let (mean, var) = if ctx.training {
+                    let mean = members.iter().map(|&i| x.data[i]).sum::<f64>() / per as f64;
+                    let var = members.iter().map(|&i| (x.data[i] - mean).powi(2)).sum::<f64>()
+                        / per as f64;
+                    (mean, var)
+                } else {
+                    (params[2].data[ch], params[3].data[ch])
+                };
+                for &i in &members {
+                    let xh = (x.data[i] - mean) / (var + bn.eps).sqrt();
+                    y.data[i] = xh * params[0].data[ch] + params[1].data[ch];
+                }
+            }
+        }
+        Op::LayerNorm(ln) => {
+            let d: usize = ln.normalized_shape.iter().product();
+            for r in 0..y.data.len() / d.max(1) {
+                let row = &inputs[0].data[r * d..(r + 1) * d];
+                let mean = row.iter().sum::<f64>() / d as f64;
+                let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / d as f64;
+                for j in 0..d {
+                    let xh = (row[j] - mean) / (var + ln.eps).sqrt();
+                    y.data[r * d + j] =
+                        if ln.affine { xh * params[0].data[j] + params[1].data[j] } else { xh };
+                }
+            }
+        }
+        Op::Unary { func } => {
+            let x = &inputs[0];
+            y.data = x.data.iter().map(|&v| unary(*func, v)).collect();
+        }
+        Op::Scale { factor } => y.data = inputs[0].data.iter().map(|v| v * factor).collect(),
+        Op::Add | Op::Mul => {
+            let (a, b) = (&inputs[0], &inputs[1]);
+            each(&mut y, &|idx| {
+                let (u, v) = (
+                    a.data[broadcast_index(idx, &a.shape)],
+                    b.data[broadcast_index(idx, &b.shape)],
+                );
+                if *op == Op::Add { u + v } else { u * v }
+            });
+        }
+        Op::MaxPool2d(p) => pool(p, &inputs[0], &mut y, true),
+        Op::AvgPool2d(p) => pool(p, &inputs[0], &mut y, false),
+        Op::GlobalAvgPool => {
+            let x = &inputs[0];
+            let hw = x.shape[2] * x.shape[3];
+            each(&mut y, &|idx| {
+                (0..hw)
+                    .map(|k| x.at(&[idx[0], idx[1], k / x.shape[3], k % x.shape[3]]))
+                    .sum::<f64>()
+                    / hw as f64
+            });
+        }
+        Op::Concat { axis } => {
+            let axis = axis_of(*axis, out_shape.len());
+            each(&mut y, &|idx| {
+                let mut idx = idx.to_vec();
+                for part in inputs {
+                    if idx[axis] < part.shape[axis] {
+                        return part.at(&idx);
+                    }
+                    idx[axis] -= part.shape[axis];
+                }
+                unreachable!()
+            });
+            y.int = inputs[0].int;
+        }
+        Op::Reshape { .. } => y.data = inputs[0].data.clone(),
+        Op::Transpose { perm } => {
+            let x = &inputs[0];
+            each(&mut y, &|idx| {
+                let mut src = vec![0; idx.len()];
+                perm.iter().enumerate().for_each(|(i, &p)| src[p] = idx[i]);
+                x.at(&src)
+            });
+        }
+        Op::Slice { axis, start, end: _, step } => {
+            let x = &inputs[0];
+            let axis = axis_of(*axis, x.shape.len());
+            let len = x.shape[axis] as i64;
+            let from = (if *start < 0 { start + len } else { *start }).clamp(0, len) as usize;
+            each(&mut y, &|idx| {
+                let mut src = idx.to_vec();
+                src[axis] = from + idx[axis] * *step as usize;
+                x.at(&src)
+            });
+        }
+        Op::MatMul => {
+            let (a, b) = (&inputs[0], &inputs[1]);
+            let (ra, rb, r) = (a.shape.len(), b.shape.len(), out_shape.len());
+            let k = a.shape[ra - 1];
+            each(&mut y, &|idx| {
+                let (mut ia, mut ib) = (idx[..r - 2].to_vec(), idx[..r - 2].to_vec());
+                ia.extend([idx[r - 2], 0]);
+                ib.extend([0, idx[r - 1]]);
+                let (ia, ib) = (&ia[r - ra..], &ib[r - rb..]);
+                (0..k)
+                    .map(|kk| {
+                        let mut ia = ia.to_vec();
+                        let mut ib = ib.to_vec();
+                        ia[ra - 1] = kk;
+                        ib[rb - 2] = kk;
+                        for d in 0..ra - 2 {
+                            if a.shape[d] == 1 {
+                                ia[d] = 0;
+                            }
+                        }
+                        for d in 0..rb - 2 {
+                            if b.shape[d] == 1 {
+                                ib[d] = 0;
+                            }
+                        }
+                        a.at(&ia) * b.at(&ib)
+                    })
+                    .sum()
+            });
+        }
+        Op::Linear(l) => {
+            let x = &inputs[0];
+            let k = *x.shape.last().unwrap();
+            each(&mut y, &|idx| {
+                let r = ravel(&idx[..idx.len() - 1], &x.shape[..x.shape.len() - 1]);
+                let o = idx[idx.len() - 1];
+                let dot: f64 = (0..k).map(|j| x.data[r * k + j] * params[0].data[o * k + j]).sum();
+                dot + if l.bias { params[1].data[o] } else { 0.0 }
+            });
+        }
+        Op::Softmax { axis } => {
+            let x = &inputs[0];
+            let axis = axis_of(*axis, x.shape.len());
+            each(&mut y, &|idx| {
+                let mut j = idx.to_vec();
+                let mut sum = 0.0;
+                for k in 0..x.shape[axis] {
+                    j[axis] = k;
+                    sum += x.at(&j).exp();
+                }
+                x.at(idx).exp() / sum
+            });
+        }
+        Op::CausalMask => {
+            let r = out_shape.len();
+            let x = &inputs[0];
+            each(&mut y, &|idx| {
+                if idx[r - 1] > idx[r - 2] { f64::NEG_INFINITY } else { x.at(idx) }
+            });
+        }
+        Op::Embedding(e) => {
+            let ids = &inputs[0];
+            each(&mut y, &|idx| {
+                let id = ids.at(&idx[..idx.len() - 1]) as usize;
+                params[0].data[id * e.dim + idx[idx.len() - 1]]
+            });
+        }
+        Op::Lstm(l) => lstm(l, &inputs[0], params, &mut y),
+        Op::Dropout { p } => {
+            let x = &inputs[0];
+            for i in 0..x.data.len() {
+                y.data[i] = if !ctx.training {
+                    x.data[i]
+                } else if dropout_keep(ctx.seed, i as u64, *p) {
+                    x.data[i] / (1.0 - p)
+                } else {
+                    0.0
+                };
+            }
+        }
+        Op::CrossEntropyLoss => {
+            let (x, t) = (&inputs[0], &inputs[1]);
+            let c = *x.shape.last().unwrap();
+            let (mut sum, mut n) = (0.0, 0.0);
+            for (r, &target) in t.data.iter().enumerate() {
+                if target < 0.0 {
+                    continue;
+                }
+                let row = &x.data[r * c..(r + 1) * c];
+                let lse = row.iter().map(|v| v.exp()).sum::<f64>().ln();
+                sum += lse - row[target as usize];
+                n += 1.0;
+            }
+            y.data[0] = sum / n;
+        }
+        Op::Grad(_) | Op::Update(_) => panic!("reference: forward ops only"),
+    }
+    vec![y]
+}
+
+fn unary(func: UnaryOp, x: f64) -> f64 {
+    match func {
+        UnaryOp::Relu => {
+            if x > 0.0 {
+                x
+            } else {
+                0.0
+            }
+        }
+        UnaryOp::Gelu => x * 0.5 * (1.0 + erf(x / 2f64.sqrt())),
+        UnaryOp::GeluTanh => {
+            let k = (2.0 / std::f64::consts::PI).sqrt();
+            0.5 * x * (1.0 + (k * (x + 0.044715 * x.powi(3))).tanh())
+        }
+        UnaryOp::Sigmoid => sigmoid(x),
+        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::HardSwish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
+        UnaryOp::HardSigmoid => (x + 3.0).clamp(0.0, 6.0) / 6.0,
+        UnaryOp::Rsqrt => x.powf(-0.5),
+    }
+}
+
+fn conv(cv: &Conv2d, x: &Dense, params: &[Dense], y: &mut Dense) {
+    let [n, c, h, w] = [x.shape[0], x.shape[1], x.shape[2], x.shape[3]];
+    let [_, o, oh, ow] = [y.shape[0], y.shape[1], y.shape[2], y.shape[3]];
+    let (cg, og) = (c / cv.groups, o / cv.groups);
+    let wt = &params[0];
+    for b in 0..n {
+        for oc in 0..o {
+            let g = oc / og;
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let mut acc = if cv.bias { params[1].data[oc] } else { 0.0 };
+                    for ic in 0..cg {
+                        for ky in 0..cv.kernel[0] {
+                            for kx in 0..cv.kernel[1] {
+                                let iy = (oy * cv.stride[0] + ky * cv.dilation[0]) as i64
+                                    - cv.padding[0] as i64;
+                                let ix = (ox * cv.stride[1] + kx * cv.dilation[1]) as i64
+                                    - cv.padding[1] as i64;
+                                if iy < 0 || ix < 0 || iy >= h as i64 || ix >= w as i64 {
+                                    continue;
+                                }
+                                let xv = x.at(&[b, g * cg + ic, iy as usize, ix as usize]);
+                                acc += xv * wt.at(&[oc, ic, ky, kx]);
+                            }
+                        }
+                    }
+                    y.data[ravel(&[b, oc, oy, ox], &y.shape)] = acc;
+                }
+            }
+        }
+    }
+}
+
+fn pool(p: &Pool2d, x: &Dense, y: &mut Dense, max: bool) {
+    let (h, w) = (x.shape[2] as i64, x.shape[3] as i64);
+    for i in 0..y.data.len() {
+        let [b, c, oy, ox] = unravel(i, &y.shape)[..] else { unreachable!() };
+        let y0 = (oy * p.stride[0]) as i64 - p.padding[0] as i64;
+        let x0 = (ox * p.stride[1]) as i64 - p.padding[1] as i64;
+        let (mut best, mut sum, mut inside, mut padded) = (f64::NEG_INFINITY, 0.0, 0, 0);
+        for ky in 0..p.kernel[0] as i64 {
+            for kx in 0..p.kernel[1] as i64 {
+                let (iy, ix) = (y0 + ky, x0 + kx);
+                let in_pad = iy < h + p.padding[0] as i64 && ix < w + p.padding[1] as i64;
+                if in_pad {
+                    padded += 1;
+                }
+                if iy < 0 || ix < 0 || iy >= h || ix >= w {
+                    continue;
+                }
+                let v = x.at(&[b, c, iy as usize, ix as usize]);
+                best = best.max(v);
+                sum += v;
+                inside += 1;
+            }
+        }
+        y.data[i] = if max {
+            best
+        } else {
+            sum / f64::from(if p.count_include_pad { padded } else { inside })
+        };
+    }
+}
+
+fn lstm(l: &Lstm, x: &Dense, params: &[Dense], y: &mut Dense) {
+    let [t_len, b_len, i_len] = [x.shape[0], x.shape[1], x.shape[2]];
+    let (h, dirs) = (l.hidden, l.directions());
+    for d in 0..dirs {
+        let [w_ih, w_hh, b_ih, b_hh] = [0, 1, 2, 3].map(|k| &params[4 * d + k]);
+        for b in 0..b_len {
+            let (mut hp, mut cp) = (vec![0.0; h], vec![0.0; h]);
+            for s in 0..t_len {
+                let t = if d == 1 { t_len - 1 - s } else { s };
+                let gate = |row: usize| {
+                    let mut z = b_ih.data[row] + b_hh.data[row];
+                    for k in 0..i_len {
+                        z += w_ih.data[row * i_len + k] * x.at(&[t, b, k]);
+                    }
+                    for k in 0..h {
+                        z += w_hh.data[row * h + k] * hp[k];
+                    }
+                    z
+                };
+                let (mut hn, mut cn) = (vec![0.0; h], vec![0.0; h]);
+                for j in 0..h {
+                    let i = sigmoid(gate(j));
+                    let f = sigmoid(gate(h + j));
+                    let g = gate(2 * h + j).tanh();
+                    let o = sigmoid(gate(3 * h + j));
+                    cn[j] = f * cp[j] + i * g;
+                    hn[j] = o * cn[j].tanh();
+                    y.data[ravel(&[t, b, d * h + j], &y.shape)] = hn[j];
+                }
+                (hp, cp) = (hn, cn);
+            }
+        }
+    }
+}

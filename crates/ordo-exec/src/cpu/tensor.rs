@@ -1,0 +1,190 @@
+//! Dense CPU tensors: a shape and contiguous row-major storage.
+
+use ordo_ir::{DType, TensorFact};
+
+use super::error::{KernelError, KernelResult};
+
+/// The storage of a [`Tensor`]: `f32` for floating-point tensors, `i64` for integer tensors
+/// (token ids, class labels; `I32` facts are held widened to `i64`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Data {
+    /// Floating-point values.
+    F32(Vec<f32>),
+    /// Integer values.
+    I64(Vec<i64>),
+}
+
+/// A dense tensor: plain data, a shape (outermost dimension first) and its elements in
+/// row-major order. The number of elements always equals the product of the shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    shape: Vec<usize>,
+    data: Data,
+}
+
+fn numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+}
+
+fn length_error(shape: &[usize], len: usize) -> KernelError {
+    KernelError::Value {
+        op: "Tensor".into(),
+        message: format!("{len} elements do not fill shape {shape:?}"),
+    }
+}
+
+impl Tensor {
+    /// A tensor of `fact`'s shape filled with zeros.
+    ///
+    /// # Errors
+    /// [`KernelError::UnsupportedDType`] for `F16`, `BF16` and `Bool`; [`KernelError::Value`]
+    /// when the element count overflows.
+    pub fn zeros(fact: &TensorFact) -> KernelResult<Self> {
+        let n = numel(&fact.shape).ok_or_else(|| length_error(&fact.shape, usize::MAX))?;
+        let data = match fact.dtype {
+            DType::F32 => Data::F32(vec![0.0; n]),
+            DType::I64 | DType::I32 => Data::I64(vec![0; n]),
+            dtype => return Err(KernelError::UnsupportedDType { op: "Tensor".into(), dtype }),
+        };
+        Ok(Self { shape: fact.shape.clone(), data })
+    }
+
+    /// An `f32` tensor of the given shape filled with `value`.
+    pub fn full(shape: &[usize], value: f32) -> KernelResult<Self> {
+        let n = numel(shape).ok_or_else(|| length_error(shape, usize::MAX))?;
+        Ok(Self { shape: shape.to_vec(), data: Data::F32(vec![value; n]) })
+    }
+
+    /// An `f32` tensor from its row-major elements.
+    ///
+    /// # Errors
+    /// [`KernelError::Value`] when `data` does not have exactly as many elements as `shape`.
+    pub fn from_f32(shape: &[usize], data: Vec<f32>) -> KernelResult<Self> {
+        if numel(shape) != Some(data.len()) {
+            return Err(length_error(shape, data.len()));
+        }
+        Ok(Self { shape: shape.to_vec(), data: Data::F32(data) })
+    }
+
+    /// An integer tensor from its row-major elements.
+    ///
+    /// # Errors
+    /// [`KernelError::Value`] when `data` does not have exactly as many elements as `shape`.
+    pub fn from_i64(shape: &[usize], data: Vec<i64>) -> KernelResult<Self> {
+        if numel(shape) != Some(data.len()) {
+            return Err(length_error(shape, data.len()));
+        }
+        Ok(Self { shape: shape.to_vec(), data: Data::I64(data) })
+    }
+
+    /// A scalar (rank-0) `f32` tensor.
+    pub fn scalar(value: f32) -> Self {
+        Self { shape: Vec::new(), data: Data::F32(vec![value]) }
+    }
+
+    /// A deterministic pseudo-random tensor of `fact`'s shape from `seed`: floats uniform in
+    /// `[-1, 1)`, integers uniform in `[0, 2)` (use [`Tensor::random_ids`] for ids of a larger
+    /// range). The same fact and seed give the same tensor on every machine.
+    ///
+    /// # Errors
+    /// As [`Tensor::zeros`].
+    pub fn random(fact: &TensorFact, seed: u64) -> KernelResult<Self> {
+        let mut t = Self::zeros(fact)?;
+        let mut rng = fastrand::Rng::with_seed(seed);
+        match &mut t.data {
+            Data::F32(v) => v.iter_mut().for_each(|x| *x = rng.f32() * 2.0 - 1.0),
+            Data::I64(v) => v.iter_mut().for_each(|x| *x = rng.i64(0..2)),
+        }
+        Ok(t)
+    }
+
+    /// A deterministic pseudo-random integer tensor of `shape` with values in `[0, bound)`
+    /// (`bound` at least 1), e.g. token ids for an embedding of `bound` rows.
+    ///
+    /// # Errors
+    /// [`KernelError::Value`] for a zero bound or an overflowing shape.
+    pub fn random_ids(shape: &[usize], bound: usize, seed: u64) -> KernelResult<Self> {
+        if bound == 0 {
+            return Err(KernelError::Value {
+                op: "Tensor".into(),
+                message: "random ids need a bound of at least 1".into(),
+            });
+        }
+        let n = numel(shape).ok_or_else(|| length_error(shape, usize::MAX))?;
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let ids = (0..n).map(|_| rng.u64(0..bound as u64) as i64).collect();
+        Ok(Self { shape: shape.to_vec(), data: Data::I64(ids) })
+    }
+
+    /// The dimensions, outermost first.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The element type: [`DType::F32`] or [`DType::I64`].
+    pub fn dtype(&self) -> DType {
+        match self.data {
+            Data::F32(_) => DType::F32,
+            Data::I64(_) => DType::I64,
+        }
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        match &self.data {
+            Data::F32(v) => v.len(),
+            Data::I64(v) => v.len(),
+        }
+    }
+
+    /// The tensor's fact: dtype and shape.
+    pub fn fact(&self) -> TensorFact {
+        TensorFact::new(self.dtype(), self.shape.clone())
+    }
+
+    /// The storage.
+    pub fn data(&self) -> &Data {
+        &self.data
+    }
+
+    /// The `f32` elements, `None` for an integer tensor.
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        match &self.data {
+            Data::F32(v) => Some(v),
+            Data::I64(_) => None,
+        }
+    }
+
+    /// The `f32` elements, mutable, `None` for an integer tensor.
+    pub fn as_f32_mut(&mut self) -> Option<&mut [f32]> {
+        match &mut self.data {
+            Data::F32(v) => Some(v),
+            Data::I64(_) => None,
+        }
+    }
+
+    /// The integer elements, `None` for a float tensor.
+    pub fn as_i64(&self) -> Option<&[i64]> {
+        match &self.data {
+            Data::I64(v) => Some(v),
+            Data::F32(_) => None,
+        }
+    }
+
+    /// The shape and the storage.
+    pub fn into_parts(self) -> (Vec<usize>, Data) {
+        (self.shape, self.data)
+    }
+
+    /// The same elements under another shape of the same element count.
+    ///
+    /// # Errors
+    /// [`KernelError::Value`] when the element counts differ.
+    pub fn reshaped(mut self, shape: &[usize]) -> KernelResult<Self> {
+        if numel(shape) != Some(self.numel()) {
+            return Err(length_error(shape, self.numel()));
+        }
+        self.shape = shape.to_vec();
+        Ok(self)
+    }
+}

@@ -1,0 +1,132 @@
+//! Random small instances of every op, shared by the forward and gradient tests.
+
+use ordo_ir::op::{BatchNorm, Conv2d, Embedding, LayerNorm, Linear, Lstm, Pool2d, UnaryOp};
+use ordo_ir::{Op, TensorFact};
+
+use super::super::Tensor;
+use super::{params_for, positive, rand};
+
+/// One instance: the op, its inputs and its parameters.
+pub(crate) struct Case {
+    pub op: Op,
+    pub inputs: Vec<Tensor>,
+    pub params: Vec<Tensor>,
+}
+
+fn case(op: Op, inputs: Vec<Tensor>, seed: u64) -> Case {
+    let params = params_for(&op, &inputs, seed);
+    Case { op, inputs, params }
+}
+
+const UNARIES: [UnaryOp; 8] = [
+    UnaryOp::Relu,
+    UnaryOp::Gelu,
+    UnaryOp::GeluTanh,
+    UnaryOp::Sigmoid,
+    UnaryOp::Tanh,
+    UnaryOp::HardSwish,
+    UnaryOp::HardSigmoid,
+    UnaryOp::Rsqrt,
+];
+
+/// A random convolution and input: groups 1, 2 or depthwise, strides, padding, dilation.
+pub(crate) fn conv_case(r: &mut fastrand::Rng, seed: u64) -> Case {
+    let (cg, groups) = match r.usize(0..3) {
+        0 => (r.usize(1..4), 1),
+        1 => (r.usize(1..3), 2),
+        _ => (1, r.usize(2..5)),
+    };
+    let og = r.usize(1..3);
+    let (k, d, p) = ([r.usize(1..4), r.usize(1..4)], r.usize(1..3), r.usize(0..2));
+    let span = |k: usize| d * (k - 1) + 1;
+    let (h, w) = (span(k[0]) + r.usize(0..4), span(k[1]) + r.usize(0..4));
+    let mut cv = Conv2d::rect(og * groups, k[0], k[1]).stride(r.usize(1..3)).padding(p);
+    cv = cv.dilation(d).groups(groups);
+    if r.bool() {
+        cv = cv.no_bias();
+    }
+    let x = rand(&[r.usize(1..3), cg * groups, h, w], seed);
+    case(Op::Conv2d(cv), vec![x], seed)
+}
+
+/// A random pooling window over a random input.
+pub(crate) fn pool_case(r: &mut fastrand::Rng, seed: u64, max: bool) -> Case {
+    let k = r.usize(1..4);
+    let mut p = Pool2d::new(k, r.usize(1..3)).padding(r.usize(0..k / 2 + 1));
+    if r.bool() {
+        p = p.ceil_mode();
+    }
+    p.count_include_pad = r.bool();
+    let x = rand(&[r.usize(1..3), r.usize(1..3), k + r.usize(0..4), k + r.usize(0..4)], seed);
+    case(if max { Op::MaxPool2d(p) } else { Op::AvgPool2d(p) }, vec![x], seed)
+}
+
+/// One random instance of every op kind (unaries: all eight).
+pub(crate) fn all(seed: u64) -> Vec<Case> {
+    let mut r = fastrand::Rng::with_seed(seed);
+    let s = seed * 1000;
+    let mut cases = vec![conv_case(&mut r, s + 1), pool_case(&mut r, s + 2, true)];
+    cases.push(pool_case(&mut r, s + 3, false));
+    let lin = Linear { out_features: r.usize(1..5), bias: r.bool() };
+    cases.push(case(Op::Linear(lin), vec![rand(&[2, r.usize(1..4), r.usize(1..5)], s + 4)], s));
+    let (m, k, n) = (r.usize(1..4), r.usize(1..4), r.usize(1..4));
+    let (a, b) =
+        if r.bool() { (vec![2, 1, m, k], vec![3, k, n]) } else { (vec![m, k], vec![k, n]) };
+    cases.push(case(Op::MatMul, vec![rand(&a, s + 5), rand(&b, s + 6)], s));
+    let bn_shape = if r.bool() { vec![3, 2, 2, 3] } else { vec![4, 3] };
+    cases.push(case(Op::BatchNorm(BatchNorm::new()), vec![rand(&bn_shape, s + 7)], s));
+    let ln = if r.bool() {
+        LayerNorm::new(4)
+    } else {
+        LayerNorm { normalized_shape: vec![3, 4], eps: 1e-5, affine: r.bool() }
+    };
+    cases.push(case(Op::LayerNorm(ln), vec![rand(&[2, 3, 4], s + 8)], s));
+    for (i, func) in UNARIES.into_iter().enumerate() {
+        let mut x = rand(&[2, 3, 4], s + 10 + i as u64);
+        if func == UnaryOp::Rsqrt {
+            x = positive(x);
+        }
+        if matches!(func, UnaryOp::HardSwish | UnaryOp::HardSigmoid) {
+            let v = x.as_f32().unwrap().iter().map(|v| v * 5.0).collect();
+            x = Tensor::from_f32(x.shape(), v).unwrap();
+        }
+        cases.push(case(Op::Unary { func }, vec![x], s));
+    }
+    cases.push(case(Op::Scale { factor: 0.7 }, vec![rand(&[3, 4], s + 20)], s));
+    let shapes =
+        [([2, 3, 4].to_vec(), [3, 1].to_vec()), (vec![4], vec![2, 3, 4]), (vec![2, 1], vec![1, 3])];
+    let (sa, sb) = &shapes[r.usize(0..3)];
+    for op in [Op::Add, Op::Mul] {
+        cases.push(case(op, vec![rand(sa, s + 21), rand(sb, s + 22)], s));
+    }
+    cases.push(case(Op::GlobalAvgPool, vec![rand(&[2, 3, 3, 4], s + 23)], s));
+    let parts = (0..3).map(|i| rand(&[2, 1 + i, 3], s + 24 + i as u64)).collect();
+    cases.push(case(Op::Concat { axis: if r.bool() { 1 } else { -2 } }, parts, s));
+    cases.push(case(Op::Reshape { shape: vec![6, -1] }, vec![rand(&[2, 3, 4], s + 27)], s));
+    cases.push(case(Op::Transpose { perm: vec![2, 0, 1] }, vec![rand(&[2, 3, 4], s + 28)], s));
+    let sl = Op::Slice { axis: 1, start: r.i64(-6..2), end: -1, step: r.i64(1..3) };
+    cases.push(case(sl, vec![rand(&[2, 7, 3], s + 29)], s));
+    cases.push(case(
+        Op::Softmax { axis: if r.bool() { -1 } else { 1 } },
+        vec![rand(&[2, 3, 4], s + 30)],
+        s,
+    ));
+    let cm = if r.bool() { vec![2, 4, 4] } else { vec![3, 5] };
+    cases.push(case(Op::CausalMask, vec![rand(&cm, s + 31)], s));
+    let ids = Tensor::random_ids(&[2, 3], 10, s + 32).unwrap();
+    cases.push(case(Op::Embedding(Embedding::new(10, 4)), vec![ids], s));
+    let lstm = if r.bool() { Lstm::bidirectional(3) } else { Lstm::new(r.usize(1..4)) };
+    cases.push(case(Op::Lstm(lstm), vec![rand(&[r.usize(1..4), 2, 3], s + 33)], s));
+    cases.push(case(Op::Dropout { p: 0.3 }, vec![rand(&[4, 5], s + 34)], s));
+    let (lead, classes) = if r.bool() { (vec![4], 5) } else { (vec![2, 3], 4) };
+    let mut targets =
+        Tensor::random_ids(&lead, classes, s + 35).unwrap().as_i64().unwrap().to_vec();
+    targets[0] = -100;
+    let mut logits_shape = lead.clone();
+    logits_shape.push(classes);
+    let t = Tensor::from_i64(&lead, targets).unwrap();
+    cases.push(case(Op::CrossEntropyLoss, vec![rand(&logits_shape, s + 36), t], s));
+    let param = Tensor::random(&TensorFact::f32([3, 4]), s + 37).unwrap();
+    cases.push(Case { op: Op::Parameter, inputs: vec![], params: vec![param] });
+    cases
+}

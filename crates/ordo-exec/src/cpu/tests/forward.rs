@@ -1,0 +1,142 @@
+//! Optimised forward kernels against the reference, over random shapes.
+
+use ordo_ir::op::{BatchNorm, Conv2d, Pool2d};
+use ordo_ir::{Op, TensorFact};
+use proptest::prelude::*;
+
+use super::super::{KernelContext, Tensor, run};
+use super::cases::{self, conv_case, pool_case};
+use super::{FWD_TOL, assert_close, check_forward, ctx, params_for, rand, run_ref};
+
+#[test]
+fn every_op_matches_the_reference_on_random_instances() {
+    for seed in 0..6 {
+        for c in cases::all(seed) {
+            check_forward(&c.op, &c.inputs, &c.params);
+        }
+    }
+}
+
+#[test]
+fn source_ops() {
+    let fact = [TensorFact::f32([2, 3])];
+    let ctx = KernelContext { outputs: &fact, ..ctx() };
+    let out = run(&Op::Fill { value: 2.5 }, &[], &[], &mut [], &ctx).unwrap();
+    assert_eq!(out[0], Tensor::full(&[2, 3], 2.5).unwrap());
+    let x = rand(&[2, 3], 1);
+    assert_eq!(run(&Op::Input, &[&x], &[], &mut [], &ctx).unwrap()[0], x);
+}
+
+#[test]
+fn evaluation_mode_uses_running_statistics_and_no_dropout() {
+    let ctx = KernelContext { training: false, ..ctx() };
+    let op = Op::BatchNorm(BatchNorm::new());
+    let x = [rand(&[3, 2, 2, 2], 3)];
+    let params = params_for(&op, &x, 4);
+    let refs: Vec<&Tensor> = params.iter().collect();
+    let got = run(&op, &[&x[0]], &refs, &mut [], &ctx).unwrap();
+    let want = run_ref(&op, &x, &params, &ctx);
+    assert_close(got[0].as_f32().unwrap(), &want[0].data, FWD_TOL, "eval batch norm");
+    let d = run(&Op::Dropout { p: 0.5 }, &[&x[0]], &[], &mut [], &ctx).unwrap();
+    assert_eq!(d[0], x[0]);
+}
+
+#[test]
+fn dropout_drops_about_p_and_scales_the_rest() {
+    let x = Tensor::full(&[100, 100], 1.0).unwrap();
+    let y = run(&Op::Dropout { p: 0.25 }, &[&x], &[], &mut [], &ctx()).unwrap().remove(0);
+    let v = y.as_f32().unwrap();
+    let kept = v.iter().filter(|&&e| e != 0.0).count();
+    assert!((7300..7700).contains(&kept), "{kept} kept");
+    assert!(v.iter().all(|&e| e == 0.0 || (e - 1.0 / 0.75).abs() < 1e-6));
+}
+
+fn pointwise_and_strided(seed: u64) -> Vec<Op> {
+    let _ = seed;
+    vec![
+        Op::Conv2d(Conv2d::new(4, 1).no_bias()),
+        Op::Conv2d(Conv2d::new(6, 3).stride(2).padding(1).groups(3)),
+        Op::Conv2d(Conv2d::rect(2, 1, 3).padding_hw(0, 1).dilation(2)),
+    ]
+}
+
+#[test]
+fn convolution_special_cases() {
+    for (i, op) in pointwise_and_strided(0).into_iter().enumerate() {
+        let x = vec![rand(&[2, 3, 7, 6], i as u64)];
+        let params = params_for(&op, &x, 9);
+        check_forward(&op, &x, &params);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn convolution_matches_the_reference(seed in 0u64..1_000_000) {
+        let c = conv_case(&mut fastrand::Rng::with_seed(seed), seed);
+        check_forward(&c.op, &c.inputs, &c.params);
+    }
+
+    #[test]
+    fn pooling_matches_the_reference(seed in 0u64..1_000_000, max in any::<bool>()) {
+        let c = pool_case(&mut fastrand::Rng::with_seed(seed), seed, max);
+        check_forward(&c.op, &c.inputs, &c.params);
+    }
+
+    #[test]
+    fn broadcast_matmul_matches_the_reference(
+        (m, k, n) in (1usize..5, 0usize..5, 1usize..5),
+        batch_a in proptest::collection::vec(1usize..3, 0..3),
+        batch_b in proptest::collection::vec(1usize..3, 0..3),
+    ) {
+        // Make the batch dimensions broadcastable: where both have one, one side may be 1.
+        let rank = batch_a.len().max(batch_b.len());
+        let mut a = batch_a.clone();
+        let mut b = batch_b.clone();
+        for i in 0..rank {
+            let (ia, ib) = (i + a.len(), i + b.len());
+            if ia >= rank && ib >= rank {
+                let (x, y) = (a[ia - rank], b[ib - rank]);
+                if x != y && x != 1 && y != 1 {
+                    b[ib - rank] = 1;
+                }
+            }
+        }
+        a.extend([m, k]);
+        b.extend([k, n]);
+        check_forward(&Op::MatMul, &[rand(&a, 1), rand(&b, 2)], &[]);
+    }
+
+    #[test]
+    fn transpose_matches_the_reference(
+        shape in proptest::collection::vec(1usize..4, 1..5),
+        seed in any::<u64>(),
+    ) {
+        let mut perm: Vec<usize> = (0..shape.len()).collect();
+        fastrand::Rng::with_seed(seed).shuffle(&mut perm);
+        check_forward(&Op::Transpose { perm }, &[rand(&shape, seed)], &[]);
+    }
+
+    #[test]
+    fn broadcast_add_and_mul_match_the_reference(
+        shape in proptest::collection::vec(1usize..4, 1..4),
+        mask in proptest::collection::vec(any::<bool>(), 4),
+        drop in 0usize..3,
+    ) {
+        let other: Vec<usize> =
+            shape.iter().zip(&mask).map(|(&d, &m)| if m { 1 } else { d }).skip(drop).collect();
+        for op in [Op::Add, Op::Mul] {
+            check_forward(&op, &[rand(&shape, 1), rand(&other, 2)], &[]);
+            check_forward(&op, &[rand(&other, 3), rand(&shape, 4)], &[]);
+        }
+    }
+}
+
+#[test]
+fn max_pool_with_padding_never_picks_the_padding() {
+    let op = Op::MaxPool2d(Pool2d::new(3, 2).padding(1));
+    let x = Tensor::full(&[1, 1, 4, 4], -5.0).unwrap();
+    let y = run(&op, &[&x], &[], &mut [], &ctx()).unwrap();
+    assert!(y[0].as_f32().unwrap().iter().all(|&v| v == -5.0));
+}

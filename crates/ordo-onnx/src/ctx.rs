@@ -1,0 +1,348 @@
+//! The import context: the IR graph under construction, the value of every ONNX tensor seen so
+//! far, and the helpers the op mappings use to emit IR nodes.
+
+use std::collections::{HashMap, HashSet};
+
+use ordo_ir::{Graph, Node as IrNode, Op, OutletId, Param, ParamId, Role, TensorFact};
+
+use crate::error::{OnnxError, OnnxResult};
+use crate::node::Node;
+use crate::proto::NodeProto;
+use crate::tensor::{ConstTensor, check_shape};
+use crate::value::{Base, Value, View};
+
+/// State shared by all op mappings during one import.
+pub(crate) struct Ctx<'a> {
+    /// The graph being built.
+    pub graph: Graph,
+    /// All ONNX nodes, in file order.
+    pub onnx_nodes: &'a [NodeProto],
+    /// For every tensor, the indices of the ONNX nodes that read it (once per read).
+    pub readers: HashMap<String, Vec<usize>>,
+    /// Tensors that are graph outputs.
+    pub graph_outputs: HashSet<String>,
+    /// ONNX nodes already handled by a fusion with an earlier node.
+    pub skip: HashSet<usize>,
+    /// Value of every tensor produced so far.
+    values: HashMap<String, Value>,
+    /// Tensors that exist in the file but have no value in the IR, with the reason.
+    unavailable: HashMap<String, String>,
+    /// Facts of the parameters (graph inputs and initializers taken as parameters).
+    param_facts: HashMap<String, TensorFact>,
+    /// IR parameters created so far, by name.
+    param_ids: HashMap<String, ParamId>,
+    /// `Parameter` nodes created so far, by parameter name.
+    param_nodes: HashMap<String, OutletId>,
+    /// Node names in use.
+    names: HashSet<String>,
+}
+
+impl<'a> Ctx<'a> {
+    /// An empty context for a graph called `name`.
+    pub fn new(name: &str, onnx_nodes: &'a [NodeProto]) -> Self {
+        let mut readers: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, n) in onnx_nodes.iter().enumerate() {
+            for input in n.input.iter().filter(|s| !s.is_empty()) {
+                readers.entry(input.clone()).or_default().push(i);
+            }
+        }
+        Self {
+            graph: Graph {
+                name: name.to_string(),
+                nodes: Vec::new(),
+                params: Vec::new(),
+                outputs: Vec::new(),
+            },
+            onnx_nodes,
+            readers,
+            graph_outputs: HashSet::new(),
+            skip: HashSet::new(),
+            values: HashMap::new(),
+            unavailable: HashMap::new(),
+            param_facts: HashMap::new(),
+            param_ids: HashMap::new(),
+            param_nodes: HashMap::new(),
+            names: HashSet::new(),
+        }
+    }
+
+    /// Number of reads of a tensor by nodes and graph outputs.
+    pub fn uses(&self, tensor: &str) -> usize {
+        self.readers.get(tensor).map_or(0, Vec::len)
+            + usize::from(self.graph_outputs.contains(tensor))
+    }
+
+    /// Declares a parameter that nodes may read.
+    pub fn declare_param(&mut self, name: &str, fact: TensorFact) {
+        self.param_facts.insert(name.to_string(), fact.clone());
+        self.values
+            .insert(name.to_string(), Value::View(View::new(Base::Param(name.into()), fact)));
+    }
+
+    /// Sets the value of a tensor.
+    pub fn set(&mut self, tensor: &str, value: Value) {
+        self.values.insert(tensor.to_string(), value);
+    }
+
+    /// Records that a tensor has no value in the IR, and why.
+    pub fn set_unavailable(&mut self, tensor: &str, reason: String) {
+        self.unavailable.insert(tensor.to_string(), reason);
+    }
+
+    /// The value of a tensor read by `node`.
+    pub fn get(&self, node: &Node<'_>, tensor: &str) -> OnnxResult<&Value> {
+        if let Some(reason) = self.unavailable.get(tensor) {
+            return Err(node.unsupported(format!("reads `{tensor}`, {reason}")));
+        }
+        self.values.get(tensor).ok_or_else(|| OnnxError::UnknownTensor {
+            node: node.name.clone(),
+            tensor: tensor.to_string(),
+        })
+    }
+
+    /// The value of a tensor, if it has one yet.
+    pub fn peek(&self, tensor: &str) -> Option<&Value> {
+        self.values.get(tensor)
+    }
+
+    /// The value of input `i` of `node`, which must be present.
+    pub fn input(&self, node: &Node<'_>, i: usize) -> OnnxResult<Value> {
+        let name = node.required_input(i)?;
+        self.get(node, name).cloned()
+    }
+
+    /// The constant value of input `i`, or an error saying it must be constant.
+    pub fn const_input(&self, node: &Node<'_>, i: usize, what: &str) -> OnnxResult<ConstTensor> {
+        match self.input(node, i)? {
+            Value::Const(c) => Ok((*c).clone()),
+            _ => Err(node.unsupported(format!("{what} (input {i}) must be a constant"))),
+        }
+    }
+
+    /// The fact of a value that is not a constant of a type the IR lacks.
+    pub fn fact_of(&self, node: &Node<'_>, value: &Value) -> OnnxResult<TensorFact> {
+        match value {
+            Value::View(v) => Ok(v.fact().clone()),
+            Value::ParamSet { fact, .. } => Ok(fact.clone()),
+            Value::Const(c) => c.fact().ok_or_else(|| {
+                node.unsupported(format!(
+                    "a constant of type {} cannot be a tensor of the graph",
+                    crate::tensor::elem_name(c.elem)
+                ))
+            }),
+        }
+    }
+
+    /// The wire of input `i`, emitting whatever it still needs (deferred steps, a parameter or
+    /// constant node).
+    pub fn wire(&mut self, node: &Node<'_>, i: usize) -> OnnxResult<OutletId> {
+        let name = node.required_input(i)?;
+        self.materialize(node, name)
+    }
+
+    /// The wire of a tensor, emitting whatever it still needs; later reads get the same wire.
+    pub fn materialize(&mut self, node: &Node<'_>, tensor: &str) -> OnnxResult<OutletId> {
+        let value = self.get(node, tensor)?.clone();
+        let outlet = self.realize(node, tensor, value)?;
+        let fact = self.graph.fact(outlet).cloned().expect("emitted");
+        self.values.insert(tensor.to_string(), Value::wire(outlet, fact));
+        Ok(outlet)
+    }
+
+    /// The wire of a value: emits its deferred steps, a `Parameter` node for a parameter, a
+    /// buffer called `name` for a constant.
+    pub fn realize(&mut self, node: &Node<'_>, name: &str, value: Value) -> OnnxResult<OutletId> {
+        match value {
+            Value::View(view) => {
+                let mut out = match &view.base {
+                    Base::Wire(o) => *o,
+                    Base::Param(p) => self.param_node(p)?,
+                };
+                for step in &view.steps {
+                    out = self.emit(&step.name, step.step.op(), &[out], Vec::new())?[0];
+                }
+                Ok(out)
+            }
+            Value::Const(c) => self.buffer(node, name, &c),
+            Value::ParamSet { .. } => Err(node.unsupported(format!(
+                "`{name}` combines several parameters and is used as a value"
+            ))),
+        }
+    }
+
+    /// The view of input `i` to extend with one more deferred step. A wire read by several
+    /// nodes is emitted first, so that its steps are not emitted twice.
+    pub fn view_input(&mut self, node: &Node<'_>, i: usize) -> OnnxResult<View> {
+        let name = node.required_input(i)?;
+        match self.get(node, name)?.clone() {
+            Value::View(v) if matches!(v.base, Base::Param(_)) || self.uses(name) <= 1 => Ok(v),
+            _ => {
+                let out = self.materialize(node, name)?;
+                let fact = self.graph.fact(out).cloned().expect("materialized");
+                Ok(View::new(Base::Wire(out), fact))
+            }
+        }
+    }
+
+    /// The IR parameter of an ONNX parameter, created on first use.
+    pub fn param_id(&mut self, name: &str, trainable: bool) -> Option<ParamId> {
+        if let Some(&id) = self.param_ids.get(name) {
+            return Some(id);
+        }
+        let fact = self.param_facts.get(name)?.clone();
+        Some(self.new_param(name, fact, trainable))
+    }
+
+    /// The fact of an ONNX parameter.
+    pub fn param_fact(&self, name: &str) -> Option<&TensorFact> {
+        self.param_facts.get(name)
+    }
+
+    /// A new IR parameter (a unique name is derived from `name` when it is taken).
+    pub fn new_param(&mut self, name: &str, fact: TensorFact, trainable: bool) -> ParamId {
+        let mut unique = name.to_string();
+        let mut k = 1;
+        while self.param_ids.contains_key(&unique) {
+            unique = format!("{name}_{k}");
+            k += 1;
+        }
+        let id = ParamId(self.graph.params.len() as u32);
+        self.graph.params.push(Param { name: unique.clone(), fact, trainable });
+        self.param_ids.insert(unique, id);
+        id
+    }
+
+    /// The `Parameter` node that reads an ONNX parameter as a value.
+    fn param_node(&mut self, name: &str) -> OnnxResult<OutletId> {
+        if let Some(&o) = self.param_nodes.get(name) {
+            return Ok(o);
+        }
+        let fact = self.param_facts.get(name).cloned().expect("declared parameter");
+        let id = self.param_id(name, fact.dtype.is_float()).expect("declared parameter");
+        let out = self.push(name, Op::Parameter, Vec::new(), vec![id], vec![fact]);
+        self.param_nodes.insert(name.to_string(), out);
+        Ok(out)
+    }
+
+    /// A `Parameter` node holding a constant as a non-trainable buffer named `tensor`.
+    pub fn buffer(
+        &mut self,
+        node: &Node<'_>,
+        tensor: &str,
+        c: &ConstTensor,
+    ) -> OnnxResult<OutletId> {
+        let fact = c.fact().ok_or_else(|| {
+            node.unsupported(format!(
+                "constant `{tensor}` of type {} cannot be a tensor of the graph",
+                crate::tensor::elem_name(c.elem)
+            ))
+        })?;
+        let id = self.new_param(tensor, fact.clone(), false);
+        Ok(self.push(tensor, Op::Parameter, Vec::new(), vec![id], vec![fact]))
+    }
+
+    /// Emits a node whose parameters are the given ONNX parameters, checked against the
+    /// shapes the op requires (trainability comes from the op).
+    pub fn emit_with_params(
+        &mut self,
+        node: &Node<'_>,
+        op: Op,
+        inputs: &[OutletId],
+        params: &[String],
+    ) -> OnnxResult<Vec<OutletId>> {
+        let facts = self.input_facts(inputs);
+        let facts: Vec<&TensorFact> = facts.iter().collect();
+        let specs = match op.infer(&facts) {
+            Ok(_) => op.param_specs(&facts),
+            Err(message) => return Err(shape_error(&node.name, &op, message)),
+        };
+        if specs.len() != params.len() {
+            return Err(node.shape_error(format!(
+                "{} needs {} parameter(s), the node gives {}",
+                op.name(),
+                specs.len(),
+                params.len()
+            )));
+        }
+        let mut ids = Vec::with_capacity(params.len());
+        for (spec, name) in specs.iter().zip(params) {
+            let found = self.param_facts.get(name);
+            if found != Some(&spec.fact) {
+                let found =
+                    found.map_or_else(|| "not a parameter".to_string(), ToString::to_string);
+                return Err(node.shape_error(format!(
+                    "parameter `{name}` is {found}, {} needs {} for its {}",
+                    op.name(),
+                    spec.fact,
+                    spec.suffix
+                )));
+            }
+            ids.push(self.param_id(name, spec.trainable).expect("declared parameter"));
+        }
+        self.emit(&node.name, op, inputs, ids)
+    }
+
+    /// Emits a node, running the IR's shape inference.
+    pub fn emit(
+        &mut self,
+        name: &str,
+        op: Op,
+        inputs: &[OutletId],
+        params: Vec<ParamId>,
+    ) -> OnnxResult<Vec<OutletId>> {
+        let facts = self.input_facts(inputs);
+        let facts: Vec<&TensorFact> = facts.iter().collect();
+        let outputs = op.infer(&facts).map_err(|m| shape_error(name, &op, m))?;
+        for f in &outputs {
+            check_shape(&f.shape).map_err(|m| shape_error(name, &op, m))?;
+        }
+        let n = outputs.len() as u32;
+        let first = self.push(name, op, inputs.to_vec(), params, outputs);
+        Ok((0..n).map(|s| OutletId::new(first.node, s)).collect())
+    }
+
+    /// Emits a node with one output and returns it with its fact as a value.
+    pub fn emit_value(&mut self, name: &str, op: Op, inputs: &[OutletId]) -> OnnxResult<Value> {
+        let out = self.emit(name, op, inputs, Vec::new())?[0];
+        let fact = self.graph.fact(out).cloned().expect("emitted");
+        Ok(Value::wire(out, fact))
+    }
+
+    fn input_facts(&self, inputs: &[OutletId]) -> Vec<TensorFact> {
+        inputs.iter().map(|&o| self.graph.fact(o).cloned().expect("outlet of this graph")).collect()
+    }
+
+    /// Adds a node under a unique name derived from `name`; returns its first outlet.
+    pub fn push(
+        &mut self,
+        name: &str,
+        op: Op,
+        inputs: Vec<OutletId>,
+        params: Vec<ParamId>,
+        outputs: Vec<TensorFact>,
+    ) -> OutletId {
+        let mut unique = name.to_string();
+        let mut k = 1;
+        while self.names.contains(&unique) {
+            unique = format!("{name}_{k}");
+            k += 1;
+        }
+        self.names.insert(unique.clone());
+        let id = ordo_ir::NodeId(self.graph.nodes.len() as u32);
+        self.graph.nodes.push(IrNode {
+            id,
+            name: unique,
+            op,
+            inputs,
+            params,
+            outputs,
+            role: Role::Forward,
+            layer: None,
+        });
+        OutletId::new(id, 0)
+    }
+}
+
+fn shape_error(name: &str, op: &Op, message: String) -> OnnxError {
+    OnnxError::Shape { node: name.to_string(), op: op.name().to_string(), message }
+}

@@ -1,0 +1,298 @@
+//! Constant folding: ONNX ops evaluated on tensors known at import time (shape arithmetic,
+//! masks, scalars). Every function refuses to build a tensor larger than [`MAX_FOLD`] elements
+//! unless all its elements are equal.
+
+use crate::tensor::{ConstData, ConstTensor, MAX_FOLD, check_shape, code};
+
+/// NumPy broadcasting of two shapes.
+pub(crate) fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let dim = |s: &[usize], i: usize| if i < rank - s.len() { 1 } else { s[i - (rank - s.len())] };
+    (0..rank)
+        .map(|i| match (dim(a, i), dim(b, i)) {
+            (x, y) if x == y => Some(x),
+            (1, y) => Some(y),
+            (x, 1) => Some(x),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Row-major strides of `shape`, with stride 0 on broadcast dimensions of size 1, aligned to
+/// the last dims of `out_rank`.
+fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
+    let mut strides = vec![0; out.len()];
+    let mut acc = 1;
+    for (i, &d) in shape.iter().enumerate().rev() {
+        let o = out.len() - shape.len() + i;
+        strides[o] = if d == 1 && out[o] != 1 { 0 } else { acc };
+        acc *= d;
+    }
+    strides
+}
+
+/// Source index in a tensor with `strides` of every element of `out`, in row-major order.
+fn gather_indices(out: &[usize], strides: &[usize]) -> Vec<usize> {
+    let numel: usize = out.iter().product();
+    let mut result = Vec::with_capacity(numel);
+    let mut idx = vec![0usize; out.len()];
+    for _ in 0..numel {
+        result.push(idx.iter().zip(strides).map(|(i, s)| i * s).sum());
+        for d in (0..out.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < out[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    result
+}
+
+fn check_size(shape: &[usize]) -> Result<(), String> {
+    check_shape(shape)?;
+    let numel: u64 = shape.iter().map(|&d| d as u64).product();
+    if numel > MAX_FOLD {
+        return Err(format!("the constant of shape {shape:?} is too large to fold"));
+    }
+    Ok(())
+}
+
+/// Elements of `c` rearranged by source indices.
+fn pick(c: &ConstTensor, shape: Vec<usize>, indices: &[usize]) -> Result<ConstTensor, String> {
+    let data = match &c.data {
+        ConstData::Splat(x) => ConstData::Splat(*x),
+        ConstData::Int(v) => ConstData::Int(
+            indices
+                .iter()
+                .map(|&i| v.get(i).copied().ok_or("index out of range"))
+                .collect::<Result<_, _>>()?,
+        ),
+        ConstData::Float(v) => ConstData::Float(
+            indices
+                .iter()
+                .map(|&i| v.get(i).copied().ok_or("index out of range"))
+                .collect::<Result<_, _>>()?,
+        ),
+    };
+    Ok(c.with(shape, data))
+}
+
+/// An elementwise binary op with broadcasting; integer result when both inputs are integers.
+pub(crate) fn binary(
+    a: &ConstTensor,
+    b: &ConstTensor,
+    f: impl Fn(f64, f64) -> f64,
+    int: impl Fn(i64, i64) -> Option<i64>,
+) -> Result<ConstTensor, String> {
+    let shape = broadcast(&a.shape, &b.shape)
+        .ok_or_else(|| format!("shapes {:?} and {:?} do not broadcast", a.shape, b.shape))?;
+    check_shape(&shape)?;
+    let elem = if a.is_int() && b.is_int() {
+        a.elem
+    } else if a.is_int() {
+        b.elem
+    } else {
+        a.elem
+    };
+    if let (Some(x), Some(y)) = (splat(a), splat(b)) {
+        let numel: u64 = shape.iter().map(|&d| d as u64).product();
+        if numel > MAX_FOLD {
+            return Ok(ConstTensor { elem, shape, data: ConstData::Splat(f(x, y)) });
+        }
+    }
+    check_size(&shape)?;
+    let ia = gather_indices(&shape, &broadcast_strides(&a.shape, &shape));
+    let ib = gather_indices(&shape, &broadcast_strides(&b.shape, &shape));
+    let data = if a.is_int() && b.is_int() {
+        let (va, vb) = (a.to_i64s().ok_or("too large")?, b.to_i64s().ok_or("too large")?);
+        ConstData::Int(
+            ia.iter()
+                .zip(&ib)
+                .map(|(&i, &j)| int(va[i], vb[j]).ok_or("integer overflow or division by zero"))
+                .collect::<Result<_, _>>()?,
+        )
+    } else {
+        let (va, vb) = (a.to_f64s().ok_or("too large")?, b.to_f64s().ok_or("too large")?);
+        ConstData::Float(ia.iter().zip(&ib).map(|(&i, &j)| f(va[i], vb[j])).collect())
+    };
+    Ok(ConstTensor { elem, shape, data })
+}
+
+/// The single value of a splat or one-element tensor.
+fn splat(c: &ConstTensor) -> Option<f64> {
+    c.scalar()
+}
+
+/// `Transpose`.
+pub(crate) fn transpose(c: &ConstTensor, perm: &[usize]) -> Result<ConstTensor, String> {
+    let shape: Vec<usize> = perm.iter().map(|&p| c.shape[p]).collect();
+    if let ConstData::Splat(x) = c.data {
+        return Ok(c.with(shape, ConstData::Splat(x)));
+    }
+    check_size(&shape)?;
+    let mut src = vec![0; c.shape.len()];
+    let mut acc = 1;
+    for d in (0..c.shape.len()).rev() {
+        src[d] = acc;
+        acc *= c.shape[d];
+    }
+    let strides: Vec<usize> = perm.iter().map(|&p| src[p]).collect();
+    pick(c, shape.clone(), &gather_indices(&shape, &strides))
+}
+
+/// `Slice` along one axis with a positive step.
+pub(crate) fn slice(
+    c: &ConstTensor,
+    axis: usize,
+    from: usize,
+    to: usize,
+    step: usize,
+) -> Result<ConstTensor, String> {
+    let len = if to > from { (to - from).div_ceil(step) } else { 0 };
+    let mut shape = c.shape.clone();
+    shape[axis] = len;
+    if let ConstData::Splat(x) = c.data {
+        return Ok(c.with(shape, ConstData::Splat(x)));
+    }
+    check_size(&shape)?;
+    let outer: usize = c.shape[..axis].iter().product();
+    let inner: usize = c.shape[axis + 1..].iter().product();
+    let mut indices = Vec::with_capacity(outer * len * inner);
+    for o in 0..outer {
+        for k in 0..len {
+            let row = (o * c.shape[axis] + from + k * step) * inner;
+            indices.extend(row..row + inner);
+        }
+    }
+    pick(c, shape, &indices)
+}
+
+/// `Gather` of integer indices along an axis.
+pub(crate) fn gather(
+    c: &ConstTensor,
+    indices: &ConstTensor,
+    axis: usize,
+) -> Result<ConstTensor, String> {
+    let n = c.shape[axis] as i64;
+    let idx = indices.to_i64s().ok_or("too many indices")?;
+    let idx: Vec<usize> = idx
+        .iter()
+        .map(|&i| {
+            let j = if i < 0 { i + n } else { i };
+            (0..n).contains(&j).then_some(j as usize).ok_or(format!("index {i} out of range"))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut shape = c.shape[..axis].to_vec();
+    shape.extend(&indices.shape);
+    shape.extend(&c.shape[axis + 1..]);
+    if let ConstData::Splat(x) = c.data {
+        return Ok(c.with(shape, ConstData::Splat(x)));
+    }
+    check_size(&shape)?;
+    let outer: usize = c.shape[..axis].iter().product();
+    let inner: usize = c.shape[axis + 1..].iter().product();
+    let mut out = Vec::new();
+    for o in 0..outer {
+        for &i in &idx {
+            let row = (o * c.shape[axis] + i) * inner;
+            out.extend(row..row + inner);
+        }
+    }
+    pick(c, shape, &out)
+}
+
+/// `Concat` along an axis.
+pub(crate) fn concat(parts: &[&ConstTensor], axis: usize) -> Result<ConstTensor, String> {
+    let first = parts.first().ok_or("nothing to concatenate")?;
+    let mut shape = first.shape.clone();
+    shape[axis] = 0;
+    for p in parts {
+        let same = p.shape.len() == first.shape.len()
+            && (0..shape.len()).all(|d| d == axis || p.shape[d] == first.shape[d]);
+        if !same {
+            return Err(format!("cannot concatenate {:?} and {:?}", first.shape, p.shape));
+        }
+        shape[axis] += p.shape[axis];
+    }
+    check_size(&shape)?;
+    let outer: usize = first.shape[..axis].iter().product();
+    let int = parts.iter().all(|p| p.is_int());
+    let (mut ints, mut floats) = (Vec::new(), Vec::new());
+    for o in 0..outer {
+        for p in parts {
+            let chunk: usize = p.shape[axis..].iter().product();
+            if int {
+                let v = p.to_i64s().ok_or("too large")?;
+                ints.extend_from_slice(v.get(o * chunk..(o + 1) * chunk).ok_or("bad constant")?);
+            } else {
+                let v = p.to_f64s().ok_or("too large")?;
+                floats.extend_from_slice(v.get(o * chunk..(o + 1) * chunk).ok_or("bad constant")?);
+            }
+        }
+    }
+    let data = if int { ConstData::Int(ints) } else { ConstData::Float(floats) };
+    let elem = parts.iter().find(|p| !p.is_int()).map_or(first.elem, |p| p.elem);
+    Ok(ConstTensor { elem, shape, data })
+}
+
+/// `Expand` to a shape (broadcasting both ways, as ONNX does).
+pub(crate) fn expand(c: &ConstTensor, target: &[usize]) -> Result<ConstTensor, String> {
+    let shape = broadcast(&c.shape, target)
+        .ok_or_else(|| format!("cannot expand {:?} to {target:?}", c.shape))?;
+    check_shape(&shape)?;
+    if let Some(x) = splat(c) {
+        let numel: u64 = shape.iter().map(|&d| d as u64).product();
+        if numel > MAX_FOLD || matches!(c.data, ConstData::Splat(_)) {
+            return Ok(c.with(shape, ConstData::Splat(x)));
+        }
+    }
+    check_size(&shape)?;
+    let indices = gather_indices(&shape, &broadcast_strides(&c.shape, &shape));
+    pick(c, shape, &indices)
+}
+
+/// `Trilu` over the last two dimensions.
+pub(crate) fn trilu(c: &ConstTensor, k: i64, upper: bool) -> Result<ConstTensor, String> {
+    let rank = c.shape.len();
+    if rank < 2 {
+        return Err("Trilu needs rank >= 2".into());
+    }
+    let (rows, cols) = (c.shape[rank - 2], c.shape[rank - 1]);
+    let mut values = c.to_f64s().ok_or("too large")?;
+    for (i, v) in values.iter_mut().enumerate() {
+        let (r, col) = (((i / cols.max(1)) % rows.max(1)) as i64, (i % cols.max(1)) as i64);
+        let keep = if upper { col - r >= k } else { col - r <= k };
+        if !keep {
+            *v = 0.0;
+        }
+    }
+    let data = if c.is_int() {
+        ConstData::Int(values.iter().map(|&x| x as i64).collect())
+    } else {
+        ConstData::Float(values)
+    };
+    Ok(c.with(c.shape.clone(), data))
+}
+
+/// Converts to another element type.
+pub(crate) fn cast(c: &ConstTensor, to: i32) -> ConstTensor {
+    let to_int = !matches!(to, code::FLOAT | code::FLOAT16 | code::BFLOAT16 | code::DOUBLE);
+    let data = match (&c.data, to_int) {
+        (ConstData::Splat(x), true) => ConstData::Splat(x.trunc()),
+        (ConstData::Splat(x), false) => ConstData::Splat(*x),
+        (ConstData::Float(v), true) => ConstData::Int(
+            v.iter()
+                .map(|&x| if to == code::BOOL { i64::from(x != 0.0) } else { x as i64 })
+                .collect(),
+        ),
+        (ConstData::Int(v), true) => ConstData::Int(if to == code::BOOL {
+            v.iter().map(|&x| i64::from(x != 0)).collect()
+        } else {
+            v.clone()
+        }),
+        (ConstData::Int(v), false) => ConstData::Float(v.iter().map(|&x| x as f64).collect()),
+        (ConstData::Float(v), false) => ConstData::Float(v.clone()),
+    };
+    ConstTensor { elem: to, shape: c.shape.clone(), data }
+}

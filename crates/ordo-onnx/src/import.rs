@@ -1,0 +1,301 @@
+//! The import driver: decoding, opset and op checks, topological order, which graph inputs are
+//! parameters, the node-by-node mapping, and the final checks.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+
+use ordo_ir::{Op, TensorFact};
+use prost::Message;
+
+use crate::ctx::Ctx;
+use crate::error::{OnnxError, OnnxResult, UnsupportedNode};
+use crate::node::Node;
+use crate::ops;
+use crate::proto::{GraphProto, ModelProto, NodeProto};
+use crate::tensor::{code, declared_fact, fact_of_type, ir_dtype, parse_tensor, tensor_fact};
+use crate::value::Value;
+use crate::{Import, ImportOptions, ImportReport};
+
+/// Opsets of the default domain the importer knows.
+pub const OPSETS: std::ops::RangeInclusive<i64> = 7..=23;
+
+/// Decodes and imports a model.
+pub(crate) fn import(
+    bytes: &[u8],
+    name: Option<&str>,
+    options: &ImportOptions,
+) -> OnnxResult<Import> {
+    let model = ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    let opset = default_opset(&model)?;
+    let graph = model.graph.as_ref().ok_or(OnnxError::NoGraph)?;
+    if graph.node.is_empty() && graph.output.is_empty() {
+        return Err(OnnxError::NoGraph);
+    }
+    let names = node_names(graph);
+    check_ops(graph, &names)?;
+    let order = topo_order(graph, &names)?;
+    let name = name.map(str::to_string).unwrap_or_else(|| match graph.name() {
+        "" => "onnx".to_string(),
+        n => n.to_string(),
+    });
+    let mut ctx = Ctx::new(&name, &graph.node);
+    ctx.graph_outputs = graph.output.iter().map(|o| o.name().to_string()).collect();
+    let data_inputs = declare_inputs(&mut ctx, graph, options)?;
+    let mut folded = 0;
+    for &index in &order {
+        if ctx.skip.contains(&index) {
+            continue;
+        }
+        let proto = &graph.node[index];
+        let node = Node { proto, name: names[index].clone(), opset };
+        let mapper = ops::mapper(proto.op_type()).expect("checked by check_ops");
+        let before = ctx.graph.nodes.len();
+        let outputs = mapper(&mut ctx, &node)?;
+        if ctx.graph.nodes.len() == before {
+            folded += 1;
+        }
+        for (k, tensor) in proto.output.iter().enumerate().filter(|(_, t)| !t.is_empty()) {
+            match outputs.get(k).cloned().flatten() {
+                Some(value) => ctx.set(tensor, value),
+                None => ctx.set_unavailable(
+                    tensor,
+                    format!("output {k} of `{}`, which is not imported", node.name),
+                ),
+            }
+        }
+    }
+    let fused = ctx.skip.len();
+    finish_outputs(&mut ctx, graph, opset)?;
+    let graph_out = ctx.graph;
+    ordo_ir::validate(&graph_out)?;
+    let (mut params, mut buffers) = (0, 0);
+    for p in &graph_out.params {
+        if p.trainable {
+            params += p.fact.numel();
+        } else {
+            buffers += p.fact.numel();
+        }
+    }
+    let report = ImportReport {
+        producer: format!("{} {}", model.producer_name(), model.producer_version())
+            .trim()
+            .to_string(),
+        opset,
+        onnx_nodes: graph.node.len(),
+        ir_nodes: graph_out.nodes.len(),
+        folded,
+        fused,
+        params,
+        buffers,
+        data_inputs,
+    };
+    Ok(Import { graph: graph_out, report })
+}
+
+/// The version of the default operator set, which must be within [`OPSETS`].
+fn default_opset(model: &ModelProto) -> OnnxResult<i64> {
+    let version = model
+        .opset_import
+        .iter()
+        .find(|o| matches!(o.domain(), "" | "ai.onnx"))
+        .map(|o| o.version())
+        .ok_or_else(|| OnnxError::Opset("the model imports no default-domain opset".into()))?;
+    if !OPSETS.contains(&version) {
+        return Err(OnnxError::Opset(format!(
+            "default-domain opset {version} (known: {} to {})",
+            OPSETS.start(),
+            OPSETS.end()
+        )));
+    }
+    Ok(version)
+}
+
+/// Node names, generated as `<op type>_<index>` for unnamed nodes.
+fn node_names(graph: &GraphProto) -> Vec<String> {
+    graph
+        .node
+        .iter()
+        .enumerate()
+        .map(|(i, n)| match n.name() {
+            "" => format!("{}_{i}", n.op_type()),
+            name => name.to_string(),
+        })
+        .collect()
+}
+
+/// Fails with every node whose op has no mapping.
+fn check_ops(graph: &GraphProto, names: &[String]) -> OnnxResult<()> {
+    let unsupported: Vec<UnsupportedNode> = graph
+        .node
+        .iter()
+        .zip(names)
+        .filter(|(n, _)| {
+            !matches!(n.domain(), "" | "ai.onnx") || ops::mapper(n.op_type()).is_none()
+        })
+        .map(|(n, name)| UnsupportedNode {
+            node: name.clone(),
+            op_type: match n.domain() {
+                "" | "ai.onnx" => n.op_type().to_string(),
+                d => format!("{d}.{}", n.op_type()),
+            },
+        })
+        .collect();
+    if unsupported.is_empty() { Ok(()) } else { Err(OnnxError::UnsupportedOps(unsupported)) }
+}
+
+/// Kahn's order of the nodes, smallest file index first (a file in topological order keeps its
+/// order). Every input must come from a node, a graph input or an initializer.
+fn topo_order(graph: &GraphProto, names: &[String]) -> OnnxResult<Vec<usize>> {
+    let sources: HashSet<&str> = graph
+        .input
+        .iter()
+        .map(|i| i.name())
+        .chain(graph.initializer.iter().map(|t| t.name()))
+        .collect();
+    let mut producer: HashMap<&str, usize> = HashMap::new();
+    for (i, n) in graph.node.iter().enumerate() {
+        for out in n.output.iter().filter(|o| !o.is_empty()) {
+            let first = producer.insert(out, i).map(|j| names[j].clone());
+            let first = first
+                .or_else(|| sources.contains(out.as_str()).then(|| "a graph input".to_string()));
+            if let Some(first) = first {
+                return Err(OnnxError::DuplicateTensor {
+                    tensor: out.clone(),
+                    first,
+                    second: names[i].clone(),
+                });
+            }
+        }
+    }
+    let n = graph.node.len();
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut succs: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, node) in graph.node.iter().enumerate() {
+        for input in node.input.iter().filter(|s| !s.is_empty()) {
+            match producer.get(input.as_str()) {
+                Some(&p) => {
+                    preds[i].push(p);
+                    succs[p].push(i);
+                }
+                None if sources.contains(input.as_str()) => {}
+                None => {
+                    return Err(OnnxError::UnknownTensor {
+                        node: names[i].clone(),
+                        tensor: input.clone(),
+                    });
+                }
+            }
+        }
+    }
+    let mut indegree: Vec<usize> = preds.iter().map(Vec::len).collect();
+    let mut ready: BinaryHeap<Reverse<usize>> =
+        (0..n).filter(|&i| indegree[i] == 0).map(Reverse).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(Reverse(i)) = ready.pop() {
+        order.push(i);
+        for &s in &succs[i] {
+            indegree[s] -= 1;
+            if indegree[s] == 0 {
+                ready.push(Reverse(s));
+            }
+        }
+    }
+    if order.len() < n {
+        // Walk back through unfinished predecessors until a node repeats: it is on a cycle.
+        let mut current = (0..n).find(|&i| indegree[i] > 0).unwrap_or(0);
+        let mut seen = vec![false; n];
+        while !seen[current] {
+            seen[current] = true;
+            match preds[current].iter().find(|&&p| indegree[p] > 0) {
+                Some(&p) => current = p,
+                None => break,
+            }
+        }
+        return Err(OnnxError::Cycle { node: names[current].clone() });
+    }
+    Ok(order)
+}
+
+/// Declares graph inputs and initializers: data inputs become `Input` nodes, the rest
+/// parameters or constants. Returns the names of the data inputs.
+fn declare_inputs(
+    ctx: &mut Ctx<'_>,
+    graph: &GraphProto,
+    options: &ImportOptions,
+) -> OnnxResult<Vec<String>> {
+    let initializers: HashSet<&str> = graph.initializer.iter().map(|t| t.name()).collect();
+    for t in &graph.initializer {
+        let bad = |m: String| OnnxError::MissingShape { tensor: t.name().to_string(), message: m };
+        let (elem, shape) = tensor_fact(t).map_err(bad)?;
+        let small_int =
+            !matches!(elem, code::FLOAT | code::FLOAT16 | code::BFLOAT16 | code::DOUBLE);
+        if small_int || shape.is_empty() {
+            ctx.set(t.name(), Value::constant(parse_tensor(t).map_err(bad)?));
+        } else {
+            let dtype = ir_dtype(elem)
+                .ok_or_else(|| bad(format!("element type {elem} is not supported")))?;
+            ctx.declare_param(t.name(), TensorFact::new(dtype, shape));
+        }
+    }
+    let inputs: Vec<_> = graph.input.iter().filter(|i| !initializers.contains(i.name())).collect();
+    let data: Vec<String> = match &options.data_inputs {
+        Some(names) => names.clone(),
+        None => {
+            // Exporters that write parameters as graph inputs list the model's own inputs
+            // first: the inputs before the first one that feeds a weight slot are data.
+            let weights: HashSet<&str> = graph
+                .node
+                .iter()
+                .flat_map(|n| ops::weight_slots(n.op_type()).iter().filter_map(|&s| n.input.get(s)))
+                .map(String::as_str)
+                .collect();
+            let first =
+                inputs.iter().position(|i| weights.contains(i.name())).unwrap_or(inputs.len());
+            inputs[..first].iter().map(|i| i.name().to_string()).collect()
+        }
+    };
+    for input in inputs {
+        let fact = fact_of_type(input.name(), input.r#type.as_ref())?;
+        if data.iter().any(|d| d == input.name()) || !fact.dtype.is_float() {
+            let out = ctx.push(input.name(), Op::Input, Vec::new(), Vec::new(), vec![fact.clone()]);
+            ctx.set(input.name(), Value::wire(out, fact));
+        } else {
+            ctx.declare_param(input.name(), fact);
+        }
+    }
+    let names = ctx.graph.input_nodes().map(|n| n.name.clone()).collect();
+    Ok(names)
+}
+
+/// Marks the graph outputs and checks the shapes the file declares.
+fn finish_outputs(ctx: &mut Ctx<'_>, graph: &GraphProto, opset: i64) -> OnnxResult<()> {
+    let proto = NodeProto { name: Some("graph output".into()), ..NodeProto::default() };
+    let node = Node { proto: &proto, name: "graph output".into(), opset };
+    for info in &graph.value_info {
+        if let (Some(declared), Some(Value::View(v))) =
+            (declared_fact(info.r#type.as_ref()), ctx.peek(info.name()))
+        {
+            check_declared(info.name(), &declared, v.fact())?;
+        }
+    }
+    for output in &graph.output {
+        let outlet = ctx.materialize(&node, output.name())?;
+        let fact = ctx.graph.fact(outlet).cloned().expect("materialized");
+        if let Some(declared) = declared_fact(output.r#type.as_ref()) {
+            check_declared(output.name(), &declared, &fact)?;
+        }
+        ctx.graph.outputs.push(outlet);
+    }
+    Ok(())
+}
+
+fn check_declared(tensor: &str, declared: &TensorFact, inferred: &TensorFact) -> OnnxResult<()> {
+    if declared == inferred {
+        return Ok(());
+    }
+    Err(OnnxError::DeclaredShape {
+        tensor: tensor.to_string(),
+        declared: declared.to_string(),
+        inferred: inferred.to_string(),
+    })
+}

@@ -1,0 +1,130 @@
+//! ONNX import into ordo's graph IR.
+//!
+//! [`import_file`] and [`import_bytes`] read an ONNX model (a protobuf `ModelProto`) and return
+//! an [`ordo_ir::Graph`] whose shapes come from the IR's own shape rules. [`import`] also returns
+//! an [`ImportReport`] (parameter counts, how many ONNX nodes were folded or fused).
+//!
+//! - **Op registry.** Each ONNX op type maps to IR ops through one function, one file per op
+//!   family (see [`SUPPORTED_OPS`]). A model with ops outside the registry fails with one
+//!   [`OnnxError::UnsupportedOps`] that lists every such node.
+//! - **Parameters.** Weights may be initializers or graph inputs (models exported without their
+//!   weights). A graph input is a parameter when it is a float tensor listed after the first
+//!   input that feeds a weight slot (a `Conv` weight, a `BatchNormalization` statistic, a
+//!   `Gather` table...), as exporters list the model's own inputs first; [`ImportOptions`]
+//!   overrides this. IR parameters keep their ONNX names; IR nodes keep their ONNX node names.
+//! - **Folding.** Shape subgraphs (`Shape`, `Gather` on shapes, `Constant`, `Unsqueeze`,
+//!   `Concat`, arithmetic on constants) are evaluated at import time and leave no node.
+//!   Reshapes and transposes are deferred, so chains that cancel out vanish and a transposed
+//!   weight feeding a `MatMul` (plus the bias `Add`) becomes a `Linear`.
+//! - **Training exports.** `BatchNormalization` with running-statistics outputs and `Dropout`
+//!   with a mask output map to the IR's `BatchNorm` and `Dropout`; reading one of those extra
+//!   outputs is an error.
+//! - **Robustness.** Garbage, truncated files, unknown opsets, missing or inconsistent shapes
+//!   and cycles are errors, never panics.
+//!
+//! ```no_run
+//! let graph = ordo_onnx::import_file("resnet50.onnx")?;
+//! println!("{} nodes", graph.nodes.len());
+//! # Ok::<(), ordo_onnx::OnnxError>(())
+//! ```
+
+mod ctx;
+mod error;
+mod fold;
+mod import;
+mod node;
+mod ops;
+mod proto;
+mod tensor;
+mod value;
+
+use std::path::Path;
+
+use ordo_ir::Graph;
+
+pub use error::{OnnxError, OnnxResult, UnsupportedNode};
+pub use import::OPSETS;
+pub use ops::SUPPORTED_OPS;
+
+/// Options of [`import`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportOptions {
+    /// Names of the graph inputs that are data (every other non-initializer float input is a
+    /// parameter). `None` guesses as described in the crate documentation.
+    pub data_inputs: Option<Vec<String>>,
+}
+
+/// What an import produced, beyond the graph.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportReport {
+    /// The exporter, as the file names it (`pytorch 2.1.0`).
+    pub producer: String,
+    /// Version of the default ONNX opset.
+    pub opset: i64,
+    /// Nodes in the ONNX graph.
+    pub onnx_nodes: usize,
+    /// Nodes in the imported graph (inputs and parameter nodes included).
+    pub ir_nodes: usize,
+    /// ONNX nodes that emitted no IR node when mapped: constants, shape arithmetic,
+    /// identities, and reshapes, transposes and slices that were deferred (cancelled, or emitted
+    /// later under their own name when something read them).
+    pub folded: usize,
+    /// ONNX nodes fused into the IR node of an earlier one (bias additions into `Linear`).
+    pub fused: usize,
+    /// Trainable parameter elements.
+    pub params: u64,
+    /// Elements of non-trainable buffers (running statistics, constants kept as tensors).
+    pub buffers: u64,
+    /// The graph inputs taken as data, in order.
+    pub data_inputs: Vec<String>,
+}
+
+/// An imported model: the graph and the report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Import {
+    /// The graph.
+    pub graph: Graph,
+    /// What the import did.
+    pub report: ImportReport,
+}
+
+/// Imports an ONNX file; the graph is named after the file stem.
+///
+/// # Errors
+/// [`OnnxError::Io`] when the file cannot be read, otherwise as [`import`].
+pub fn import_file(path: impl AsRef<Path>) -> Result<Graph, OnnxError> {
+    import_file_with(path, &ImportOptions::default()).map(|i| i.graph)
+}
+
+/// Imports an ONNX file with options, returning the report too.
+///
+/// # Errors
+/// [`OnnxError::Io`] when the file cannot be read, otherwise as [`import`].
+pub fn import_file_with(
+    path: impl AsRef<Path>,
+    options: &ImportOptions,
+) -> Result<Import, OnnxError> {
+    let path = path.as_ref();
+    let bytes =
+        std::fs::read(path).map_err(|source| OnnxError::Io { path: path.to_path_buf(), source })?;
+    let stem = path.file_stem().and_then(|s| s.to_str());
+    import::import(&bytes, stem, options)
+}
+
+/// Imports an ONNX model from memory; the graph takes the ONNX graph's name.
+///
+/// # Errors
+/// As [`import`].
+pub fn import_bytes(bytes: &[u8]) -> Result<Graph, OnnxError> {
+    import(bytes, &ImportOptions::default()).map(|i| i.graph)
+}
+
+/// Imports an ONNX model from memory with options, returning the report too.
+///
+/// # Errors
+/// [`OnnxError::Decode`] for bytes that are not a model, [`OnnxError::Opset`] for an unknown
+/// opset, [`OnnxError::UnsupportedOps`] listing every node without a mapping, and the other
+/// variants of [`OnnxError`] for missing or inconsistent shapes, cycles and malformed nodes.
+pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Import, OnnxError> {
+    import::import(bytes, None, options)
+}

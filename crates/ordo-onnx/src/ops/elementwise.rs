@@ -1,0 +1,320 @@
+//! Elementwise ops: activations, arithmetic, `Softmax`, `Dropout`, `Trilu`.
+//!
+//! Arithmetic folds on constants; with a run-time operand it maps to the IR's `Add`, `Mul` and
+//! `Scale`: `a - b` is `a + (-1) * b`, division by a constant is a product, adding a causal
+//! mask (0 on and below the diagonal, -inf above) is `CausalMask`, `x^2` is `x * x` and
+//! `x^-0.5` is `Rsqrt`.
+
+use ordo_ir::op::UnaryOp;
+use ordo_ir::{Op, OutletId};
+
+use super::{Outputs, one, resolve_axis};
+use crate::ctx::Ctx;
+use crate::error::OnnxResult;
+use crate::fold;
+use crate::node::Node;
+use crate::tensor::{ConstData, ConstTensor, code};
+use crate::value::Value;
+
+/// Activations.
+pub(crate) fn unary(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let func = match node.op_type() {
+        "Relu" => UnaryOp::Relu,
+        "Sigmoid" => UnaryOp::Sigmoid,
+        "Tanh" => UnaryOp::Tanh,
+        "HardSwish" => UnaryOp::HardSwish,
+        "HardSigmoid" => {
+            let (alpha, beta) = (node.float("alpha", 0.2)?, node.float("beta", 0.5)?);
+            if (alpha - 1.0 / 6.0).abs() > 1e-6 || (beta - 0.5).abs() > 1e-6 {
+                return Err(node.unsupported(format!("alpha {alpha}, beta {beta} (only 1/6, 0.5)")));
+            }
+            UnaryOp::HardSigmoid
+        }
+        "Gelu" => match node.string("approximate", "none")?.as_str() {
+            "none" => UnaryOp::Gelu,
+            "tanh" => UnaryOp::GeluTanh,
+            other => return Err(node.unsupported(format!("approximate = {other}"))),
+        },
+        other => return Err(node.unsupported(format!("no activation {other}"))),
+    };
+    let x = ctx.wire(node, 0)?;
+    one(ctx.emit_value(&node.name, Op::Unary { func }, &[x])?)
+}
+
+/// `Neg` and `Sqrt`: fold on constants; `Neg` of a wire is a `Scale` by -1.
+pub(crate) fn const_unary(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let neg = node.op_type() == "Neg";
+    if let Value::Const(c) = ctx.input(node, 0)? {
+        let zero = ConstTensor { elem: c.elem, shape: vec![], data: ConstData::Float(vec![0.0]) };
+        let folded = if neg {
+            fold::binary(&zero, &c, |_, b| -b, |_, b| b.checked_neg())
+        } else {
+            fold::binary(&zero, &c, |_, b| b.sqrt(), |_, _| None)
+        };
+        return one(Value::constant(folded.map_err(|m| node.unsupported(m))?));
+    }
+    if !neg {
+        return Err(node.unsupported("the IR has no square root of a run-time tensor"));
+    }
+    let x = ctx.wire(node, 0)?;
+    one(ctx.emit_value(&node.name, Op::Scale { factor: -1.0 }, &[x])?)
+}
+
+/// `Add`, `Sub`, `Mul`, `Div`, `Pow`.
+pub(crate) fn binary(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let op = node.op_type().to_string();
+    let (a, b) = (ctx.input(node, 0)?, ctx.input(node, 1)?);
+    if let (Value::Const(x), Value::Const(y)) = (&a, &b) {
+        let folded = match op.as_str() {
+            "Add" => fold::binary(x, y, |p, q| p + q, i64::checked_add),
+            "Sub" => fold::binary(x, y, |p, q| p - q, i64::checked_sub),
+            "Mul" => fold::binary(x, y, |p, q| p * q, i64::checked_mul),
+            "Div" => fold::binary(x, y, |p, q| p / q, i64::checked_div),
+            _ => fold::binary(x, y, f64::powf, |p, q| p.checked_pow(u32::try_from(q).ok()?)),
+        };
+        return one(Value::constant(folded.map_err(|m| node.unsupported(m))?));
+    }
+    match op.as_str() {
+        "Add" => add(ctx, node, 0, 1),
+        "Sub" => {
+            let neg = negate(ctx, node, 1)?;
+            let x = operand(ctx, node, 0, Some(&neg))?;
+            let y = operand_value(ctx, node, &neg, &format!("{}.neg", node.name), Some(x))?;
+            one(ctx.emit_value(&node.name, Op::Add, &[x, y])?)
+        }
+        "Mul" => mul(ctx, node),
+        "Div" => match &b {
+            Value::Const(c) => {
+                let one_c = ConstTensor {
+                    elem: code::FLOAT,
+                    shape: vec![],
+                    data: ConstData::Float(vec![1.0]),
+                };
+                let inv = fold::binary(&one_c, c, |p, q| p / q, |_, _| None)
+                    .map_err(|m| node.unsupported(m))?;
+                scale_or_mul(ctx, node, 0, inv)
+            }
+            _ => Err(node.unsupported("division by a run-time tensor")),
+        },
+        _ => pow(ctx, node, &b),
+    }
+}
+
+/// `a + b` where at most one is constant.
+fn add(ctx: &mut Ctx<'_>, node: &Node<'_>, i: usize, j: usize) -> OnnxResult<Outputs> {
+    for (x, c) in [(i, j), (j, i)] {
+        if let Value::Const(mask) = ctx.input(node, c)? {
+            let fact = ctx.fact_of(node, &ctx.input(node, x)?)?;
+            if mask.scalar() == Some(0.0)
+                && fold::broadcast(&fact.shape, &mask.shape) == Some(fact.shape.clone())
+            {
+                return one(ctx.input(node, x)?);
+            }
+            if is_causal_mask(&mask, &fact.shape) {
+                let w = ctx.wire(node, x)?;
+                return one(ctx.emit_value(&node.name, Op::CausalMask, &[w])?);
+            }
+        }
+    }
+    let (a, b) = (ctx.input(node, i)?, ctx.input(node, j)?);
+    let x = operand(ctx, node, i, Some(&b))?;
+    let y = operand(ctx, node, j, Some(&a))?;
+    one(ctx.emit_value(&node.name, Op::Add, &[x, y])?)
+}
+
+/// `a * b`: a `Scale` when one side is a constant scalar.
+fn mul(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    for (x, c) in [(0, 1), (1, 0)] {
+        if let Value::Const(k) = ctx.input(node, c)? {
+            return scale_or_mul(ctx, node, x, (*k).clone());
+        }
+    }
+    let x = ctx.wire(node, 0)?;
+    let y = ctx.wire(node, 1)?;
+    one(ctx.emit_value(&node.name, Op::Mul, &[x, y])?)
+}
+
+/// Input `x` times a constant.
+fn scale_or_mul(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    x: usize,
+    k: ConstTensor,
+) -> OnnxResult<Outputs> {
+    let fact = ctx.fact_of(node, &ctx.input(node, x)?)?;
+    let keeps_shape = fold::broadcast(&fact.shape, &k.shape) == Some(fact.shape.clone());
+    match k.scalar() {
+        Some(f) if keeps_shape && f == 1.0 => one(ctx.input(node, x)?),
+        Some(factor) if keeps_shape => {
+            let w = ctx.wire(node, x)?;
+            one(ctx.emit_value(&node.name, Op::Scale { factor }, &[w])?)
+        }
+        _ => {
+            let w = ctx.wire(node, x)?;
+            let k = operand_value(
+                ctx,
+                node,
+                &Value::constant(k),
+                &format!("{}.k", node.name),
+                Some(w),
+            )?;
+            one(ctx.emit_value(&node.name, Op::Mul, &[w, k])?)
+        }
+    }
+}
+
+/// `x ^ p` for a run-time `x` and a few constant exponents.
+fn pow(ctx: &mut Ctx<'_>, node: &Node<'_>, p: &Value) -> OnnxResult<Outputs> {
+    let p = p.as_const().and_then(ConstTensor::scalar);
+    let x = ctx.wire(node, 0)?;
+    match p {
+        Some(1.0) => one(ctx.input(node, 0)?),
+        Some(2.0) => one(ctx.emit_value(&node.name, Op::Mul, &[x, x])?),
+        Some(-0.5) => one(ctx.emit_value(&node.name, Op::Unary { func: UnaryOp::Rsqrt }, &[x])?),
+        _ => Err(node.unsupported("only the exponents 1, 2 and -0.5 of a run-time tensor")),
+    }
+}
+
+/// `-input(i)`: folded for a constant, a `Scale` node otherwise.
+fn negate(ctx: &mut Ctx<'_>, node: &Node<'_>, i: usize) -> OnnxResult<Value> {
+    match ctx.input(node, i)? {
+        Value::Const(c) => {
+            let zero = ConstTensor { elem: c.elem, shape: vec![], data: ConstData::Int(vec![0]) };
+            let neg = fold::binary(&zero, &c, |_, b| -b, |_, b| b.checked_neg())
+                .map_err(|m| node.unsupported(m))?;
+            Ok(Value::constant(neg))
+        }
+        _ => {
+            let w = ctx.wire(node, i)?;
+            ctx.emit_value(&format!("{}.neg", node.name), Op::Scale { factor: -1.0 }, &[w])
+        }
+    }
+}
+
+/// The wire of input `i`; a constant becomes a buffer of the other operand's type.
+fn operand(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    i: usize,
+    other: Option<&Value>,
+) -> OnnxResult<OutletId> {
+    let v = ctx.input(node, i)?;
+    if let (Value::Const(_), Some(o)) = (&v, other)
+        && !matches!(o, Value::Const(_))
+    {
+        let tensor = node.required_input(i)?.to_string();
+        let like = ctx.fact_of(node, o)?;
+        return operand_value_typed(ctx, node, &v, &tensor, like.dtype);
+    }
+    ctx.wire(node, i)
+}
+
+/// The wire of a value that is not a named tensor (a folded constant or a computed wire).
+fn operand_value(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    v: &Value,
+    name: &str,
+    like: Option<OutletId>,
+) -> OnnxResult<OutletId> {
+    match v {
+        Value::Const(_) => {
+            let dtype =
+                like.and_then(|o| ctx.graph.fact(o)).map_or(ordo_ir::DType::F32, |f| f.dtype);
+            operand_value_typed(ctx, node, v, name, dtype)
+        }
+        Value::View(view) => match view.base {
+            crate::value::Base::Wire(o) if view.steps.is_empty() => Ok(o),
+            _ => Err(node.malformed("unexpected deferred value")),
+        },
+        Value::ParamSet { .. } => {
+            Err(node.unsupported("a combination of parameters used as a value"))
+        }
+    }
+}
+
+fn operand_value_typed(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    v: &Value,
+    name: &str,
+    dtype: ordo_ir::DType,
+) -> OnnxResult<OutletId> {
+    let Value::Const(c) = v else { return Err(node.malformed("not a constant")) };
+    let elem = match dtype {
+        ordo_ir::DType::F32 => code::FLOAT,
+        ordo_ir::DType::F16 => code::FLOAT16,
+        ordo_ir::DType::BF16 => code::BFLOAT16,
+        ordo_ir::DType::I64 => code::INT64,
+        ordo_ir::DType::I32 => code::INT32,
+        ordo_ir::DType::Bool => code::BOOL,
+    };
+    let cast = fold::cast(c, elem);
+    ctx.buffer(node, name, &cast)
+}
+
+/// Whether a constant is 0 on and below the diagonal and -inf (or below -1e9) above it, and
+/// broadcasts to `shape` without changing it.
+fn is_causal_mask(c: &ConstTensor, shape: &[usize]) -> bool {
+    let r = c.shape.len();
+    if r < 2 || shape.len() < 2 || fold::broadcast(shape, &c.shape).as_deref() != Some(shape) {
+        return false;
+    }
+    let (rows, cols) = (c.shape[r - 2], c.shape[r - 1]);
+    if rows != shape[shape.len() - 2] || cols != shape[shape.len() - 1] || rows != cols {
+        return false;
+    }
+    let Some(values) = c.to_f64s() else { return false };
+    values.iter().enumerate().all(|(i, &v)| {
+        let (row, col) = ((i / cols) % rows, i % cols);
+        if col > row { v <= -1e9 } else { v == 0.0 }
+    })
+}
+
+/// `Softmax` along one axis (before opset 13 the axis must be the last one).
+pub(crate) fn softmax(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
+    let axis = node.int("axis", if node.opset < 13 { 1 } else { -1 })?;
+    let resolved = resolve_axis(node, axis, fact.rank())?;
+    if node.opset < 13 && resolved + 1 != fact.rank() {
+        return Err(node.unsupported("softmax over flattened trailing dims (opset < 13)"));
+    }
+    let x = ctx.wire(node, 0)?;
+    one(ctx.emit_value(&node.name, Op::Softmax { axis: resolved as i64 }, &[x])?)
+}
+
+/// `Dropout`: the IR's `Dropout` in training mode, the identity otherwise; the mask output is
+/// not imported.
+pub(crate) fn dropout(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let (p, training) = if node.opset < 12 {
+        (node.float("ratio", 0.5)?, node.num_outputs() > 1)
+    } else {
+        let ratio = match node.input(1) {
+            Some(_) => ctx.const_input(node, 1, "the ratio")?.scalar().unwrap_or(0.5),
+            None => 0.5,
+        };
+        let training = match node.input(2) {
+            Some(_) => ctx.const_input(node, 2, "training_mode")?.scalar().unwrap_or(0.0) != 0.0,
+            None => false,
+        };
+        (ratio, training)
+    };
+    let out = if training {
+        let x = ctx.wire(node, 0)?;
+        ctx.emit_value(&node.name, Op::Dropout { p }, &[x])?
+    } else {
+        ctx.input(node, 0)?
+    };
+    Ok(vec![Some(out), None])
+}
+
+/// `Trilu` of a constant (a mask), folded.
+pub(crate) fn trilu(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let c = ctx.const_input(node, 0, "the input")?;
+    let k = match node.input(1) {
+        Some(_) => ctx.const_input(node, 1, "k")?.scalar().unwrap_or(0.0) as i64,
+        None => 0,
+    };
+    let upper = node.int("upper", 1)? != 0;
+    one(Value::constant(fold::trilu(&c, k, upper).map_err(|m| node.unsupported(m))?))
+}

@@ -1,0 +1,122 @@
+//! Dense layers: `Gemm` and `MatMul`.
+//!
+//! `Gemm` with a `[out, in]` weight (`transB = 1`) and `MatMul` by a transposed `[out, in]`
+//! weight become the IR's `Linear`; a bias added right after such a `MatMul` (the
+//! `Transpose`/`MatMul`/`Add` of exporters that write `nn.Linear` that way) is fused into it.
+//! Anything else is a `MatMul` (and an `Add`) of wires.
+
+use ordo_ir::Op;
+use ordo_ir::op::Linear;
+
+use super::conv::param_name;
+use super::{Outputs, one};
+use crate::ctx::Ctx;
+use crate::error::OnnxResult;
+use crate::node::Node;
+use crate::value::{Base, Step, Value};
+
+/// `Gemm`: `alpha * A' B' + beta * C`, with `alpha = beta = 1` and `A` not transposed.
+pub(crate) fn gemm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    if node.float("alpha", 1.0)? != 1.0
+        || (node.input(2).is_some() && node.float("beta", 1.0)? != 1.0)
+    {
+        return Err(node.unsupported("alpha and beta other than 1"));
+    }
+    if node.int("transA", 0)? != 0 {
+        return Err(node.unsupported("a transposed A"));
+    }
+    let trans_b = node.int("transB", 0)? != 0;
+    let b = ctx.input(node, 1)?;
+    let bias_is_param = match node.input(2) {
+        None => true,
+        Some(_) => matches!(ctx.input(node, 2)?, Value::View(ref v) if v.plain_param().is_some()),
+    };
+    if trans_b
+        && bias_is_param
+        && let Value::View(v) = &b
+        && let Some(weight) = v.plain_param()
+    {
+        let out_features = v.fact().shape.first().copied().unwrap_or(0);
+        let bias = node.input(2).map(|_| param_name(ctx, node, 2, "bias")).transpose()?;
+        let op = Linear { out_features, bias: bias.is_some() };
+        let x = ctx.wire(node, 0)?;
+        let params: Vec<String> = std::iter::once(weight.to_string()).chain(bias).collect();
+        let out = ctx.emit_with_params(node, Op::Linear(op), &[x], &params)?[0];
+        let fact = ctx.graph.fact(out).cloned().expect("emitted");
+        return one(Value::wire(out, fact));
+    }
+    let x = ctx.wire(node, 0)?;
+    let w = match b {
+        Value::View(mut v) if trans_b => {
+            v.push(&format!("{}.transB", node.name), Step::Transpose(vec![1, 0]))
+                .map_err(|m| node.shape_error(m))?;
+            let name = node.required_input(1)?;
+            ctx.realize(node, name, Value::View(v))?
+        }
+        _ if trans_b => return Err(node.unsupported("a transposed constant B")),
+        _ => ctx.wire(node, 1)?,
+    };
+    if node.input(2).is_none() {
+        return one(ctx.emit_value(&node.name, Op::MatMul, &[x, w])?);
+    }
+    let y = ctx.emit(&format!("{}.matmul", node.name), Op::MatMul, &[x, w], Vec::new())?[0];
+    let c = ctx.wire(node, 2)?;
+    one(ctx.emit_value(&node.name, Op::Add, &[y, c])?)
+}
+
+/// `MatMul`: a `Linear` when the right side is a transposed weight, else a `MatMul` of wires.
+pub(crate) fn matmul(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    if let Value::View(v) = ctx.input(node, 1)?
+        && let Base::Param(weight) = &v.base
+        && v.base_fact.rank() == 2
+        && v.steps.len() == 1
+        && v.steps[0].step == Step::Transpose(vec![1, 0])
+    {
+        let out_features = v.base_fact.shape[0];
+        let (bias, add) = fusable_bias(ctx, node, out_features);
+        let op = Linear { out_features, bias: bias.is_some() };
+        let x = ctx.wire(node, 0)?;
+        let params: Vec<String> = std::iter::once(weight.clone()).chain(bias).collect();
+        let out = ctx.emit_with_params(node, Op::Linear(op), &[x], &params)?[0];
+        let fact = ctx.graph.fact(out).cloned().expect("emitted");
+        let value = Value::wire(out, fact);
+        return match add {
+            Some((index, output)) => {
+                ctx.skip.insert(index);
+                ctx.set(&output, value);
+                Ok(vec![None])
+            }
+            None => one(value),
+        };
+    }
+    let x = ctx.wire(node, 0)?;
+    let w = ctx.wire(node, 1)?;
+    one(ctx.emit_value(&node.name, Op::MatMul, &[x, w])?)
+}
+
+/// The bias parameter and the `Add` node (index, output) that adds it to this `MatMul`'s
+/// output, when the `Add` is the output's only reader and the bias a `[out]` parameter.
+fn fusable_bias(
+    ctx: &Ctx<'_>,
+    node: &Node<'_>,
+    out: usize,
+) -> (Option<String>, Option<(usize, String)>) {
+    let Some(y) = node.proto.output.first() else { return (None, None) };
+    let Some(&[index]) = ctx.readers.get(y).map(Vec::as_slice) else { return (None, None) };
+    let add = &ctx.onnx_nodes[index];
+    if ctx.graph_outputs.contains(y)
+        || add.op_type() != "Add"
+        || add.input.len() != 2
+        || add.output.len() != 1
+    {
+        return (None, None);
+    }
+    let other = if add.input[0] == *y { &add.input[1] } else { &add.input[0] };
+    let Some(Value::View(v)) = ctx.peek(other) else { return (None, None) };
+    match v.plain_param() {
+        Some(bias) if v.fact().shape == [out] && other != y => {
+            (Some(bias.to_string()), Some((index, add.output[0].clone())))
+        }
+        _ => (None, None),
+    }
+}

@@ -1,0 +1,133 @@
+//! The op registry: one mapping function per ONNX op type, one file per op family.
+//!
+//! A mapping reads its node's inputs from the [`Ctx`] (constants, wires, parameters), emits IR
+//! nodes through it, and returns the value of each ONNX output: `None` for an output the IR has
+//! no counterpart for (a dropout mask, BatchNorm's updated running statistics, an LSTM's last
+//! states), which is an error only if something reads it.
+
+mod conv;
+mod elementwise;
+mod linear;
+mod norm;
+mod pool;
+mod sequence;
+mod shape;
+
+use crate::ctx::Ctx;
+use crate::error::OnnxResult;
+use crate::node::Node;
+use crate::value::Value;
+
+/// Values of a node's outputs, in order.
+pub(crate) type Outputs = Vec<Option<Value>>;
+
+/// A mapping from one ONNX node to IR nodes.
+pub(crate) type Mapper = fn(&mut Ctx<'_>, &Node<'_>) -> OnnxResult<Outputs>;
+
+/// The ONNX op types (default domain) the importer maps.
+pub const SUPPORTED_OPS: &[&str] = &[
+    "Add",
+    "AveragePool",
+    "BatchNormalization",
+    "Cast",
+    "Concat",
+    "Constant",
+    "ConstantOfShape",
+    "Conv",
+    "Div",
+    "Dropout",
+    "Expand",
+    "Flatten",
+    "Gather",
+    "Gelu",
+    "Gemm",
+    "GlobalAveragePool",
+    "HardSigmoid",
+    "HardSwish",
+    "Identity",
+    "LSTM",
+    "LayerNormalization",
+    "MatMul",
+    "MaxPool",
+    "Mul",
+    "Neg",
+    "Pow",
+    "Relu",
+    "Reshape",
+    "Shape",
+    "Sigmoid",
+    "Size",
+    "Slice",
+    "Softmax",
+    "Sqrt",
+    "Squeeze",
+    "Sub",
+    "Tanh",
+    "Transpose",
+    "Trilu",
+    "Unsqueeze",
+];
+
+/// The mapping of an op type of the default domain.
+pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
+    Some(match op_type {
+        "Conv" => conv::conv,
+        "BatchNormalization" => norm::batch_norm,
+        "LayerNormalization" => norm::layer_norm,
+        "Relu" | "Sigmoid" | "Tanh" | "HardSwish" | "HardSigmoid" | "Gelu" => elementwise::unary,
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" => elementwise::binary,
+        "Neg" | "Sqrt" => elementwise::const_unary,
+        "Softmax" => elementwise::softmax,
+        "Dropout" => elementwise::dropout,
+        "Trilu" => elementwise::trilu,
+        "MaxPool" | "AveragePool" => pool::pool,
+        "GlobalAveragePool" => pool::global_avg,
+        "Gemm" => linear::gemm,
+        "MatMul" => linear::matmul,
+        "Gather" => sequence::gather,
+        "LSTM" => sequence::lstm,
+        "Constant" => shape::constant,
+        "ConstantOfShape" => shape::constant_of_shape,
+        "Shape" => shape::shape,
+        "Size" => shape::size,
+        "Identity" => shape::identity,
+        "Cast" => shape::cast,
+        "Reshape" => shape::reshape,
+        "Flatten" => shape::flatten,
+        "Squeeze" => shape::squeeze,
+        "Unsqueeze" => shape::unsqueeze,
+        "Transpose" => shape::transpose,
+        "Slice" => shape::slice,
+        "Concat" => shape::concat,
+        "Expand" => shape::expand,
+        _ => return None,
+    })
+}
+
+/// Inputs of an op type that hold weights when fed by a graph input: what tells parameters
+/// from data in a model exported without its weights.
+pub(crate) fn weight_slots(op_type: &str) -> &'static [usize] {
+    match op_type {
+        "Conv" | "LayerNormalization" | "Gemm" => &[1, 2],
+        "BatchNormalization" => &[1, 2, 3, 4],
+        "LSTM" | "GRU" | "RNN" => &[1, 2, 3],
+        "Gather" => &[0],
+        _ => &[],
+    }
+}
+
+/// A node with a single output.
+pub(crate) fn one(value: Value) -> OnnxResult<Outputs> {
+    Ok(vec![Some(value)])
+}
+
+/// Resolves a possibly negative axis against a rank.
+pub(crate) fn resolve_axis(node: &Node<'_>, axis: i64, rank: usize) -> OnnxResult<usize> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if (0..r).contains(&a) {
+        Ok(a as usize)
+    } else {
+        Err(node.malformed(format!("axis {axis} is out of range for rank {rank}")))
+    }
+}

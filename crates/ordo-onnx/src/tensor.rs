@@ -1,0 +1,306 @@
+//! Element types, static shapes and constant tensors read from the protobuf.
+
+use ordo_ir::{DType, TensorFact};
+
+use crate::error::{OnnxError, OnnxResult};
+use crate::proto::{TensorProto, TypeProto, tensor_shape_proto::dimension, type_proto};
+
+/// Largest dimension accepted (2^40): keeps every product of a few dims far from overflow.
+pub(crate) const MAX_DIM: u64 = 1 << 40;
+/// Largest number of elements of a tensor (2^48).
+pub(crate) const MAX_NUMEL: u64 = 1 << 48;
+/// Largest constant the importer folds element by element.
+pub(crate) const MAX_FOLD: u64 = 1 << 22;
+
+/// ONNX element type codes.
+pub(crate) mod code {
+    pub const FLOAT: i32 = 1;
+    pub const UINT8: i32 = 2;
+    pub const INT8: i32 = 3;
+    pub const UINT16: i32 = 4;
+    pub const INT16: i32 = 5;
+    pub const INT32: i32 = 6;
+    pub const INT64: i32 = 7;
+    pub const BOOL: i32 = 9;
+    pub const FLOAT16: i32 = 10;
+    pub const DOUBLE: i32 = 11;
+    pub const UINT32: i32 = 12;
+    pub const UINT64: i32 = 13;
+    pub const BFLOAT16: i32 = 16;
+}
+
+/// The IR element type of an ONNX element type code, for tensors that become wires.
+pub(crate) fn ir_dtype(elem: i32) -> Option<DType> {
+    Some(match elem {
+        code::FLOAT => DType::F32,
+        code::FLOAT16 => DType::F16,
+        code::BFLOAT16 => DType::BF16,
+        code::INT64 => DType::I64,
+        code::INT32 => DType::I32,
+        code::BOOL => DType::Bool,
+        _ => return None,
+    })
+}
+
+/// Checks that a shape is within the importer's limits.
+pub(crate) fn check_shape(dims: &[usize]) -> Result<(), String> {
+    let mut numel: u64 = 1;
+    for &d in dims {
+        if d as u64 > MAX_DIM {
+            return Err(format!("dimension {d} is too large"));
+        }
+        numel = numel.saturating_mul(d as u64);
+    }
+    if numel > MAX_NUMEL {
+        return Err(format!("shape {dims:?} has too many elements"));
+    }
+    Ok(())
+}
+
+/// Converts ONNX dims (`i64`) to a checked static shape.
+pub(crate) fn dims_to_shape(dims: &[i64]) -> Result<Vec<usize>, String> {
+    let shape = dims
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| format!("negative dimension {d}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_shape(&shape)?;
+    Ok(shape)
+}
+
+/// The static fact of a value info's type: element type and shape with every dim known.
+pub(crate) fn fact_of_type(name: &str, ty: Option<&TypeProto>) -> OnnxResult<TensorFact> {
+    let missing = |message: &str| OnnxError::MissingShape {
+        tensor: name.to_string(),
+        message: message.to_string(),
+    };
+    let Some(type_proto::Value::TensorType(t)) = ty.and_then(|t| t.value.as_ref()) else {
+        return Err(missing("has no tensor type"));
+    };
+    let dtype = ir_dtype(t.elem_type()).ok_or_else(|| {
+        missing(&format!("element type {} is not supported", elem_name(t.elem_type())))
+    })?;
+    let shape = t.shape.as_ref().ok_or_else(|| missing("has no shape"))?;
+    let mut dims = Vec::with_capacity(shape.dim.len());
+    for d in &shape.dim {
+        match &d.value {
+            Some(dimension::Value::DimValue(v)) => dims.push(*v),
+            Some(dimension::Value::DimParam(p)) => {
+                return Err(missing(&format!("has a symbolic dimension `{p}`; give it a size")));
+            }
+            None => return Err(missing("has a dimension of unknown size")),
+        }
+    }
+    let shape = dims_to_shape(&dims).map_err(|m| missing(&m))?;
+    Ok(TensorFact::new(dtype, shape))
+}
+
+/// The declared shape of a value info where it is fully known, `None` otherwise.
+pub(crate) fn declared_fact(ty: Option<&TypeProto>) -> Option<TensorFact> {
+    fact_of_type("", ty).ok()
+}
+
+/// Name of an element type code, for messages.
+pub(crate) fn elem_name(elem: i32) -> String {
+    crate::proto::tensor_proto::DataType::try_from(elem)
+        .map_or_else(|_| format!("#{elem}"), |t| t.as_str_name().to_lowercase())
+}
+
+/// The values of a constant tensor.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum ConstData {
+    /// Integer or boolean elements.
+    Int(Vec<i64>),
+    /// Floating-point elements.
+    Float(Vec<f64>),
+    /// Every element equal to this value (a large constant that is never spelled out).
+    Splat(f64),
+}
+
+/// A tensor whose value is known at import time.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ConstTensor {
+    /// ONNX element type code.
+    pub elem: i32,
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// Values.
+    pub data: ConstData,
+}
+
+impl ConstTensor {
+    /// A 1-D `int64` tensor.
+    pub fn ints(values: Vec<i64>) -> Self {
+        Self { elem: code::INT64, shape: vec![values.len()], data: ConstData::Int(values) }
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> u64 {
+        self.shape.iter().map(|&d| d as u64).product()
+    }
+
+    /// Whether the elements are integers (or booleans).
+    pub fn is_int(&self) -> bool {
+        !matches!(self.elem, code::FLOAT | code::FLOAT16 | code::BFLOAT16 | code::DOUBLE)
+    }
+
+    /// Element `i` as a float.
+    pub fn get_f64(&self, i: usize) -> Option<f64> {
+        match &self.data {
+            ConstData::Int(v) => v.get(i).map(|&x| x as f64),
+            ConstData::Float(v) => v.get(i).copied(),
+            ConstData::Splat(x) => ((i as u64) < self.numel()).then_some(*x),
+        }
+    }
+
+    /// All elements as integers (floats truncated), `None` for a splat that is too large.
+    pub fn to_i64s(&self) -> Option<Vec<i64>> {
+        match &self.data {
+            ConstData::Int(v) => Some(v.clone()),
+            ConstData::Float(v) => Some(v.iter().map(|&x| x as i64).collect()),
+            ConstData::Splat(x) => {
+                (self.numel() <= MAX_FOLD).then(|| vec![*x as i64; self.numel() as usize])
+            }
+        }
+    }
+
+    /// All elements as floats, `None` for a splat that is too large.
+    pub fn to_f64s(&self) -> Option<Vec<f64>> {
+        match &self.data {
+            ConstData::Int(v) => Some(v.iter().map(|&x| x as f64).collect()),
+            ConstData::Float(v) => Some(v.clone()),
+            ConstData::Splat(x) => {
+                (self.numel() <= MAX_FOLD).then(|| vec![*x; self.numel() as usize])
+            }
+        }
+    }
+
+    /// The single value of a one-element tensor or a splat.
+    pub fn scalar(&self) -> Option<f64> {
+        match &self.data {
+            ConstData::Splat(x) => Some(*x),
+            _ if self.numel() == 1 => self.get_f64(0),
+            _ => None,
+        }
+    }
+
+    /// The same values with another shape and the given element data.
+    pub fn with(&self, shape: Vec<usize>, data: ConstData) -> Self {
+        Self { elem: self.elem, shape, data }
+    }
+
+    /// The IR fact of the tensor, when its element type has one.
+    pub fn fact(&self) -> Option<TensorFact> {
+        Some(TensorFact::new(ir_dtype(self.elem)?, self.shape.clone()))
+    }
+}
+
+/// Reads the shape and element type of an initializer without touching its data.
+pub(crate) fn tensor_fact(t: &TensorProto) -> Result<(i32, Vec<usize>), String> {
+    Ok((t.data_type(), dims_to_shape(&t.dims)?))
+}
+
+/// Reads a constant tensor, values included.
+pub(crate) fn parse_tensor(t: &TensorProto) -> Result<ConstTensor, String> {
+    let (elem, shape) = tensor_fact(t)?;
+    let numel: u64 = shape.iter().map(|&d| d as u64).product();
+    if numel > MAX_FOLD {
+        return Err(format!("constant of shape {shape:?} is too large to read"));
+    }
+    if t.data_location() == crate::proto::tensor_proto::DataLocation::External {
+        return Err("constant with external data is not supported".into());
+    }
+    let n = numel as usize;
+    let data = match t.raw_data.as_deref() {
+        Some(raw) => parse_raw(elem, raw, n)?,
+        None => parse_typed(t, elem)?,
+    };
+    let len = match &data {
+        ConstData::Int(v) => v.len(),
+        ConstData::Float(v) => v.len(),
+        ConstData::Splat(_) => n,
+    };
+    if len != n {
+        return Err(format!("tensor of shape {shape:?} holds {len} values"));
+    }
+    Ok(ConstTensor { elem, shape, data })
+}
+
+fn parse_raw(elem: i32, raw: &[u8], n: usize) -> Result<ConstData, String> {
+    let size = match elem {
+        code::BOOL | code::UINT8 | code::INT8 => 1,
+        code::UINT16 | code::INT16 | code::FLOAT16 | code::BFLOAT16 => 2,
+        code::FLOAT | code::INT32 | code::UINT32 => 4,
+        code::INT64 | code::DOUBLE | code::UINT64 => 8,
+        other => return Err(format!("element type {} cannot be read", elem_name(other))),
+    };
+    if raw.len() != n * size {
+        return Err(format!("raw data has {} bytes, expected {}", raw.len(), n * size));
+    }
+    let chunks = raw.chunks_exact(size);
+    let arr = |c: &[u8]| -> [u8; 8] {
+        let mut a = [0u8; 8];
+        a[..c.len()].copy_from_slice(c);
+        a
+    };
+    Ok(match elem {
+        code::FLOAT => ConstData::Float(
+            chunks.map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64).collect(),
+        ),
+        code::DOUBLE => ConstData::Float(chunks.map(|c| f64::from_le_bytes(arr(c))).collect()),
+        code::FLOAT16 => ConstData::Float(chunks.map(|c| f16_to_f64(c[0], c[1])).collect()),
+        code::BFLOAT16 => ConstData::Float(
+            chunks
+                .map(|c| f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16) as f64)
+                .collect(),
+        ),
+        code::INT8 => ConstData::Int(chunks.map(|c| i64::from(c[0] as i8)).collect()),
+        code::INT16 => {
+            ConstData::Int(chunks.map(|c| i64::from(i16::from_le_bytes([c[0], c[1]]))).collect())
+        }
+        code::INT32 => ConstData::Int(
+            chunks.map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect(),
+        ),
+        code::INT64 | code::UINT64 => {
+            ConstData::Int(chunks.map(|c| i64::from_le_bytes(arr(c))).collect())
+        }
+        _ => ConstData::Int(chunks.map(|c| u64::from_le_bytes(arr(c)) as i64).collect()),
+    })
+}
+
+fn parse_typed(t: &TensorProto, elem: i32) -> Result<ConstData, String> {
+    Ok(match elem {
+        code::FLOAT => ConstData::Float(t.float_data.iter().map(|&x| f64::from(x)).collect()),
+        code::DOUBLE => ConstData::Float(t.double_data.clone()),
+        code::INT64 => ConstData::Int(t.int64_data.clone()),
+        code::UINT32 | code::UINT64 => {
+            ConstData::Int(t.uint64_data.iter().map(|&x| x as i64).collect())
+        }
+        code::FLOAT16 => ConstData::Float(
+            t.int32_data.iter().map(|&x| f16_to_f64(x as u8, (x >> 8) as u8)).collect(),
+        ),
+        code::BFLOAT16 => ConstData::Float(
+            t.int32_data
+                .iter()
+                .map(|&x| f32::from_bits((x as u32 & 0xffff) << 16) as f64)
+                .collect(),
+        ),
+        code::INT32 | code::INT16 | code::INT8 | code::UINT16 | code::UINT8 | code::BOOL => {
+            ConstData::Int(t.int32_data.iter().map(|&x| i64::from(x)).collect())
+        }
+        other => return Err(format!("element type {} cannot be read", elem_name(other))),
+    })
+}
+
+/// IEEE half precision (little-endian bytes) to f64.
+fn f16_to_f64(lo: u8, hi: u8) -> f64 {
+    let bits = u16::from_le_bytes([lo, hi]);
+    let sign = if bits >> 15 == 1 { -1.0 } else { 1.0 };
+    let exp = i32::from((bits >> 10) & 0x1f);
+    let frac = f64::from(bits & 0x3ff);
+    match exp {
+        0 => sign * frac * 2f64.powi(-24),
+        31 if frac == 0.0 => sign * f64::INFINITY,
+        31 => f64::NAN,
+        _ => sign * (1.0 + frac / 1024.0) * 2f64.powi(exp - 15),
+    }
+}
