@@ -1,7 +1,8 @@
-//! Reference exports of resnet50, inception_v3, an encoder-decoder transformer and a GNMT-style
-//! seq2seq (from PyTorch, in training mode, weights as graph inputs), when `ORDO_ONNX_MODELS` names a directory holding
-//! them: each must import with the parameter count and output shape its exporter declares.
-//! Skipped with a message otherwise, as in a fresh clone.
+//! Reference exports of resnet50, inception_v3, an encoder-decoder transformer and a
+//! GNMT-style seq2seq (from PyTorch, in training mode, weights as graph inputs), when
+//! `ORDO_ONNX_MODELS` names a directory holding them: each must import with the parameter
+//! count and output shape its exporter declares. Skipped with a message otherwise, as in a
+//! fresh clone.
 
 use std::path::PathBuf;
 use std::time::Instant;
