@@ -4,19 +4,7 @@
 
 use crate::tensor::{ConstData, ConstTensor, MAX_FOLD, check_shape, code};
 
-/// NumPy broadcasting of two shapes.
-pub(crate) fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
-    let rank = a.len().max(b.len());
-    let dim = |s: &[usize], i: usize| if i < rank - s.len() { 1 } else { s[i - (rank - s.len())] };
-    (0..rank)
-        .map(|i| match (dim(a, i), dim(b, i)) {
-            (x, y) if x == y => Some(x),
-            (1, y) => Some(y),
-            (x, 1) => Some(x),
-            _ => None,
-        })
-        .collect()
-}
+pub(crate) use ordo_ir::op::broadcast_shapes as broadcast;
 
 /// Row-major strides of `shape`, with stride 0 on broadcast dimensions of size 1, aligned to
 /// the last dims of `out_rank`.

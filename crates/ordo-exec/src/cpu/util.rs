@@ -149,19 +149,7 @@ pub(crate) fn numel(shape: &[usize]) -> usize {
     shape.iter().product()
 }
 
-/// NumPy broadcasting of two shapes, `None` when they are incompatible.
-pub(crate) fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
-    let rank = a.len().max(b.len());
-    let dim = |s: &[usize], i: usize| if i < rank - s.len() { 1 } else { s[i - (rank - s.len())] };
-    (0..rank)
-        .map(|i| match (dim(a, i), dim(b, i)) {
-            (x, y) if x == y => Some(x),
-            (1, y) => Some(y),
-            (x, 1) => Some(x),
-            _ => None,
-        })
-        .collect()
-}
+pub(crate) use ordo_ir::op::broadcast_shapes;
 
 /// Row-major strides of `shape` aligned to the trailing dimensions of `out` (which `shape`
 /// broadcasts to), with 0 for broadcast dimensions.

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::fact::TensorFact;
 
 pub use conv::Conv2d;
-pub use elementwise::UnaryOp;
+pub use elementwise::{UnaryOp, broadcast_shapes};
 pub use grad::{Grad, Optimizer, Saved, Update, Wrt};
 pub use linear::Linear;
 pub use norm::{BatchNorm, LayerNorm};
