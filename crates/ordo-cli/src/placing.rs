@@ -175,13 +175,79 @@ pub fn mode_label(mode: StepMode) -> &'static str {
 }
 
 impl Loaded {
-    /// Places the problem with the named algorithm, showing a spinner if it takes a while.
-    pub fn place(&self, algo: &str, options: &PlaceOptions) -> anyhow::Result<Placement> {
-        let algo: Algorithm = algo.parse()?;
-        crate::progress::with_spinner(&format!("placing with {}", algo.name()), |_| {
-            ordo_place::place(&self.problem, algo, options)
-        })
-        .with_context(|| format!("placing `{}` with {}", self.label, algo.name()))
+    /// Places the problem with the named algorithm, showing a spinner if it takes a while;
+    /// `auto` runs every fast placer and the search of [`ordo_place::place_auto`] within
+    /// `search`'s budget.
+    pub fn place(
+        &self,
+        algo: &str,
+        options: &PlaceOptions,
+        search: &SearchArgs,
+    ) -> anyhow::Result<Placed> {
+        if algo == "auto" {
+            let auto_options = ordo_place::AutoOptions {
+                budget_seconds: search.budget_seconds()?,
+                seed: search.seed,
+                place: options.clone(),
+            };
+            let auto = crate::progress::with_spinner("placing with auto", |_| {
+                ordo_place::place_auto(&self.problem, &auto_options)
+            })
+            .with_context(|| format!("placing `{}` with auto", self.label))?;
+            return Ok(Placed { placement: auto.placement.clone(), auto: Some(auto) });
+        }
+        let algo: Algorithm = algo.parse().map_err(|e| anyhow::anyhow!("{e}, auto"))?;
+        let placement =
+            crate::progress::with_spinner(&format!("placing with {}", algo.name()), |_| {
+                ordo_place::place(&self.problem, algo, options)
+            })
+            .with_context(|| format!("placing `{}` with {}", self.label, algo.name()))?;
+        Ok(Placed { placement, auto: None })
+    }
+}
+
+/// A placement, and what `auto` did to find it.
+pub struct Placed {
+    /// The placement.
+    pub placement: Placement,
+    /// The candidates and the search, when the algorithm was `auto`.
+    pub auto: Option<ordo_place::AutoPlacement>,
+}
+
+/// The budget and seed of `--algo auto`'s search.
+#[derive(clap::Args, Clone, Debug)]
+pub struct SearchArgs {
+    /// Time budget of `--algo auto`'s search after the fast placers, e.g. `2s`, `500ms`
+    /// (turned into a fixed number of simulations, so the result does not depend on the
+    /// machine's load).
+    #[arg(long, default_value = "2s")]
+    pub budget: String,
+    /// Seed of `--algo auto`'s random restarts: the same seed gives the same placement.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl Default for SearchArgs {
+    fn default() -> Self {
+        Self { budget: "2s".into(), seed: 0 }
+    }
+}
+
+impl SearchArgs {
+    /// The budget in seconds.
+    pub fn budget_seconds(&self) -> anyhow::Result<f64> {
+        let text = self.budget.trim();
+        let (number, scale) = if let Some(ms) = text.strip_suffix("ms") {
+            (ms, 1e-3)
+        } else if let Some(s) = text.strip_suffix('s') {
+            (s, 1.0)
+        } else {
+            (text, 1.0)
+        };
+        match number.trim().parse::<f64>() {
+            Ok(value) if value.is_finite() && value >= 0.0 => Ok(value * scale),
+            _ => anyhow::bail!("--budget {text}: expected a duration such as `2s` or `500ms`"),
+        }
     }
 }
 

@@ -159,9 +159,17 @@ fn a_cluster_sets_devices_memory_and_speed() {
 
 #[test]
 fn compare_runs_every_algorithm() {
-    let v = json(&on_sample("compare", "gnmt", 4, &["--json"]));
+    let v = json(&on_sample("compare", "gnmt", 4, &["--json", "--budget", "200ms"]));
     let results = v["results"].as_array().unwrap();
-    for algo in ["m-topo", "m-topo-real", "m-etf", "m-sct", "single", "round-robin", "balanced"] {
+    let names = ["m-topo", "m-topo-real", "m-etf", "m-sct", "single", "round-robin", "balanced"];
+    // auto is never worse than any of the others, simulated.
+    let step = |algo: &str| {
+        let row = results.iter().find(|r| r["algo"] == algo).unwrap();
+        row["simulated_step_us"].as_f64().unwrap()
+    };
+    let best = names.iter().map(|algo| step(algo)).fold(f64::INFINITY, f64::min);
+    assert!(step("auto") <= best, "auto {} vs best {best}", step("auto"));
+    for algo in names.into_iter().chain(["auto"]) {
         let row =
             results.iter().find(|r| r["algo"] == algo).unwrap_or_else(|| panic!("{algo} missing"));
         assert!(
@@ -483,4 +491,22 @@ fn bad_pipeline_settings_are_errors() {
     assert!(stderr(&out).contains("more than its device's"), "{}", stderr(&out));
     let out = ordo(&["simulate", "bert_base", "--train", "--devices", "1", "--schedule", "gpipe"]);
     assert!(stderr(&out).contains("needs --pipeline"), "{}", stderr(&out));
+}
+
+#[test]
+fn auto_is_the_default_and_says_where_it_started() {
+    let out = on_sample("place", "inception_v3", 4, &["--budget", "100ms"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(text.contains("with auto"), "{text}");
+    assert!(text.contains("auto started from m-etf"), "{text}");
+    let v = json(&on_sample("place", "inception_v3", 4, &["--budget", "100ms", "--json", "-"]));
+    assert_eq!(v["algo"], "auto");
+    // The same seed and budget give the same placement.
+    let again = json(&on_sample("place", "inception_v3", 4, &["--budget", "100ms", "--json", "-"]));
+    assert_eq!(v["device_of"], again["device_of"]);
+    let out = on_sample("place", "inception_v3", 4, &["--budget", "soon"]);
+    assert!(stderr(&out).contains("--budget soon"), "{}", stderr(&out));
+    let out = on_sample("place", "inception_v3", 4, &["--algo", "m-best"]);
+    assert!(stderr(&out).contains("auto"), "{}", stderr(&out));
 }

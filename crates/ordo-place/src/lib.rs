@@ -2,6 +2,7 @@
 //! (Baechi's m-TOPO, m-ETF and m-SCT, and baselines).
 
 mod algorithm;
+pub mod auto;
 pub mod baselines;
 mod error;
 pub mod etf;
@@ -17,6 +18,7 @@ pub mod topo;
 pub use algorithm::{
     Algorithm, MemoryNeed, PlaceOptions, check_fits, device_needs, group_need, place,
 };
+pub use auto::{AutoOptions, AutoPlacement, place_auto};
 pub use error::PlaceError;
 pub use etf::m_etf;
 pub use placement::{Placement, PlacementFile};

@@ -54,6 +54,22 @@ fn every_estimate_is_the_simulated_step_on_the_samples() {
     }
 }
 
+/// `auto`'s search moves groups and re-simulates with Baechi's `VirtualScheduler`: its
+/// estimate is the simulated step too, and it is at most every fast placer's.
+#[test]
+fn auto_estimate_is_the_simulated_step_and_the_best() {
+    let options = ordo_place::AutoOptions { budget_seconds: 0.05, ..Default::default() };
+    for name in SAMPLES {
+        let problem = sample(name);
+        let auto = ordo_place::place_auto(&problem, &options).unwrap();
+        assert_agrees(name, &problem, &auto.placement);
+        for &algo in Algorithm::all() {
+            let (_, step) = step_us(&problem, &place(&problem, algo));
+            assert!(auto.placement.makespan_us as f64 <= step, "{name}: auto vs {algo}");
+        }
+    }
+}
+
 #[test]
 fn every_estimate_is_the_simulated_step_on_random_graphs() {
     for (n, seed) in [(10, 0), (30, 1), (100, 2), (300, 3), (1000, 4)] {

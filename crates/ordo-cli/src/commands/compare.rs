@@ -32,6 +32,16 @@ pub struct Args {
     pub data_parallel: DataParallelArgs,
     #[command(flatten)]
     pub pipeline: PipelineArgs,
+    #[command(flatten)]
+    pub search: crate::placing::SearchArgs,
+}
+
+/// One compared algorithm.
+struct Row {
+    algo: String,
+    placement: Result<ordo_place::Placement, String>,
+    simulated: Result<f64, String>,
+    note: String,
 }
 
 /// The simulated step time of a placement's plan, in µs, or why there is none.
@@ -62,7 +72,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     let problem = &loaded.problem;
     let options = PlaceOptions::default();
-    let results: Vec<_> = with_spinner("comparing placers", |bar| {
+    let mut results: Vec<Row> = with_spinner("comparing placers", |bar| {
         Algorithm::all()
             .iter()
             .map(|&algo| {
@@ -72,25 +82,53 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     .as_ref()
                     .map(|p| simulated_us(problem, p, args.channel))
                     .unwrap_or_else(|e| Err(e.to_string()));
-                (algo, placement, simulated)
+                let placement = placement.map_err(|e| e.to_string());
+                Row { algo: algo.name().into(), placement, simulated, note: String::new() }
             })
             .collect()
+    });
+    let auto_options = ordo_place::AutoOptions {
+        budget_seconds: args.search.budget_seconds()?,
+        seed: args.search.seed,
+        place: options.clone(),
+    };
+    let auto =
+        with_spinner("placing with auto", |_| ordo_place::place_auto(problem, &auto_options));
+    results.push(match auto {
+        Ok(auto) => Row {
+            algo: "auto".into(),
+            simulated: simulated_us(problem, &auto.placement, args.channel),
+            note: format!(
+                "from {}, {} moves, search {:.2} s",
+                auto.winner, auto.moves, auto.search_seconds
+            ),
+            placement: Ok(auto.placement),
+        },
+        Err(e) => Row {
+            algo: "auto".into(),
+            placement: Err(e.to_string()),
+            simulated: Err(e.to_string()),
+            note: String::new(),
+        },
     });
     let lower_bound = problem.lower_bound_us();
     if args.json {
         let rows: Vec<_> = results
             .iter()
-            .map(|(algo, result, simulated)| match result {
+            .map(|row| match &row.placement {
                 Ok(p) => {
-                    let mut row = serde_json::to_value(PlacementFile::new(problem, p))
+                    let mut out = serde_json::to_value(PlacementFile::new(problem, p))
                         .expect("a placement serialises");
-                    row["simulated_step_us"] = match simulated {
+                    out["simulated_step_us"] = match &row.simulated {
                         Ok(us) => json!(us),
                         Err(e) => json!({ "error": e }),
                     };
-                    row
+                    if !row.note.is_empty() {
+                        out["note"] = json!(row.note);
+                    }
+                    out
                 }
-                Err(e) => json!({"algo": algo.name(), "error": e.to_string()}),
+                Err(e) => json!({"algo": row.algo, "error": e}),
             })
             .collect();
         let out = json!({
@@ -114,10 +152,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "max peak memory",
         "note",
     ]);
-    for (algo, result, simulated) in &results {
-        match result {
+    for Row { algo, placement, simulated, note } in &results {
+        match placement {
             Ok(p) => table.row(vec![
-                algo.name().to_string(),
+                algo.clone(),
                 format!("{:.1}", p.placement_seconds * 1e3),
                 format!("{:.2}", p.makespan_us as f64 / 1e3),
                 simulated
@@ -125,10 +163,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     .map_or_else(|e| format!("error: {e}"), |us| format!("{:.2}", us / 1e3)),
                 format!("{:.2}x", p.makespan_us as f64 / lower_bound.max(1) as f64),
                 bytes(p.peak_memory_bytes.iter().copied().max().unwrap_or(0)),
-                String::new(),
+                note.clone(),
             ]),
             Err(e) => table.row(vec![
-                algo.name().to_string(),
+                algo.clone(),
                 String::new(),
                 String::new(),
                 String::new(),

@@ -5,16 +5,19 @@ use std::path::PathBuf;
 use ordo_place::{PlaceOptions, Placement, PlacementFile};
 
 use crate::format::{Table, bytes};
-use crate::placing::{ProblemArgs, mode_label, write_json};
+use crate::placing::{ProblemArgs, SearchArgs, mode_label, write_json};
 
 /// Arguments of `ordo place`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
     pub problem: ProblemArgs,
-    /// Placement algorithm: m-topo, m-topo-real, m-etf, m-sct, single, round-robin, balanced.
-    #[arg(long, default_value = "m-etf")]
+    /// Placement algorithm: auto (the best of the others, improved by a search), m-topo,
+    /// m-topo-real, m-etf, m-sct, single, round-robin, balanced.
+    #[arg(long, default_value = "auto")]
     pub algo: String,
+    #[command(flatten)]
+    pub search: SearchArgs,
     /// m-SCT: an edge is a favorite when its LP value is below this.
     #[arg(long, default_value_t = 0.1)]
     pub sct_threshold: f64,
@@ -31,7 +34,8 @@ pub struct Args {
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let loaded = args.problem.load()?;
     let options = PlaceOptions { sct_threshold: args.sct_threshold, reduce: args.reduce };
-    let placement = loaded.place(&args.algo, &options)?;
+    let placed = loaded.place(&args.algo, &options, &args.search)?;
+    let placement = placed.placement;
     let file = PlacementFile::new(&loaded.problem, &placement);
     if let Some(path) = &args.json
         && write_json(path, &file)?
@@ -39,6 +43,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         return Ok(());
     }
     print_summary(&loaded, &placement, &file);
+    if let Some(auto) = &placed.auto {
+        print_auto(auto);
+    }
     if let Some(path) = &args.json {
         println!("wrote {}", path.display());
     }
@@ -85,4 +92,21 @@ fn print_summary(loaded: &crate::placing::Loaded, placement: &Placement, file: &
         ]);
     }
     print!("{}", table.render());
+}
+
+/// Which fast placer `auto` started from, what the others gave, and what the search did.
+fn print_auto(auto: &ordo_place::AutoPlacement) {
+    let candidates: Vec<String> = auto
+        .candidates
+        .iter()
+        .map(|(algo, result)| match result {
+            Ok(us) => format!("{algo} {:.2}", *us as f64 / 1e3),
+            Err(_) => format!("{algo} -"),
+        })
+        .collect();
+    println!("fast placers (ms) {}", candidates.join(", "));
+    println!(
+        "auto started from {}, then {} moves in {} simulations ({:.2} s)",
+        auto.winner, auto.moves, auto.evaluations, auto.search_seconds
+    );
 }

@@ -15,8 +15,10 @@ pub struct Args {
     #[command(flatten)]
     pub problem: ProblemArgs,
     /// Placement algorithm (see `ordo place --help`).
-    #[arg(long, default_value = "m-etf")]
+    #[arg(long, default_value = "auto")]
     pub algo: String,
+    #[command(flatten)]
+    pub search: crate::placing::SearchArgs,
     /// Write the plan as JSON to this file (`-` for standard output).
     #[arg(long, value_name = "OUT")]
     pub json: Option<PathBuf>,
@@ -25,7 +27,7 @@ pub struct Args {
 /// Places the graph, builds the plan, and prints or writes it.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let loaded = args.problem.load()?;
-    let placement = loaded.place(&args.algo, &PlaceOptions::default())?;
+    let placement = loaded.place(&args.algo, &PlaceOptions::default(), &args.search)?.placement;
     let plan = ordo_sched::build_plan(&loaded.problem, &placement)
         .with_context(|| format!("scheduling `{}`", loaded.label))?;
     if let Some(path) = &args.json

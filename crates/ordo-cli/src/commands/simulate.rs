@@ -105,8 +105,10 @@ pub struct Args {
     #[command(flatten)]
     pub pipeline: PipelineArgs,
     /// Placement algorithm when the target is not a plan.
-    #[arg(long, default_value = "m-etf")]
+    #[arg(long, default_value = "auto")]
     pub algo: String,
+    #[command(flatten)]
+    pub search: crate::placing::SearchArgs,
     /// How transfers contend.
     #[arg(long, value_enum, default_value = "tf")]
     pub channel: ChannelArg,
@@ -218,7 +220,7 @@ fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
         let limit = Some(loaded.problem.devices.memory[0]);
         return Ok(Loaded { plan, label, placer_estimate: None, limit });
     }
-    let placement = loaded.place(&args.algo, &PlaceOptions::default())?;
+    let placement = loaded.place(&args.algo, &PlaceOptions::default(), &args.search)?.placement;
     let plan = ordo_sched::build_plan(&loaded.problem, &placement)
         .with_context(|| format!("scheduling `{}`", loaded.label))?;
     let label =
