@@ -7,3 +7,12 @@
 #![warn(missing_docs)]
 
 pub mod cpu;
+mod error;
+mod program;
+pub mod sequential;
+mod state;
+
+pub use error::ExecError;
+pub use program::{NodeCall, Program, RunSettings};
+pub use sequential::StepOutputs;
+pub use state::{Feeds, TrainState, initial_params, synthetic_feeds};

@@ -1,0 +1,155 @@
+//! A graph made ready to run: for every node, what its kernel reads and how it is called.
+//!
+//! [`Program`] is the one place that knows the CPU kernels' argument conventions for a node of
+//! a graph (which parameters a gradient reads, the forward facts `Concat`'s gradient needs,
+//! the seed a `Dropout` and its gradient share, the optimizer state of an update). The
+//! sequential reference ([`crate::sequential`]), the engine and the profiler all call nodes
+//! through it, so that they compute bitwise the same thing.
+
+use ordo_ir::op::Wrt;
+use ordo_ir::{Graph, NodeId, Op, OutletId, ParamId, TensorFact};
+
+use crate::cpu::{self, Hyper, KernelContext, KernelResult, Tensor, init_state, node_seed};
+use crate::error::ExecError;
+
+/// How one node is called.
+#[derive(Clone, Debug)]
+pub struct NodeCall {
+    /// The wires it reads, in order.
+    pub inputs: Vec<OutletId>,
+    /// The parameters its kernel reads, in order. For an `Lstm`'s parameter gradient these are
+    /// the forward node's weights, which the IR's dW node does not list.
+    pub params: Vec<ParamId>,
+    /// For a gradient, the facts of its forward node's inputs.
+    pub forward_inputs: Vec<TensorFact>,
+    /// The node whose id seeds its random numbers: its forward layer, or itself.
+    pub seed_node: NodeId,
+    /// For an optimizer update, the parameter whose next value it outputs.
+    pub updates: Option<ParamId>,
+}
+
+/// Settings shared by every node of a run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunSettings {
+    /// Base seed of dropout masks.
+    pub seed: u64,
+    /// Optimizer hyper-parameters.
+    pub hyper: Hyper,
+    /// Training mode (batch statistics, active dropout).
+    pub training: bool,
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        Self { seed: 0, hyper: Hyper::default(), training: true }
+    }
+}
+
+/// A graph with the call of each of its nodes.
+#[derive(Clone, Debug)]
+pub struct Program {
+    graph: Graph,
+    calls: Vec<NodeCall>,
+}
+
+impl Program {
+    /// Prepares `graph` (which should have passed [`ordo_ir::validate`]).
+    ///
+    /// # Errors
+    /// [`ExecError::Unsupported`] listing every node whose op has no CPU kernel.
+    pub fn new(graph: Graph) -> Result<Self, ExecError> {
+        let unsupported: Vec<String> = graph
+            .nodes
+            .iter()
+            .filter_map(|n| cpu::supports(&n.op).err().map(|e| format!("`{}` ({e})", n.name)))
+            .collect();
+        if !unsupported.is_empty() {
+            return Err(ExecError::Unsupported(unsupported.join(", ")));
+        }
+        let calls = graph
+            .nodes
+            .iter()
+            .map(|node| {
+                let layer = node.layer.map(|l| graph.node(l));
+                let params = match (&node.op, layer) {
+                    (Op::Grad(g), Some(l))
+                        if g.wrt == Wrt::Params && matches!(*g.of, Op::Lstm(_)) =>
+                    {
+                        l.params.clone()
+                    }
+                    _ => node.params.clone(),
+                };
+                let forward_inputs = match (&node.op, layer) {
+                    (Op::Grad(_), Some(l)) => {
+                        l.inputs.iter().filter_map(|&o| graph.fact(o)).cloned().collect()
+                    }
+                    _ => Vec::new(),
+                };
+                let updates = match node.op {
+                    Op::Update(_) => node.params.first().copied(),
+                    _ => None,
+                };
+                NodeCall {
+                    inputs: node.inputs.clone(),
+                    params,
+                    forward_inputs,
+                    seed_node: node.layer.unwrap_or(node.id),
+                    updates,
+                }
+            })
+            .collect();
+        Ok(Self { graph, calls })
+    }
+
+    /// The graph.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// How node `id` is called.
+    pub fn call(&self, id: NodeId) -> &NodeCall {
+        &self.calls[id.index()]
+    }
+
+    /// The fresh optimizer state of every node (empty but for updates).
+    ///
+    /// # Errors
+    /// A [`cpu::KernelError`] from [`init_state`].
+    pub fn initial_state(&self) -> KernelResult<Vec<Vec<Tensor>>> {
+        self.graph
+            .nodes
+            .iter()
+            .map(|node| match (&node.op, self.calls[node.id.index()].updates) {
+                (Op::Update(u), Some(p)) => init_state(u.optimizer, &self.graph.param(p).fact),
+                _ => Ok(Vec::new()),
+            })
+            .collect()
+    }
+
+    /// Runs node `id` on `inputs` (its wires' values in order; for an `Input`, the fed
+    /// tensor) and `params` (the values of [`NodeCall::params`] in order), at `step` (from 1).
+    ///
+    /// # Errors
+    /// The kernel's [`cpu::KernelError`].
+    pub fn run_node(
+        &self,
+        id: NodeId,
+        inputs: &[&Tensor],
+        params: &[&Tensor],
+        state: &mut [Tensor],
+        step: u64,
+        settings: &RunSettings,
+    ) -> KernelResult<Vec<Tensor>> {
+        let node = self.graph.node(id);
+        let call = &self.calls[id.index()];
+        let ctx = KernelContext {
+            outputs: &node.outputs,
+            forward_inputs: &call.forward_inputs,
+            step,
+            seed: node_seed(settings.seed, call.seed_node.0, step),
+            training: settings.training,
+            hyper: settings.hyper,
+        };
+        cpu::run(&node.op, inputs, params, state, &ctx)
+    }
+}

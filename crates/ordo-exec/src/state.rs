@@ -1,0 +1,118 @@
+//! What a training run keeps between steps (parameters, optimizer state, the step count) and
+//! what it is fed (synthetic inputs).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ordo_ir::{DType, Graph, Op};
+
+use crate::cpu::Tensor;
+use crate::error::ExecError;
+use crate::program::Program;
+
+/// The tensors fed to a graph's `Input` nodes, by node name.
+pub type Feeds = HashMap<String, Tensor>;
+
+/// Parameters, optimizer state and step count of a run.
+#[derive(Clone, Debug)]
+pub struct TrainState {
+    /// The value of every parameter of the graph, by [`ordo_ir::ParamId`] index.
+    pub params: Vec<Arc<Tensor>>,
+    /// Every node's optimizer state (empty but for updates), by node index.
+    pub slots: Vec<Vec<Tensor>>,
+    /// Steps run so far; the next step is `step + 1`.
+    pub step: u64,
+}
+
+impl TrainState {
+    /// Fresh state for `program` with parameters from [`initial_params`].
+    ///
+    /// # Errors
+    /// [`ExecError::Config`] for a parameter the CPU kernels cannot hold.
+    pub fn new(program: &Program, seed: u64) -> Result<Self, ExecError> {
+        let params = initial_params(program.graph(), seed)?.into_iter().map(Arc::new).collect();
+        let slots = program.initial_state().map_err(|e| ExecError::Config(e.to_string()))?;
+        Ok(Self { params, slots, step: 0 })
+    }
+}
+
+/// Deterministic initial values for every parameter of `graph`, in the spirit of PyTorch's
+/// defaults: a tensor of rank 2 or more uniform in `±1/sqrt(fan_in)` (fan_in = the product of
+/// all but the first dimension); a norm's scale and a running variance 1; biases, shifts and
+/// running means 0.
+///
+/// # Errors
+/// [`ExecError::Config`] for a parameter the CPU kernels cannot hold.
+pub fn initial_params(graph: &Graph, seed: u64) -> Result<Vec<Tensor>, ExecError> {
+    let mut norm_scales = vec![false; graph.params.len()];
+    for node in &graph.nodes {
+        if matches!(node.op, Op::BatchNorm(_) | Op::LayerNorm(_))
+            && let Some(p) = node.params.first()
+        {
+            norm_scales[p.index()] = true;
+        }
+    }
+    let fail = |e: crate::cpu::KernelError| ExecError::Config(e.to_string());
+    graph
+        .params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let shape = &p.fact.shape;
+            if shape.len() >= 2 {
+                let fan_in: usize = shape[1..].iter().product();
+                let bound = 1.0 / (fan_in.max(1) as f32).sqrt();
+                let t = Tensor::random(&p.fact, seed.wrapping_add(i as u64)).map_err(fail)?;
+                let values = t.as_f32().map(|v| v.iter().map(|x| x * bound).collect());
+                return match values {
+                    Some(v) => Tensor::from_f32(shape, v).map_err(fail),
+                    None => Ok(t),
+                };
+            }
+            let one = norm_scales[i] || p.name.ends_with("running_var");
+            let t = Tensor::zeros(&p.fact).map_err(fail)?;
+            match (one, t.as_f32()) {
+                (true, Some(v)) => Tensor::from_f32(shape, vec![1.0; v.len()]).map_err(fail),
+                _ => Ok(t),
+            }
+        })
+        .collect()
+}
+
+/// Deterministic synthetic inputs for every `Input` node of `graph`: floats uniform in
+/// `[-1, 1)`; integers uniform below the bound their readers allow (an embedding's rows, a
+/// loss's classes; 2 otherwise).
+///
+/// # Errors
+/// [`ExecError::Feed`] for an input the CPU kernels cannot hold.
+pub fn synthetic_feeds(graph: &Graph, seed: u64) -> Result<Feeds, ExecError> {
+    let mut bound: Vec<Option<usize>> = vec![None; graph.nodes.len()];
+    for node in &graph.nodes {
+        for (k, input) in node.inputs.iter().enumerate() {
+            let limit = match (&node.op, k) {
+                (Op::Embedding(e), 0) => Some(e.num_embeddings),
+                (Op::CrossEntropyLoss, 1) => {
+                    graph.fact(node.inputs[0]).and_then(|logits| logits.shape.last().copied())
+                }
+                _ => None,
+            };
+            if let Some(limit) = limit {
+                let b = &mut bound[input.node.index()];
+                *b = Some(b.map_or(limit, |old| old.min(limit)));
+            }
+        }
+    }
+    graph
+        .input_nodes()
+        .map(|node| {
+            let fact = &node.outputs[0];
+            let seed = seed.wrapping_mul(0x9e37_79b9).wrapping_add(u64::from(node.id.0));
+            let t = match fact.dtype {
+                DType::F32 => Tensor::random(fact, seed),
+                _ => Tensor::random_ids(&fact.shape, bound[node.id.index()].unwrap_or(2), seed),
+            };
+            t.map(|t| (node.name.clone(), t))
+                .map_err(|e| ExecError::Feed { name: node.name.clone(), message: e.to_string() })
+        })
+        .collect()
+}
