@@ -7,12 +7,14 @@
 #![warn(missing_docs)]
 
 pub mod cpu;
+mod engine;
 mod error;
 mod program;
 pub mod sequential;
 mod state;
 
+pub use engine::{EngineOptions, Executable, StepRun, Sync, TaskSpan};
 pub use error::ExecError;
-pub use program::{NodeCall, Program, RunSettings};
+pub use program::{NodeCall, Program, RunSettings, scale_backward_seed};
 pub use sequential::StepOutputs;
 pub use state::{Feeds, TrainState, initial_params, synthetic_feeds};

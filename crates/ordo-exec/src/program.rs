@@ -153,3 +153,17 @@ impl Program {
         cpu::run(&node.op, inputs, params, state, &ctx)
     }
 }
+
+/// Scales the seed of `graph`'s backward pass (the `Fill` of role dX that starts it) by
+/// `factor`. Data-parallel training over `n` replicas uses `1 / n`, as ParallelExecutor's
+/// `ScaleLossGradOpHandle` does, so that the all-reduced gradients are those of the mean loss
+/// over the whole batch.
+pub fn scale_backward_seed(graph: &mut Graph, factor: f64) {
+    for node in &mut graph.nodes {
+        if let (Op::Fill { value }, ordo_ir::Role::Dx, true) =
+            (&mut node.op, node.role, node.inputs.is_empty())
+        {
+            *value *= factor;
+        }
+    }
+}

@@ -1,0 +1,313 @@
+//! Binding a plan to a program: every task's work, dependencies, buffers and worker pool, in
+//! the flat form the workers read.
+
+use std::collections::HashMap;
+
+use ordo_ir::NodeId;
+use ordo_sched::{Plan, TaskKind, task_graph, task_order, validate};
+
+use crate::error::ExecError;
+use crate::program::Program;
+
+/// How a task synchronises with the tasks of other streams it depends on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sync {
+    /// It waits for exactly the events the plan gives it (the default).
+    #[default]
+    Events,
+    /// It waits, for each event, until the event's device has run everything up to the
+    /// event's task in the plan's order, on all of its streams: ParallelExecutor's
+    /// `DeviceContext::Wait()`, coarser and easier to debug.
+    DeviceWait,
+}
+
+/// What a task does.
+#[derive(Clone, Debug)]
+pub(crate) enum Work {
+    Compute {
+        node: NodeId,
+        /// The buffer of each input wire on the task's device (none for an `Input`).
+        inputs: Vec<u32>,
+        /// The buffer of each output, where one is read.
+        outputs: Vec<Option<u32>>,
+        /// `(output slot, index in the graph's outputs)` of each output the caller fetches.
+        fetch: Vec<(usize, usize)>,
+        /// The replica whose feeds, parameters and state it uses.
+        replica: usize,
+    },
+    Transfer {
+        from: u32,
+        to: u32,
+    },
+    /// For each reduced tensor, its buffer on every device, in device order.
+    AllReduce {
+        groups: Vec<Vec<u32>>,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct BoundTask {
+    pub name: String,
+    pub work: Work,
+    /// The device whose memory its workspace uses and whose pool runs it (the sender of a
+    /// transfer, the first device of an all-reduce).
+    pub device: usize,
+    /// Its ready queue: `device` for compute work, `devices + device` for communication.
+    pub queue: usize,
+    /// Position in one topological order of the plan: the priority among ready tasks.
+    pub rank: u32,
+    /// How many tasks it waits for.
+    pub deps: usize,
+    /// The tasks that wait for it.
+    pub succs: Vec<u32>,
+    /// Buffers it reads, each once: one of their readers.
+    pub reads: Vec<u32>,
+    /// Buffers it writes, allocated when it starts.
+    pub writes: Vec<u32>,
+    pub workspace: u64,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct BoundBuffer {
+    pub device: usize,
+    pub bytes: u64,
+    pub readers: usize,
+    pub retained: bool,
+}
+
+/// A plan bound to a program.
+#[derive(Clone, Debug)]
+pub(crate) struct Bound {
+    pub devices: usize,
+    pub replicas: usize,
+    pub tasks: Vec<BoundTask>,
+    pub buffers: Vec<BoundBuffer>,
+    pub persistent: Vec<u64>,
+    /// Tasks without predecessors.
+    pub roots: Vec<u32>,
+}
+
+fn mismatch(message: String) -> ExecError {
+    ExecError::Mismatch(message)
+}
+
+/// Binds `plan` to `program` under `sync`.
+pub(crate) fn bind(program: &Program, plan: &Plan, sync: Sync) -> Result<Bound, ExecError> {
+    validate(plan)?;
+    let graph = program.graph();
+    let names = graph.name_index();
+    let devices = plan.devices;
+    let task_device =
+        |t: &ordo_sched::Task| t.streams.first().map_or(0, |s| plan.streams[s.0 as usize].device);
+
+    // Which node each compute task runs; a node on several devices makes a data-parallel plan.
+    let mut node_of = vec![None; plan.tasks.len()];
+    let mut placed: Vec<Vec<usize>> = vec![Vec::new(); graph.nodes.len()];
+    for (t, task) in plan.tasks.iter().enumerate() {
+        if let TaskKind::Compute { node } = &task.kind {
+            let id = *names.get(node.as_str()).ok_or_else(|| {
+                mismatch(format!("task `{}` runs node `{node}`, which the graph lacks", task.name))
+            })?;
+            node_of[t] = Some(id);
+            placed[id.index()].push(task_device(task));
+        }
+    }
+    let replicas = if placed.iter().all(|d| d.len() == 1) {
+        1
+    } else if devices > 1 && placed.iter().all(|d| d.len() == devices) {
+        devices
+    } else {
+        let (node, d) =
+            placed.iter().enumerate().find(|(_, d)| d.len() != 1).unwrap_or((0, &placed[0]));
+        return Err(mismatch(format!(
+            "node `{}` runs on {} devices: a plan runs each node once (placement) or once on \
+             every device (data parallel)",
+            graph.nodes[node].name,
+            d.len()
+        )));
+    };
+
+    let mut buffer_of: HashMap<(usize, &str), u32> = HashMap::new();
+    for (b, buffer) in plan.buffers.iter().enumerate() {
+        buffer_of.insert((buffer.device, buffer.name.as_str()), b as u32);
+    }
+    let mut fetched: HashMap<NodeId, Vec<(usize, usize)>> = HashMap::new();
+    for (k, o) in graph.outputs.iter().enumerate() {
+        fetched.entry(o.node).or_default().push((o.slot as usize, k));
+    }
+
+    let order = task_order(plan)?;
+    let mut rank = vec![0u32; plan.tasks.len()];
+    for (r, t) in order.iter().enumerate() {
+        rank[t.0 as usize] = r as u32;
+    }
+    let preds = dependencies(plan, sync, &rank);
+
+    let mut tasks = Vec::with_capacity(plan.tasks.len());
+    for (t, task) in plan.tasks.iter().enumerate() {
+        let device = task_device(task);
+        let (work, reads, writes, comm) = match &task.kind {
+            TaskKind::Compute { .. } => {
+                let id = node_of[t].unwrap_or(NodeId(0));
+                let node = graph.node(id);
+                let mut inputs = Vec::with_capacity(node.inputs.len());
+                for o in &program.call(id).inputs {
+                    let tensor = format!("{}:{}", graph.node(o.node).name, o.slot);
+                    let b = buffer_of.get(&(device, tensor.as_str())).ok_or_else(|| {
+                        mismatch(format!(
+                            "task `{}` reads `{tensor}`, which has no buffer on device {device}",
+                            task.name
+                        ))
+                    })?;
+                    inputs.push(*b);
+                }
+                let outputs: Vec<Option<u32>> = (0..node.outputs.len())
+                    .map(|s| {
+                        let tensor = format!("{}:{s}", node.name);
+                        buffer_of
+                            .get(&(device, tensor.as_str()))
+                            .copied()
+                            .filter(|&b| plan.buffers[b as usize].producer.0 as usize == t)
+                    })
+                    .collect();
+                let mut writes: Vec<u32> = plan
+                    .buffers
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| b.producer.0 as usize == t)
+                    .map(|(b, _)| b as u32)
+                    .collect();
+                writes.sort_unstable();
+                let mut reads = inputs.clone();
+                reads.sort_unstable();
+                reads.dedup();
+                let replica = if replicas > 1 { device } else { 0 };
+                let fetch = fetched.get(&id).cloned().unwrap_or_default();
+                (Work::Compute { node: id, inputs, outputs, fetch, replica }, reads, writes, false)
+            }
+            TaskKind::Transfer { buffer, .. } => {
+                let to =
+                    plan.buffers.iter().position(|b| b.producer.0 as usize == t).ok_or_else(
+                        || mismatch(format!("transfer `{}` writes no buffer", task.name)),
+                    )? as u32;
+                (Work::Transfer { from: buffer.0, to }, vec![buffer.0], vec![to], true)
+            }
+            TaskKind::AllReduce { buffers } => {
+                let joined = task.streams.len().max(1);
+                let per = buffers.len() / joined;
+                let groups = (0..per)
+                    .map(|i| (0..joined).map(|d| buffers[d * per + i].0).collect())
+                    .collect();
+                let mut reads: Vec<u32> = buffers.iter().map(|b| b.0).collect();
+                reads.sort_unstable();
+                reads.dedup();
+                (Work::AllReduce { groups }, reads, Vec::new(), true)
+            }
+        };
+        tasks.push(BoundTask {
+            name: task.name.clone(),
+            work,
+            device,
+            queue: if comm { devices + device } else { device },
+            rank: rank[t],
+            deps: preds[t].len(),
+            succs: Vec::new(),
+            reads,
+            writes,
+            workspace: task.workspace_bytes,
+        });
+    }
+    for (t, list) in preds.iter().enumerate() {
+        for &p in list {
+            tasks[p as usize].succs.push(t as u32);
+        }
+    }
+    check_all_reduce_readers(plan, &tasks, &preds)?;
+    let buffers = plan
+        .buffers
+        .iter()
+        .map(|b| BoundBuffer {
+            device: b.device,
+            bytes: b.bytes,
+            readers: b.readers.len(),
+            retained: b.retained,
+        })
+        .collect();
+    let roots = (0..tasks.len() as u32).filter(|&t| tasks[t as usize].deps == 0).collect();
+    Ok(Bound {
+        devices,
+        replicas,
+        tasks,
+        buffers,
+        persistent: plan.persistent_bytes.clone(),
+        roots,
+    })
+}
+
+/// Each task's predecessors under `sync`, sorted and without repeats.
+fn dependencies(plan: &Plan, sync: Sync, rank: &[u32]) -> Vec<Vec<u32>> {
+    let graph = task_graph(plan);
+    match sync {
+        Sync::Events => graph.iter().map(|l| l.iter().map(|t| t.0).collect()).collect(),
+        Sync::DeviceWait => {
+            // Stream predecessors stay; each awaited event becomes "its device has run, on
+            // every stream, everything up to the event's task in plan order": on each stream
+            // of that device, the last task whose rank is at most the event task's. Every
+            // dependency has a lower rank than its task, so this cannot deadlock.
+            let streams_of = |d: usize| plan.streams.iter().filter(move |s| s.device == d);
+            let device_of = |t: usize| {
+                plan.tasks[t].streams.first().map_or(0, |s| plan.streams[s.0 as usize].device)
+            };
+            let mut preds: Vec<Vec<u32>> = vec![Vec::new(); plan.tasks.len()];
+            for stream in &plan.streams {
+                for pair in stream.tasks.windows(2) {
+                    preds[pair[1].0 as usize].push(pair[0].0);
+                }
+            }
+            for (t, task) in plan.tasks.iter().enumerate() {
+                for wait in &task.waits {
+                    let after = plan.events[wait.0 as usize].after.0 as usize;
+                    for stream in streams_of(device_of(after)) {
+                        let upto =
+                            stream.tasks.partition_point(|s| rank[s.0 as usize] <= rank[after]);
+                        if let Some(last) = upto.checked_sub(1).map(|i| stream.tasks[i].0)
+                            && last as usize != t
+                        {
+                            preds[t].push(last);
+                        }
+                    }
+                }
+            }
+            for list in &mut preds {
+                list.sort_unstable();
+                list.dedup();
+            }
+            preds
+        }
+    }
+}
+
+/// An all-reduce rewrites its buffers in place: every other reader of them must wait for it
+/// (directly, or by coming after it on the all-reduce's own stream), or it could read either
+/// version. The plan builders keep this; a hand-written plan may not.
+fn check_all_reduce_readers(
+    plan: &Plan,
+    tasks: &[BoundTask],
+    preds: &[Vec<u32>],
+) -> Result<(), ExecError> {
+    for (t, task) in tasks.iter().enumerate() {
+        let Work::AllReduce { .. } = task.work else { continue };
+        for &b in &task.reads {
+            for reader in &plan.buffers[b as usize].readers {
+                let r = reader.0 as usize;
+                if r != t && !preds[r].contains(&(t as u32)) && !preds[t].contains(&(r as u32)) {
+                    return Err(mismatch(format!(
+                        "`{}` reads `{}` without waiting for `{}`, which rewrites it",
+                        plan.tasks[r].name, plan.buffers[b as usize].name, task.name
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
