@@ -36,6 +36,9 @@ enum Command {
     Plan(commands::plan::Args),
     /// Predict a step: time, utilisation, memory, critical path; Chrome trace and SVG charts.
     Simulate(commands::simulate::Args),
+    /// Execute training (or forward) steps on CPU devices with real kernels, next to the
+    /// simulator's prediction.
+    Run(commands::run::Args),
 }
 
 /// Runs the command; on failure prints the error with its chain of causes (no backtrace: the
@@ -61,6 +64,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(args) => commands::compare::run(&args),
         Command::Plan(args) => commands::plan::run(&args),
         Command::Simulate(args) => commands::simulate::run(&args),
+        Command::Run(args) => commands::run::run(&args),
     }
 }
 

@@ -68,7 +68,7 @@ impl ProblemArgs {
         StepMode::Training { optimizer: self.optimizer() }
     }
 
-    fn optimizer(&self) -> Optimizer {
+    pub(crate) fn optimizer(&self) -> Optimizer {
         match self.optimizer {
             OptimizerArg::Sgd => Optimizer::Sgd,
             OptimizerArg::Momentum => Optimizer::SgdMomentum,
@@ -137,7 +137,10 @@ impl ProblemArgs {
     }
 
     /// The training graph of a zoo model, from its `loss` node.
-    fn training_graph(&self, forward: &ordo_ir::Graph) -> anyhow::Result<ordo_ir::Graph> {
+    pub(crate) fn training_graph(
+        &self,
+        forward: &ordo_ir::Graph,
+    ) -> anyhow::Result<ordo_ir::Graph> {
         let Some(loss) = forward.find("loss") else {
             bail!("model `{}` has no node named `loss` to train from", forward.name);
         };
