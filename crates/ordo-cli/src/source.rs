@@ -16,6 +16,17 @@ pub struct SizeArgs {
     /// Sequence length for sequence models (default: the model's).
     #[arg(long)]
     pub seq_len: Option<usize>,
+    /// The model's small variant: same structure, small sizes (batch 2; `--batch` and
+    /// `--seq-len` still apply).
+    #[arg(long)]
+    pub small: bool,
+}
+
+impl SizeArgs {
+    /// The model variant asked for.
+    pub fn variant(&self) -> ordo_models::Variant {
+        if self.small { ordo_models::Variant::Small } else { ordo_models::Variant::Full }
+    }
 }
 
 /// A loaded model or cost graph.
@@ -33,7 +44,8 @@ pub fn is_file(arg: &str) -> bool {
 
 /// Builds the zoo model `name`.
 pub fn build_model(name: &str, size: SizeArgs) -> anyhow::Result<Graph> {
-    ordo_models::build(name, size.batch, size.seq_len).with_context(|| format!("building `{name}`"))
+    ordo_models::build_variant(name, size.variant(), size.batch, size.seq_len)
+        .with_context(|| format!("building `{name}`"))
 }
 
 /// Loads `arg`: a cost-graph file if it looks like a path, a zoo model otherwise.

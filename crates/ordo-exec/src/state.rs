@@ -38,8 +38,9 @@ impl TrainState {
 
 /// Deterministic initial values for every parameter of `graph`, in the spirit of PyTorch's
 /// defaults: a tensor of rank 2 or more uniform in `±1/sqrt(fan_in)` (fan_in = the product of
-/// all but the first dimension); a norm's scale and a running variance 1; biases, shifts and
-/// running means 0.
+/// all but the first dimension); a norm's scale and a running variance 1; biases (a `bias` in
+/// the last component of the name), shifts and running means 0; any other vector (GNMT's
+/// attention vector and scalar, whose norm must not be 0) uniform in `±1/sqrt(length)`.
 ///
 /// # Errors
 /// [`ExecError::Config`] for a parameter the CPU kernels cannot hold.
@@ -59,8 +60,14 @@ pub fn initial_params(graph: &Graph, seed: u64) -> Result<Vec<Tensor>, ExecError
         .enumerate()
         .map(|(i, p)| {
             let shape = &p.fact.shape;
-            if shape.len() >= 2 {
-                let fan_in: usize = shape[1..].iter().product();
+            let last = p.name.rsplit('.').next().unwrap_or("");
+            let weight_vector = shape.len() == 1
+                && !norm_scales[i]
+                && !last.contains("bias")
+                && !last.starts_with("running_");
+            if shape.len() >= 2 || weight_vector {
+                let fan_in: usize =
+                    if weight_vector { shape[0] } else { shape[1..].iter().product() };
                 let bound = 1.0 / (fan_in.max(1) as f32).sqrt();
                 let t = Tensor::random(&p.fact, seed.wrapping_add(i as u64)).map_err(fail)?;
                 let values = t.as_f32().map(|v| v.iter().map(|x| x * bound).collect());

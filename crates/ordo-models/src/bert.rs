@@ -1,7 +1,7 @@
 //! BERT-base as Hugging Face's `BertModel` with its pooler (`bert-base-uncased` config:
 //! vocabulary 30522, 12 post-norm layers of width 768 with 12 heads, intermediate 3072, 512
 //! positions, 2 token types, LayerNorm eps 1e-12, exact GELU, dropout 0.1), trained with a
-//! masked-LM style loss whose decoder reuses the word embeddings.
+//! masked-LM style loss whose decoder reuses the word embeddings; and its small variant.
 //!
 //! Node names are the module paths of `BertModel`; functional steps get names under their
 //! module (`embeddings.add_position`, `encoder.layer.0.attention.output.residual`). No padding
@@ -18,15 +18,42 @@ use ordo_ir::{Graph, GraphBuilder, IrError, OutletId, ParamId};
 use crate::ModelConfig;
 use crate::sequence::{AttentionCore, token_input, token_loss};
 
-const HIDDEN: usize = 768;
-const HEADS: usize = 12;
-const LAYERS: usize = 12;
-const INTERMEDIATE: usize = 3072;
-const VOCAB: usize = 30522;
-const MAX_POSITIONS: usize = 512;
-const TYPE_VOCAB: usize = 2;
 const DROPOUT: f64 = 0.1;
 const LN_EPS: f64 = 1e-12;
+
+/// The sizes a BERT is built from.
+struct Dims {
+    name: &'static str,
+    hidden: usize,
+    heads: usize,
+    layers: usize,
+    intermediate: usize,
+    vocab: usize,
+    max_positions: usize,
+    type_vocab: usize,
+}
+
+const BASE: Dims = Dims {
+    name: "bert_base",
+    hidden: 768,
+    heads: 12,
+    layers: 12,
+    intermediate: 3072,
+    vocab: 30522,
+    max_positions: 512,
+    type_vocab: 2,
+};
+
+const SMALL: Dims = Dims {
+    name: "bert_base-small",
+    hidden: 32,
+    heads: 4,
+    layers: 2,
+    intermediate: 64,
+    vocab: 100,
+    max_positions: 64,
+    type_vocab: 2,
+};
 
 /// Builds BERT-base with pooler and the tied masked-LM loss.
 ///
@@ -39,26 +66,41 @@ const LN_EPS: f64 = 1e-12;
 /// [`IrError::Shape`] naming `embeddings.position_embeddings` when `seq_len` exceeds the 512
 /// positions.
 pub fn bert_base(config: &ModelConfig) -> Result<Graph, IrError> {
+    build(config, &BASE)
+}
+
+/// The small variant of [`bert_base`]: 2 layers of width 32 with 4 heads, intermediate 64,
+/// vocabulary 100, 64 positions.
+///
+/// # Errors
+/// [`IrError::Shape`] naming `embeddings.position_embeddings` when `seq_len` exceeds the 64
+/// positions.
+pub fn bert_base_small(config: &ModelConfig) -> Result<Graph, IrError> {
+    build(config, &SMALL)
+}
+
+fn build(config: &ModelConfig, dims: &Dims) -> Result<Graph, IrError> {
     let (batch, seq) = (config.batch, config.seq_len);
-    if seq > MAX_POSITIONS {
+    if seq > dims.max_positions {
         return Err(IrError::Shape {
             node: "embeddings.position_embeddings".into(),
             op: "Embedding",
-            message: format!("sequence length {seq} exceeds the {MAX_POSITIONS} positions"),
+            message: format!("sequence length {seq} exceeds the {} positions", dims.max_positions),
         });
     }
-    let mut b = GraphBuilder::new("bert_base");
+    let mut b = GraphBuilder::new(dims.name);
     let input_ids = token_input(&mut b, "input_ids", &[batch, seq])?;
     let token_type_ids = token_input(&mut b, "token_type_ids", &[batch, seq])?;
     let position_ids = token_input(&mut b, "position_ids", &[1, seq])?;
 
-    let (mut x, word_embeddings) = embeddings(&mut b, input_ids, token_type_ids, position_ids)?;
-    for i in 0..LAYERS {
-        x = layer(&mut b, &format!("encoder.layer.{i}"), x)?;
+    let (mut x, word_embeddings) =
+        embeddings(&mut b, dims, input_ids, token_type_ids, position_ids)?;
+    for i in 0..dims.layers {
+        x = layer(&mut b, dims, &format!("encoder.layer.{i}"), x)?;
     }
-    let pooled = pooler(&mut b, x)?;
+    let pooled = pooler(&mut b, dims, x)?;
 
-    let decoder = Op::Linear(Linear::new(VOCAB).no_bias());
+    let decoder = Op::Linear(Linear::new(dims.vocab).no_bias());
     let logits = b.op_with_params("cls.predictions.decoder", decoder, &[x], &[word_embeddings])?;
     token_loss(&mut b, logits)?;
     b.output(pooled);
@@ -69,16 +111,25 @@ pub fn bert_base(config: &ModelConfig) -> Result<Graph, IrError> {
 /// embedding table, for the tied decoder.
 fn embeddings(
     b: &mut GraphBuilder,
+    dims: &Dims,
     input_ids: OutletId,
     token_type_ids: OutletId,
     position_ids: OutletId,
 ) -> Result<(OutletId, ParamId), IrError> {
     // Created in module order, so the parameters follow the state dict.
-    let words = b.embedding("embeddings.word_embeddings", input_ids, VOCAB, HIDDEN)?;
-    let positions =
-        b.embedding("embeddings.position_embeddings", position_ids, MAX_POSITIONS, HIDDEN)?;
-    let types =
-        b.embedding("embeddings.token_type_embeddings", token_type_ids, TYPE_VOCAB, HIDDEN)?;
+    let words = b.embedding("embeddings.word_embeddings", input_ids, dims.vocab, dims.hidden)?;
+    let positions = b.embedding(
+        "embeddings.position_embeddings",
+        position_ids,
+        dims.max_positions,
+        dims.hidden,
+    )?;
+    let types = b.embedding(
+        "embeddings.token_type_embeddings",
+        token_type_ids,
+        dims.type_vocab,
+        dims.hidden,
+    )?;
     let x = b.add("embeddings.add_token_type", words, types)?;
     let x = b.add("embeddings.add_position", x, positions)?;
     let x = b.layer_norm("embeddings.LayerNorm", x, LN_EPS)?;
@@ -87,19 +138,20 @@ fn embeddings(
 }
 
 /// `BertLayer`: self-attention with its output block, intermediate, output.
-fn layer(b: &mut GraphBuilder, p: &str, x: OutletId) -> Result<OutletId, IrError> {
+fn layer(b: &mut GraphBuilder, dims: &Dims, p: &str, x: OutletId) -> Result<OutletId, IrError> {
     let s = format!("{p}.attention.self");
-    let q = b.linear(&format!("{s}.query"), x, HIDDEN)?;
-    let k = b.linear(&format!("{s}.key"), x, HIDDEN)?;
-    let v = b.linear(&format!("{s}.value"), x, HIDDEN)?;
+    let q = b.linear(&format!("{s}.query"), x, dims.hidden)?;
+    let k = b.linear(&format!("{s}.key"), x, dims.hidden)?;
+    let v = b.linear(&format!("{s}.value"), x, dims.hidden)?;
     let dropout = format!("{s}.dropout");
-    let core = AttentionCore { heads: HEADS, causal: false, dropout: Some((&dropout, DROPOUT)) };
+    let core =
+        AttentionCore { heads: dims.heads, causal: false, dropout: Some((&dropout, DROPOUT)) };
     let context = core.apply(b, &s, q, k, v)?;
-    let x = dense_residual_norm(b, &format!("{p}.attention.output"), context, x, HIDDEN)?;
+    let x = dense_residual_norm(b, &format!("{p}.attention.output"), context, x, dims.hidden)?;
 
-    let h = b.linear(&format!("{p}.intermediate.dense"), x, INTERMEDIATE)?;
+    let h = b.linear(&format!("{p}.intermediate.dense"), x, dims.intermediate)?;
     let h = b.unary(&format!("{p}.intermediate.intermediate_act_fn"), UnaryOp::Gelu, h)?;
-    dense_residual_norm(b, &format!("{p}.output"), h, x, HIDDEN)
+    dense_residual_norm(b, &format!("{p}.output"), h, x, dims.hidden)
 }
 
 /// `BertSelfOutput` / `BertOutput`: `LayerNorm(dropout(dense(h)) + x)`.
@@ -117,10 +169,10 @@ fn dense_residual_norm(
 }
 
 /// `BertPooler`: the first token's hidden state through `dense` and `tanh`.
-fn pooler(b: &mut GraphBuilder, x: OutletId) -> Result<OutletId, IrError> {
+fn pooler(b: &mut GraphBuilder, dims: &Dims, x: OutletId) -> Result<OutletId, IrError> {
     let batch = b.fact(x).shape[0] as i64;
     let first = b.slice("pooler.first_token", x, 1, 0, 1)?;
-    let first = b.reshape("pooler.first_token_squeeze", first, &[batch, HIDDEN as i64])?;
-    let h = b.linear("pooler.dense", first, HIDDEN)?;
+    let first = b.reshape("pooler.first_token_squeeze", first, &[batch, dims.hidden as i64])?;
+    let h = b.linear("pooler.dense", first, dims.hidden)?;
     b.unary("pooler.activation", UnaryOp::Tanh, h)
 }

@@ -5,6 +5,26 @@
 //! training loss: an integer `labels` input and a `loss` node (mean cross-entropy), so that the
 //! training-graph builder has a scalar to differentiate. Parameter counts equal the reference
 //! implementations exactly; the tests check them.
+//!
+//! Every model also has a small variant ([`Variant::Small`], `--small` on the command line): the
+//! same architecture and node names, with batch 2, small images, few channels or hidden
+//! units, fewer repeated blocks, small vocabularies and short sequences, so that a whole
+//! training step runs in milliseconds on a CPU. Everything whose structure matters to
+//! placement and scheduling is kept: parallel branches, residual adds, dense concatenations,
+//! squeeze-excitation, causal and cross attention, the bidirectional LSTM, tied embeddings.
+//!
+//! | model | small variant |
+//! |---|---|
+//! | `resnet50` | 32x32 images, stem 8 channels, bottleneck planes 4/8/16/32, blocks `[2, 1, 1, 1]`, 10 classes |
+//! | `inception_v3` | 75x75 images (the least its reductions take), channels / 8, one Mixed block of each kind (5b, 6a, 6b, 7a, 7b), 10 classes |
+//! | `densenet121` | 32x32 images, growth 4, 8 initial features, blocks `[3, 3, 3, 3]`, 10 classes |
+//! | `mobilenet_v3_large` | 32x32 images, 6 inverted residual blocks (3 with squeeze-excitation, 3 residual), expanded width <= 48, classifier 64, 10 classes |
+//! | `transformer` | 2+2 layers, d=32, 4 heads, ff=64, vocab 64, sequence 8 |
+//! | `gnmt` | hidden 16, 3+3 LSTM layers (bidirectional first, residual adds), vocab 64, sequence 6 |
+//! | `bert_base` | 2 layers, width 32, 4 heads, intermediate 64, vocab 100, 64 positions, sequence 8 |
+//! | `gpt2_small` | 2 blocks, width 32, 4 heads, vocab 100, 64 positions, sequence 8 |
+//!
+//! The small graphs are named `<model>-small`; every small variant has batch 2 by default.
 
 mod bert;
 mod common;
@@ -18,6 +38,19 @@ mod sequence;
 mod transformer;
 
 use ordo_ir::{Graph, IrError};
+
+/// Batch size of every small variant.
+pub const SMALL_BATCH: usize = 2;
+
+/// Which size of a zoo model to build.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Variant {
+    /// The reference model.
+    #[default]
+    Full,
+    /// The small variant: same structure, small sizes (see the crate documentation).
+    Small,
+}
 
 /// Size parameters of a zoo model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,12 +74,26 @@ pub struct ModelSpec {
     pub default_seq_len: Option<usize>,
     /// Builds the graph.
     pub build: fn(&ModelConfig) -> Result<Graph, IrError>,
+    /// Default sequence length of the small variant; `None` for image models.
+    pub small_seq_len: Option<usize>,
+    /// Builds the small variant's graph.
+    pub build_small: fn(&ModelConfig) -> Result<Graph, IrError>,
 }
 
 impl ModelSpec {
     /// The default configuration.
     pub fn default_config(&self) -> ModelConfig {
         ModelConfig { batch: self.default_batch, seq_len: self.default_seq_len.unwrap_or(1) }
+    }
+
+    /// The default configuration of `variant`.
+    pub fn config(&self, variant: Variant) -> ModelConfig {
+        match variant {
+            Variant::Full => self.default_config(),
+            Variant::Small => {
+                ModelConfig { batch: SMALL_BATCH, seq_len: self.small_seq_len.unwrap_or(1) }
+            }
+        }
     }
 }
 
@@ -105,8 +152,22 @@ pub fn build(
     batch: Option<usize>,
     seq_len: Option<usize>,
 ) -> Result<Graph, ModelError> {
+    build_variant(name, Variant::Full, batch, seq_len)
+}
+
+/// Builds the `variant` of zoo model `name`, with that variant's default batch size and
+/// sequence length where `None`.
+///
+/// # Errors
+/// As [`build`].
+pub fn build_variant(
+    name: &str,
+    variant: Variant,
+    batch: Option<usize>,
+    seq_len: Option<usize>,
+) -> Result<Graph, ModelError> {
     let spec = spec(name)?;
-    let mut config = spec.default_config();
+    let mut config = spec.config(variant);
     if let Some(b) = batch {
         config.batch = b;
     }
@@ -119,7 +180,11 @@ pub fn build(
     if config.seq_len == 0 {
         return Err(ModelError::BadSize { name: name.to_string(), what: "sequence length" });
     }
-    (spec.build)(&config).map_err(|source| ModelError::Build { name: name.to_string(), source })
+    let build = match variant {
+        Variant::Full => spec.build,
+        Variant::Small => spec.build_small,
+    };
+    build(&config).map_err(|source| ModelError::Build { name: name.to_string(), source })
 }
 
 static ZOO: &[ModelSpec] = &[
@@ -129,6 +194,8 @@ static ZOO: &[ModelSpec] = &[
         default_batch: 32,
         default_seq_len: None,
         build: resnet::resnet50,
+        small_seq_len: None,
+        build_small: resnet::resnet50_small,
     },
     ModelSpec {
         name: "inception_v3",
@@ -136,6 +203,8 @@ static ZOO: &[ModelSpec] = &[
         default_batch: 64,
         default_seq_len: None,
         build: inception::inception_v3,
+        small_seq_len: None,
+        build_small: inception::inception_v3_small,
     },
     ModelSpec {
         name: "densenet121",
@@ -143,6 +212,8 @@ static ZOO: &[ModelSpec] = &[
         default_batch: 32,
         default_seq_len: None,
         build: densenet::densenet121,
+        small_seq_len: None,
+        build_small: densenet::densenet121_small,
     },
     ModelSpec {
         name: "mobilenet_v3_large",
@@ -150,6 +221,8 @@ static ZOO: &[ModelSpec] = &[
         default_batch: 32,
         default_seq_len: None,
         build: mobilenet::mobilenet_v3_large,
+        small_seq_len: None,
+        build_small: mobilenet::mobilenet_v3_large_small,
     },
     ModelSpec {
         name: "transformer",
@@ -157,6 +230,8 @@ static ZOO: &[ModelSpec] = &[
         default_batch: 64,
         default_seq_len: Some(128),
         build: transformer::transformer,
+        small_seq_len: Some(8),
+        build_small: transformer::transformer_small,
     },
     ModelSpec {
         name: "gnmt",
@@ -164,6 +239,8 @@ static ZOO: &[ModelSpec] = &[
         default_batch: 128,
         default_seq_len: Some(40),
         build: gnmt::gnmt,
+        small_seq_len: Some(6),
+        build_small: gnmt::gnmt_small,
     },
     ModelSpec {
         name: "bert_base",
@@ -171,6 +248,8 @@ static ZOO: &[ModelSpec] = &[
         default_batch: 32,
         default_seq_len: Some(128),
         build: bert::bert_base,
+        small_seq_len: Some(8),
+        build_small: bert::bert_base_small,
     },
     ModelSpec {
         name: "gpt2_small",
@@ -178,5 +257,7 @@ static ZOO: &[ModelSpec] = &[
         default_batch: 8,
         default_seq_len: Some(1024),
         build: gpt2::gpt2_small,
+        small_seq_len: Some(8),
+        build_small: gpt2::gpt2_small_small,
     },
 ];

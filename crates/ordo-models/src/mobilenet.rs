@@ -1,5 +1,6 @@
 //! MobileNetV3-Large as torchvision's `mobilenet_v3_large`: inverted residual blocks with
-//! squeeze-and-excitation, BatchNorm eps 0.001 and momentum 0.01, 224x224 input.
+//! squeeze-and-excitation, BatchNorm eps 0.001 and momentum 0.01, 224x224 input; and its
+//! small variant.
 
 use ordo_ir::op::{BatchNorm, Conv2d, UnaryOp};
 use ordo_ir::{Graph, GraphBuilder, IrError, OutletId};
@@ -54,30 +55,79 @@ const LARGE: [Bneck; 15] = [
     bneck(160, 5, 960, 160, true, HS, 1),
 ];
 
-const LAST_CHANNEL: usize = 1280;
+/// Small: six rows that keep every kind of block of the large table (no expansion, squeeze-
+/// excitation, ReLU and Hardswish, residual and strided).
+const SMALL_SETTING: [Bneck; 6] = [
+    bneck(8, 3, 8, 8, false, RE, 1),
+    bneck(8, 3, 16, 12, false, RE, 2),
+    bneck(12, 5, 24, 12, true, RE, 1),
+    bneck(12, 3, 32, 16, false, HS, 2),
+    bneck(16, 5, 48, 16, true, HS, 1),
+    bneck(16, 5, 48, 24, true, HS, 2),
+];
+
+/// The sizes a MobileNetV3 is built from.
+struct Dims {
+    name: &'static str,
+    image: usize,
+    setting: &'static [Bneck],
+    last_channel: usize,
+    classes: usize,
+}
+
+const LARGE_DIMS: Dims = Dims {
+    name: "mobilenet_v3_large",
+    image: 224,
+    setting: &LARGE,
+    last_channel: 1280,
+    classes: 1000,
+};
+
+const SMALL: Dims = Dims {
+    name: "mobilenet_v3_large-small",
+    image: 32,
+    setting: &SMALL_SETTING,
+    last_channel: 64,
+    classes: 10,
+};
 
 /// Builds torchvision's `mobilenet_v3_large` (5,483,032 parameters) with a cross-entropy loss.
 ///
 /// # Errors
 /// Only on a bug in the definition; every batch size builds.
 pub fn mobilenet_v3_large(config: &ModelConfig) -> Result<Graph, IrError> {
-    let mut b = GraphBuilder::new("mobilenet_v3_large");
-    let x = image_input(&mut b, config.batch, 224)?;
-    let stem = Conv2d::new(LARGE[0].input, 3).stride(2).padding(1);
+    mobilenet(config, &LARGE_DIMS)
+}
+
+/// The small variant of [`mobilenet_v3_large`]: 32x32 images, six inverted residual blocks of
+/// at most 48 expanded channels (three with squeeze-excitation, three with a residual add),
+/// classifier width 64, 10 classes.
+///
+/// # Errors
+/// Only on a bug in the definition; every batch size builds.
+pub fn mobilenet_v3_large_small(config: &ModelConfig) -> Result<Graph, IrError> {
+    mobilenet(config, &SMALL)
+}
+
+fn mobilenet(config: &ModelConfig, dims: &Dims) -> Result<Graph, IrError> {
+    let setting = dims.setting;
+    let mut b = GraphBuilder::new(dims.name);
+    let x = image_input(&mut b, config.batch, dims.image)?;
+    let stem = Conv2d::new(setting[0].input, 3).stride(2).padding(1);
     let mut x = conv_norm_act(&mut b, "features.0", x, stem, Some(UnaryOp::HardSwish))?;
-    for (i, cnf) in LARGE.iter().enumerate() {
+    for (i, cnf) in setting.iter().enumerate() {
         x = inverted_residual(&mut b, &format!("features.{}", i + 1), x, cnf)?;
     }
-    let last_in = LARGE[LARGE.len() - 1].out;
+    let last_in = setting[setting.len() - 1].out;
     let last = Conv2d::new(6 * last_in, 1);
-    let name = format!("features.{}", LARGE.len() + 1);
+    let name = format!("features.{}", setting.len() + 1);
     let x = conv_norm_act(&mut b, &name, x, last, Some(UnaryOp::HardSwish))?;
     let x = b.global_avg_pool("avgpool", x)?;
     let x = flatten(&mut b, "flatten", x)?;
-    let x = b.linear("classifier.0", x, LAST_CHANNEL)?;
+    let x = b.linear("classifier.0", x, dims.last_channel)?;
     let x = b.unary("classifier.1", UnaryOp::HardSwish, x)?;
     let x = b.dropout("classifier.2", x, 0.2)?;
-    let logits = b.linear("classifier.3", x, 1000)?;
+    let logits = b.linear("classifier.3", x, dims.classes)?;
     classification_loss(&mut b, logits)?;
     Ok(b.finish())
 }

@@ -37,7 +37,7 @@ impl PipelineArgs {
         let batch = match problem.size.batch {
             Some(batch) => batch,
             None => ordo_models::spec(&problem.target)
-                .map(|spec| spec.default_batch)
+                .map(|spec| spec.config(problem.size.variant()).batch)
                 .with_context(|| "--pipeline splits a zoo model's batch".to_string())?,
         };
         if batch % m != 0 {
