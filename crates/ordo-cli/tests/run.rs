@@ -1,0 +1,103 @@
+//! `ordo run` end to end: losses, measured and predicted step times, traces, and errors.
+
+use std::process::{Command, Output};
+
+fn ordo(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "ordo failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
+}
+
+fn losses(v: &serde_json::Value) -> Vec<f64> {
+    v["losses"].as_array().unwrap().iter().map(|l| l.as_f64().unwrap()).collect()
+}
+
+fn run(extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["run", "resnet50", "--small", "--train", "--steps", "3", "--json"];
+    args.extend_from_slice(extra);
+    json(&ordo(&args))
+}
+
+#[test]
+fn training_lowers_the_loss_identically_for_every_placement_and_schedule() {
+    let reference = run(&["--devices", "cpu:1", "--algo", "single", "--lr", "0.05"]);
+    let want = losses(&reference);
+    assert_eq!(want.len(), 3);
+    assert!(want[2] < want[0], "the loss falls: {want:?}");
+    for extra in [
+        &["--devices", "cpu:2", "--algo", "m-etf", "--workers", "2"][..],
+        &["--devices", "cpu:3", "--algo", "round-robin", "--sync", "device-wait"],
+        &["--devices", "cpu:2", "--algo", "m-topo", "--order", "model"],
+        &["--schedule", "ooo", "--workers", "2"],
+    ] {
+        let mut args = extra.to_vec();
+        args.extend(["--lr", "0.05"]);
+        assert_eq!(losses(&run(&args)), want, "{extra:?}");
+    }
+    assert!(reference["measured_step_us"].as_f64().unwrap() > 0.0);
+    assert!(reference["predicted_step_us"].as_f64().unwrap() > 0.0);
+    assert_eq!(reference["step_us"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn data_parallel_replicas_report_their_mean_loss() {
+    let v = json(&ordo(&[
+        "run",
+        "gpt2_small",
+        "--small",
+        "--train",
+        "--steps",
+        "2",
+        "--data-parallel",
+        "2",
+        "--json",
+    ]));
+    assert_eq!(v["devices"], 2);
+    assert!(losses(&v).iter().all(|l| l.is_finite()));
+}
+
+#[test]
+fn the_trace_is_in_the_simulators_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.json");
+    let out = ordo(&[
+        "run",
+        "inception_v3",
+        "--small",
+        "--train",
+        "--devices",
+        "cpu:2",
+        "--algo",
+        "m-etf",
+        "--trace",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let complete = events.iter().filter(|e| e["ph"] == "X").count();
+    assert!(complete > 100, "{complete} task events");
+    assert!(events.iter().any(|e| e["ph"] == "s"), "transfers are drawn as flows");
+}
+
+#[test]
+fn bad_runs_are_clear_errors() {
+    let err = |args: &[&str]| {
+        let out = ordo(args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = err(&["run", "resnet50", "--small", "--devices", "gpu:2"]);
+    assert!(e.contains("--devices gpu:2"), "{e}");
+    let e = err(&["run", "resnet50", "--small", "--train", "--memory", "1KiB"]);
+    assert!(e.contains("short"), "{e}");
+    let e = err(&["run", "resnet50", "--small", "--steps", "0"]);
+    assert!(e.contains("--steps"), "{e}");
+    let e =
+        err(&["run", "resnet50", "--small", "--train", "--schedule", "ooo", "--devices", "cpu:2"]);
+    assert!(e.contains("one device"), "{e}");
+}
