@@ -8,11 +8,13 @@
 
 pub mod cpu;
 mod error;
+pub mod profile;
 mod program;
 pub mod sequential;
 mod state;
 
 pub use error::ExecError;
+pub use profile::{HeapMeter, NodeProfile, ProfileOptions, profile};
 pub use program::{NodeCall, Program, RunSettings};
 pub use sequential::StepOutputs;
 pub use state::{Feeds, TrainState, initial_params, synthetic_feeds};
