@@ -2,6 +2,7 @@
 
 mod commands;
 mod format;
+mod heap;
 mod placing;
 mod progress;
 mod source;
@@ -9,6 +10,10 @@ mod source;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+/// Counts heap bytes, for the temporary memory `ordo profile` measures.
+#[global_allocator]
+static ALLOCATOR: heap::Counting = heap::Counting;
 
 /// Plan and run deep-learning training across devices, out of order.
 #[derive(Parser, Debug)]
@@ -39,6 +44,8 @@ enum Command {
     /// Execute training (or forward) steps on CPU devices with real kernels, next to the
     /// simulator's prediction.
     Run(commands::run::Args),
+    /// Time every node's CPU kernel on real inputs and write a profile for `--profile`.
+    Profile(commands::profile::Args),
 }
 
 /// Runs the command; on failure prints the error with its chain of causes (no backtrace: the
@@ -65,6 +72,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Plan(args) => commands::plan::run(&args),
         Command::Simulate(args) => commands::simulate::run(&args),
         Command::Run(args) => commands::run::run(&args),
+        Command::Profile(args) => commands::profile::run(&args),
     }
 }
 

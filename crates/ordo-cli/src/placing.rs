@@ -18,6 +18,16 @@ pub enum OptimizerArg {
     Adam,
 }
 
+impl From<OptimizerArg> for Optimizer {
+    fn from(arg: OptimizerArg) -> Self {
+        match arg {
+            OptimizerArg::Sgd => Optimizer::Sgd,
+            OptimizerArg::Momentum => Optimizer::SgdMomentum,
+            OptimizerArg::Adam => Optimizer::Adam,
+        }
+    }
+}
+
 /// Arguments shared by `place` and `compare`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ProblemArgs {
@@ -44,6 +54,10 @@ pub struct ProblemArgs {
     /// Optimizer for the training-step memory model.
     #[arg(long, value_enum, default_value = "momentum")]
     pub optimizer: OptimizerArg,
+    /// Node compute times from a profile written by `ordo profile` (of the same graph: the
+    /// same model, size, `--small` and `--train`) instead of the roofline.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<std::path::PathBuf>,
 }
 
 /// A placement problem and how to describe it to the user.
@@ -68,12 +82,8 @@ impl ProblemArgs {
         StepMode::Training { optimizer: self.optimizer() }
     }
 
-    pub(crate) fn optimizer(&self) -> Optimizer {
-        match self.optimizer {
-            OptimizerArg::Sgd => Optimizer::Sgd,
-            OptimizerArg::Momentum => Optimizer::SgdMomentum,
-            OptimizerArg::Adam => Optimizer::Adam,
-        }
+    fn optimizer(&self) -> Optimizer {
+        self.optimizer.into()
     }
 
     /// Loads the target, costs it for the devices and builds the placement problem.
@@ -116,10 +126,25 @@ impl ProblemArgs {
         Ok(Loaded { problem, label, devices_label })
     }
 
+    /// The costed graph, with node times from `--profile` when given, and its label.
     fn cost_graph(&self, cluster: Option<&Cluster>) -> anyhow::Result<(CostGraph, String)> {
+        let (mut graph, label) = self.roofline_cost_graph(cluster)?;
+        if let Some(path) = &self.profile {
+            let profile = ordo_cost::Profile::read(path)?;
+            ordo_cost::apply_profile(&mut graph, &profile)
+                .with_context(|| format!("costing `{label}` with {}", path.display()))?;
+        }
+        Ok((graph, label))
+    }
+
+    fn roofline_cost_graph(
+        &self,
+        cluster: Option<&Cluster>,
+    ) -> anyhow::Result<(CostGraph, String)> {
         Ok(match source::load(&self.target, self.size)? {
             Source::Model(forward) => {
-                let graph = if self.train { self.training_graph(&forward)? } else { *forward };
+                let graph =
+                    if self.train { training_graph(&forward, self.optimizer())? } else { *forward };
                 let costed = match cluster {
                     Some(c) => ordo_cost::costgraph_for_cluster(&graph, c),
                     None => ordo_cost::costgraph_from_graph(&graph),
@@ -135,20 +160,20 @@ impl ProblemArgs {
             Source::CostGraph { path, graph } => (*graph, path.display().to_string()),
         })
     }
+}
 
-    /// The training graph of a zoo model, from its `loss` node.
-    pub(crate) fn training_graph(
-        &self,
-        forward: &ordo_ir::Graph,
-    ) -> anyhow::Result<ordo_ir::Graph> {
-        let Some(loss) = forward.find("loss") else {
-            bail!("model `{}` has no node named `loss` to train from", forward.name);
-        };
-        let loss = ordo_ir::OutletId::new(loss.id, 0);
-        let mut graph = ordo_ir::training::training_graph(forward, loss, self.optimizer())?;
-        graph.name = format!("{} (training graph)", forward.name);
-        Ok(graph)
-    }
+/// The training graph of a zoo model, from its `loss` node, named `<model> (training graph)`.
+pub fn training_graph(
+    forward: &ordo_ir::Graph,
+    optimizer: Optimizer,
+) -> anyhow::Result<ordo_ir::Graph> {
+    let Some(loss) = forward.find("loss") else {
+        bail!("model `{}` has no node named `loss` to train from", forward.name);
+    };
+    let loss = ordo_ir::OutletId::new(loss.id, 0);
+    let mut graph = ordo_ir::training::training_graph(forward, loss, optimizer)?;
+    graph.name = format!("{} (training graph)", forward.name);
+    Ok(graph)
 }
 
 fn load_cluster(arg: &str) -> anyhow::Result<Cluster> {

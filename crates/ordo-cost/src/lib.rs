@@ -6,6 +6,8 @@
 //! * [`costgraph_from_graph`] costs an [`ordo_ir::Graph`] with a [`Roofline`] for compute time
 //!   (launch overhead, and throughput scaled by the share of the device a kernel occupies) and a
 //!   [`CommModel`] for transfer time.
+//! * [`Profile`] is a measured profile (`ordo.profile/1`, written by `ordo profile`);
+//!   [`apply_profile`] costs a graph's nodes with it instead of the roofline.
 //! * [`synth`] makes layered random cost graphs of any size.
 //! * [`node_memory`] gives what a node needs on its device for one forward pass or for a whole
 //!   training step.
@@ -24,6 +26,7 @@ mod costgraph;
 mod export;
 mod memory;
 mod model;
+mod profile;
 mod synth;
 
 pub use bytes::{ParseBytesError, format_bytes, parse_bytes};
@@ -35,4 +38,5 @@ pub use costgraph::{
 pub use export::{costgraph_for_cluster, costgraph_from_graph, costgraph_with};
 pub use memory::{NodeMemory, Optimizer, StepMode, node_memory};
 pub use model::{CommModel, KernelCost, Roofline};
+pub use profile::{PROFILE_FORMAT, Profile, ProfileError, ProfileNode, apply_profile};
 pub use synth::synth;

@@ -9,12 +9,14 @@
 pub mod cpu;
 mod engine;
 mod error;
+pub mod profile;
 mod program;
 pub mod sequential;
 mod state;
 
 pub use engine::{EngineOptions, Executable, StepRun, Sync, TaskSpan};
 pub use error::ExecError;
+pub use profile::{HeapMeter, NodeProfile, ProfileOptions, profile};
 pub use program::{NodeCall, Program, RunSettings, scale_backward_seed};
 pub use sequential::StepOutputs;
 pub use state::{Feeds, TrainState, initial_params, synthetic_feeds};

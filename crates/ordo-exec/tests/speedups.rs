@@ -55,14 +55,17 @@ fn small_training(name: &str, batch: usize) -> (ordo_ir::Graph, Program) {
 fn branchy_model_on_two_devices_vs_one() {
     for batch in [2, 8] {
         let (graph, program) = small_training("inception_v3", batch);
-        let one = build_plan(&problem(&graph, 1), &random_placement(graph.nodes.len(), 1, 0)).unwrap();
+        let one =
+            build_plan(&problem(&graph, 1), &random_placement(graph.nodes.len(), 1, 0)).unwrap();
         let p2 = problem(&graph, 2);
         let etf = ordo_place::place(&p2, ordo_place::Algorithm::MEtf, &Default::default()).unwrap();
         let two = build_plan(&p2, &etf).unwrap();
         let t = side_by_side(&program, &[("1 device", one, 1), ("m-etf 2 devices", two, 1)]);
         println!(
             "inception_v3 small batch {batch}: 1 device {:.2} ms, m-ETF on 2 devices {:.2} ms, speedup {:.2}x",
-            t[0], t[1], t[0] / t[1]
+            t[0],
+            t[1],
+            t[0] / t[1]
         );
     }
 }
@@ -70,7 +73,12 @@ fn branchy_model_on_two_devices_vs_one() {
 #[test]
 #[ignore = "benchmark"]
 fn ooo_vs_inorder_with_two_workers() {
-    for (name, batch) in [("densenet121", 2), ("densenet121", 8), ("mobilenet_v3_large", 2), ("mobilenet_v3_large", 8)] {
+    for (name, batch) in [
+        ("densenet121", 2),
+        ("densenet121", 8),
+        ("mobilenet_v3_large", 2),
+        ("mobilenet_v3_large", 8),
+    ] {
         let (graph, program) = small_training(name, batch);
         let p = problem(&graph, 1);
         let inorder = one_device_plan(&p, OneDeviceSchedule::InOrder).unwrap();
@@ -78,7 +86,9 @@ fn ooo_vs_inorder_with_two_workers() {
         let t = side_by_side(&program, &[("inorder", inorder, 2), ("ooo", ooo, 2)]);
         println!(
             "{name} small batch {batch}, 2 workers: inorder {:.2} ms, ooo {:.2} ms, speedup {:.2}x",
-            t[0], t[1], t[0] / t[1]
+            t[0],
+            t[1],
+            t[0] / t[1]
         );
     }
 }

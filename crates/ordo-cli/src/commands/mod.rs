@@ -8,6 +8,7 @@ pub mod models;
 pub mod pipeline;
 pub mod place;
 pub mod plan;
+pub mod profile;
 pub mod run;
 pub mod schedules;
 pub mod simulate;

@@ -84,6 +84,10 @@ pub struct Args {
     /// Run no kernel and move no data: measures the runtime's own overhead.
     #[arg(long)]
     pub empty_kernels: bool,
+    /// Node compute times from a profile written by `ordo profile` of the same graph (default:
+    /// the shipped `cpu` cluster's roofline), for placing and for the prediction.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
     /// Write the last step as a Chrome trace, in the simulator's format.
     #[arg(long, value_name = "OUT.json")]
     pub trace: Option<PathBuf>,
@@ -129,16 +133,25 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         forward_only: !args.train,
         train: args.train,
         optimizer: args.optimizer,
+        profile: None,
     };
-    let mut graph =
-        if args.train { problem_args.training_graph(&forward)? } else { forward.clone() };
+    let mut graph = if args.train {
+        crate::placing::training_graph(&forward, args.optimizer.into())?
+    } else {
+        forward.clone()
+    };
+    let profile = args.profile.as_deref().map(ordo_cost::Profile::read).transpose()?;
     let cpu = ordo_cost::Cluster::builtin("cpu").context("the shipped `cpu` cluster")?;
     let memory = match &args.memory {
         Some(text) => ordo_cost::parse_bytes(text).with_context(|| format!("--memory {text}"))?,
         None => u64::MAX,
     };
     let problem_on = |n: usize| -> anyhow::Result<PlaceProblem> {
-        let cost = ordo_cost::costgraph_for_cluster(&graph, &cpu);
+        let mut cost = ordo_cost::costgraph_for_cluster(&graph, &cpu);
+        if let (Some(profile), Some(path)) = (&profile, &args.profile) {
+            ordo_cost::apply_profile(&mut cost, profile)
+                .with_context(|| format!("costing `{}` with {}", graph.name, path.display()))?;
+        }
         let devices = Devices { memory: vec![memory; n], comm: cpu.comm(0, 1) };
         PlaceProblem::new(&cost, devices, problem_args.mode())
             .with_context(|| format!("preparing `{}`", graph.name))

@@ -1,0 +1,141 @@
+//! `ordo profile MODEL --out FILE`: time every node's CPU kernel and write a profile that
+//! `--profile FILE` uses instead of the roofline.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use ordo_cost::{PROFILE_FORMAT, Profile, ProfileNode};
+use ordo_exec::{ProfileOptions, Program, RunSettings, TrainState, synthetic_feeds};
+
+use crate::format::Table;
+use crate::placing::{OptimizerArg, training_graph};
+use crate::source::{self, SizeArgs, Source};
+
+/// Arguments of `ordo profile`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A zoo model name (see `ordo models`).
+    pub target: String,
+    #[command(flatten)]
+    pub size: SizeArgs,
+    /// Profile the model's training graph (forward, dX, dW and updates), as `--train` places
+    /// it; without it the forward graph, as placed without `--train`.
+    #[arg(long)]
+    pub train: bool,
+    /// Optimizer of the training graph's updates.
+    #[arg(long, value_enum, default_value = "momentum")]
+    pub optimizer: OptimizerArg,
+    /// Timed calls of each kernel; the median is kept.
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
+    /// Untimed calls of each kernel before the timed ones.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    /// Seed of the parameters, synthetic inputs and dropout masks.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Where to write the profile (JSON, `ordo.profile/1`).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+/// Builds the graph, times every node and writes the profile.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let start = Instant::now();
+    if args.reps == 0 {
+        bail!("--reps must be at least 1");
+    }
+    let forward = match source::load(&args.target, args.size)? {
+        Source::Model(graph) => *graph,
+        Source::CostGraph { path, .. } => {
+            bail!("{} is a cost graph: it has no kernels to run", path.display())
+        }
+    };
+    let graph = if args.train { training_graph(&forward, args.optimizer.into())? } else { forward };
+    let label = graph.name.clone();
+    let batch = batch_of(&args.target, args.size);
+    let program = Program::new(graph).with_context(|| format!("preparing `{label}`"))?;
+    let state = TrainState::new(&program, args.seed)?;
+    let feeds = synthetic_feeds(program.graph(), args.seed)?;
+    let options = ProfileOptions {
+        reps: args.reps,
+        warmup: args.warmup,
+        settings: RunSettings { seed: args.seed, ..RunSettings::default() },
+    };
+    let measured = crate::progress::with_spinner(&format!("profiling `{label}`"), |_| {
+        ordo_exec::profile(&program, &state, &feeds, &options, Some(&crate::heap::Meter))
+    })
+    .with_context(|| format!("profiling `{label}`"))?;
+    let profile = Profile {
+        format: PROFILE_FORMAT.to_string(),
+        model: label.clone(),
+        batch,
+        device: device_description(),
+        reps: args.reps,
+        warmup: args.warmup,
+        temporary_measured: true,
+        nodes: measured
+            .into_iter()
+            .map(|n| ProfileNode {
+                name: n.name,
+                // Nanosecond resolution is all a clock gives.
+                time_us: (n.time_us * 1e3).round() / 1e3,
+                output_bytes: n.output_bytes,
+                temporary_bytes: n.temporary_bytes,
+            })
+            .collect(),
+    };
+    profile.write(&args.out)?;
+    print_summary(&profile);
+    println!(
+        "wrote {} in {:.2} s ({} nodes x {} timed + {} warm-up calls)",
+        args.out.display(),
+        start.elapsed().as_secs_f64(),
+        profile.nodes.len(),
+        args.reps,
+        args.warmup
+    );
+    Ok(())
+}
+
+/// The batch size the model was built with.
+fn batch_of(name: &str, size: SizeArgs) -> usize {
+    size.batch
+        .or_else(|| ordo_models::spec(name).ok().map(|s| s.config(size.variant()).batch))
+        .unwrap_or(0)
+}
+
+/// The machine in words: what a profile's times hold for.
+fn device_description() -> String {
+    let build = if cfg!(debug_assertions) { "debug" } else { "release" };
+    format!(
+        "cpu ({} {}), one thread, {build} build of ordo {}",
+        std::env::consts::ARCH,
+        std::env::consts::OS,
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+fn print_summary(profile: &Profile) {
+    let total: f64 = profile.nodes.iter().map(|n| n.time_us).sum();
+    println!(
+        "profiled {} on {}: {} nodes, {:.2} ms of kernels in all",
+        profile.model,
+        profile.device,
+        profile.nodes.len(),
+        total / 1e3
+    );
+    let mut slowest: Vec<&ProfileNode> = profile.nodes.iter().collect();
+    slowest.sort_by(|a, b| b.time_us.total_cmp(&a.time_us));
+    let mut table = Table::new(&["slowest nodes", "time", "outputs", "temporary"]);
+    for node in slowest.iter().take(8) {
+        table.row(vec![
+            node.name.clone(),
+            format!("{:.1} us", node.time_us),
+            crate::format::bytes(node.output_bytes.iter().sum()),
+            crate::format::bytes(node.temporary_bytes),
+        ]);
+    }
+    print!("{}", table.render());
+}
