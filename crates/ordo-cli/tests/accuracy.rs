@@ -1,0 +1,47 @@
+//! Benchmark (ignored; `cargo test --release -p ordo-cli --test accuracy -- --ignored
+//! --nocapture`): the simulator's prediction of a step against the step `ordo run` measures,
+//! with node times from `ordo profile`, for every zoo model's small variant, on one device
+//! (inorder) and on two (m-ETF).
+
+use std::process::Command;
+
+fn ordo(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs");
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+#[test]
+#[ignore = "benchmark"]
+fn predicted_vs_measured_step_times_of_the_small_zoo() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut errors = Vec::new();
+    println!("{:<20} {:<16} {:>12} {:>13} {:>7}", "model", "plan", "measured ms", "predicted ms", "error");
+    for spec in ordo_models::zoo() {
+        let profile = dir.path().join(format!("{}.json", spec.name));
+        let profile = profile.to_str().unwrap();
+        ordo(&["profile", spec.name, "--small", "--train", "--out", profile]);
+        for (label, plan) in [
+            ("1 device inorder", &["--schedule", "inorder"][..]),
+            ("2 devices m-etf", &["--devices", "cpu:2", "--algo", "m-etf"]),
+        ] {
+            let mut args =
+                vec!["run", spec.name, "--small", "--train", "--steps", "21", "--json", "--profile", profile];
+            args.extend_from_slice(plan);
+            let v = ordo(&args);
+            let measured = v["measured_step_us"].as_f64().unwrap();
+            let predicted = v["predicted_step_us"].as_f64().unwrap();
+            let error = (predicted - measured) / measured;
+            errors.push(error.abs());
+            println!(
+                "{:<20} {label:<16} {:>12.3} {:>13.3} {:>6.1}%",
+                spec.name,
+                measured / 1e3,
+                predicted / 1e3,
+                error * 100.0
+            );
+        }
+    }
+    errors.sort_by(f64::total_cmp);
+    println!("median |error| {:.1}%", errors[errors.len() / 2] * 100.0);
+}
