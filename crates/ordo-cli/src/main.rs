@@ -2,6 +2,7 @@
 
 mod commands;
 mod format;
+mod onnx;
 mod placing;
 mod progress;
 mod source;
@@ -36,6 +37,9 @@ enum Command {
     Plan(commands::plan::Args),
     /// Predict a step: time, utilisation, memory, critical path; Chrome trace and SVG charts.
     Simulate(commands::simulate::Args),
+    /// Run ONNX backend node tests (model.onnx plus test data) on the CPU kernels: pass, fail
+    /// and unsupported per op.
+    Conformance(commands::conformance::Args),
 }
 
 /// Runs the command; on failure prints the error with its chain of causes (no backtrace: the
@@ -61,6 +65,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(args) => commands::compare::run(&args),
         Command::Plan(args) => commands::plan::run(&args),
         Command::Simulate(args) => commands::simulate::run(&args),
+        Command::Conformance(args) => commands::conformance::run(&args),
     }
 }
 

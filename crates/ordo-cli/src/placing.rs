@@ -21,7 +21,7 @@ pub enum OptimizerArg {
 /// Arguments shared by `place` and `compare`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ProblemArgs {
-    /// A zoo model name (see `ordo models`) or a cost-graph JSON file.
+    /// A zoo model name (see `ordo models`), an ONNX model (`.onnx`) or a cost-graph JSON file.
     pub target: String,
     #[command(flatten)]
     pub size: SizeArgs,
@@ -37,10 +37,14 @@ pub struct ProblemArgs {
     /// Place the forward graph only, as Baechi does, ignoring what backward keeps in memory.
     #[arg(long, conflicts_with = "train")]
     pub forward_only: bool,
-    /// Place the model's training graph: forward, dX, dW and optimizer-update nodes (zoo
-    /// models only). Without it the forward graph is placed and charged for the whole step.
+    /// Place the model's training graph: forward, dX, dW and optimizer-update nodes (zoo and
+    /// ONNX models). Without it the forward graph is placed and charged for the whole step.
     #[arg(long)]
     pub train: bool,
+    /// With `--train`, a loss to add to a model that ends at its predictions (an ONNX export
+    /// of the forward pass): `cross-entropy` over its one output, with an int64 `labels` input.
+    #[arg(long, value_enum, requires = "train")]
+    pub loss: Option<crate::onnx::LossArg>,
     /// Optimizer for the training-step memory model.
     #[arg(long, value_enum, default_value = "momentum")]
     pub optimizer: OptimizerArg,
@@ -136,13 +140,10 @@ impl ProblemArgs {
         })
     }
 
-    /// The training graph of a zoo model, from its `loss` node.
+    /// The training graph of a model, from its loss (see [`crate::onnx::with_loss`]).
     fn training_graph(&self, forward: &ordo_ir::Graph) -> anyhow::Result<ordo_ir::Graph> {
-        let Some(loss) = forward.find("loss") else {
-            bail!("model `{}` has no node named `loss` to train from", forward.name);
-        };
-        let loss = ordo_ir::OutletId::new(loss.id, 0);
-        let mut graph = ordo_ir::training::training_graph(forward, loss, self.optimizer())?;
+        let (forward, loss) = crate::onnx::with_loss(forward, self.loss)?;
+        let mut graph = ordo_ir::training::training_graph(&forward, loss, self.optimizer())?;
         graph.name = format!("{} (training graph)", forward.name);
         Ok(graph)
     }
