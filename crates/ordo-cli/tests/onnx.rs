@@ -119,6 +119,8 @@ fn onnx_training_graphs_get_schedules_and_data_parallel_plans() {
     let args = [&path, "--devices", "1", "--schedules", "--json"];
     let v = json(&ordo(&[&["compare"][..], &args[..], &train].concat()));
     assert!(v.to_string().contains("ooo"), "{v}");
+    let err = error(&[&["simulate", &path, "--pipeline", "2"][..], &train].concat());
+    assert!(err.contains("--pipeline") && err.contains("fixes its batch"), "{err}");
     let args = [&path, "--data-parallel", "2", "--algo", "single", "--json"];
     let v = json(&ordo(&[&["simulate"][..], &args[..], &train].concat()));
     assert!(v["step_time_us"].as_f64().unwrap() > 0.0, "{v}");
