@@ -3,6 +3,7 @@
 mod commands;
 mod format;
 mod heap;
+mod onnx;
 mod placing;
 mod progress;
 mod source;
@@ -46,6 +47,9 @@ enum Command {
     Run(commands::run::Args),
     /// Time every node's CPU kernel on real inputs and write a profile for `--profile`.
     Profile(commands::profile::Args),
+    /// Run ONNX backend node tests (model.onnx plus test data) on the CPU kernels: pass, fail
+    /// and unsupported per op.
+    Conformance(commands::conformance::Args),
 }
 
 /// Runs the command; on failure prints the error with its chain of causes (no backtrace: the
@@ -73,6 +77,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Simulate(args) => commands::simulate::run(&args),
         Command::Run(args) => commands::run::run(&args),
         Command::Profile(args) => commands::profile::run(&args),
+        Command::Conformance(args) => commands::conformance::run(&args),
     }
 }
 

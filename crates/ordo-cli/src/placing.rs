@@ -31,7 +31,7 @@ impl From<OptimizerArg> for Optimizer {
 /// Arguments shared by `place` and `compare`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ProblemArgs {
-    /// A zoo model name (see `ordo models`) or a cost-graph JSON file.
+    /// A zoo model name (see `ordo models`), an ONNX model (`.onnx`) or a cost-graph JSON file.
     pub target: String,
     #[command(flatten)]
     pub size: SizeArgs,
@@ -47,10 +47,14 @@ pub struct ProblemArgs {
     /// Place the forward graph only, as Baechi does, ignoring what backward keeps in memory.
     #[arg(long, conflicts_with = "train")]
     pub forward_only: bool,
-    /// Place the model's training graph: forward, dX, dW and optimizer-update nodes (zoo
-    /// models only). Without it the forward graph is placed and charged for the whole step.
+    /// Place the model's training graph: forward, dX, dW and optimizer-update nodes (zoo and
+    /// ONNX models). Without it the forward graph is placed and charged for the whole step.
     #[arg(long)]
     pub train: bool,
+    /// With `--train`, a loss to add to a model that ends at its predictions (an ONNX export
+    /// of the forward pass): `cross-entropy` over its one output, with an int64 `labels` input.
+    #[arg(long, value_enum, requires = "train")]
+    pub loss: Option<crate::onnx::LossArg>,
     /// Optimizer for the training-step memory model.
     #[arg(long, value_enum, default_value = "momentum")]
     pub optimizer: OptimizerArg,
@@ -143,8 +147,11 @@ impl ProblemArgs {
     ) -> anyhow::Result<(CostGraph, String)> {
         Ok(match source::load(&self.target, self.size)? {
             Source::Model(forward) => {
-                let graph =
-                    if self.train { training_graph(&forward, self.optimizer())? } else { *forward };
+                let graph = if self.train {
+                    training_graph(&forward, self.optimizer(), self.loss)?
+                } else {
+                    *forward
+                };
                 let costed = match cluster {
                     Some(c) => ordo_cost::costgraph_for_cluster(&graph, c),
                     None => ordo_cost::costgraph_from_graph(&graph),
@@ -162,16 +169,15 @@ impl ProblemArgs {
     }
 }
 
-/// The training graph of a zoo model, from its `loss` node, named `<model> (training graph)`.
+/// The training graph of a model from its loss (see [`crate::onnx::with_loss`], which adds one
+/// when `add` asks), named `<model> (training graph)`.
 pub fn training_graph(
     forward: &ordo_ir::Graph,
     optimizer: Optimizer,
+    add: Option<crate::onnx::LossArg>,
 ) -> anyhow::Result<ordo_ir::Graph> {
-    let Some(loss) = forward.find("loss") else {
-        bail!("model `{}` has no node named `loss` to train from", forward.name);
-    };
-    let loss = ordo_ir::OutletId::new(loss.id, 0);
-    let mut graph = ordo_ir::training::training_graph(forward, loss, optimizer)?;
+    let (forward, loss) = crate::onnx::with_loss(forward, add)?;
+    let mut graph = ordo_ir::training::training_graph(&forward, loss, optimizer)?;
     graph.name = format!("{} (training graph)", forward.name);
     Ok(graph)
 }

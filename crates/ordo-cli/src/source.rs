@@ -1,4 +1,4 @@
-//! What a `MODEL|FILE` argument names: a zoo model or a cost-graph file.
+//! What a `MODEL|FILE` argument names: a zoo model, an ONNX file or a cost-graph file.
 
 use std::path::{Path, PathBuf};
 
@@ -31,7 +31,7 @@ impl SizeArgs {
 
 /// A loaded model or cost graph.
 pub enum Source {
-    /// A zoo model, built.
+    /// A zoo model, built, or an imported ONNX file.
     Model(Box<Graph>),
     /// A cost graph read from a file.
     CostGraph { path: PathBuf, graph: Box<CostGraph> },
@@ -42,15 +42,26 @@ pub fn is_file(arg: &str) -> bool {
     arg.ends_with(".json") || arg.contains('/') || Path::new(arg).is_file()
 }
 
-/// Builds the zoo model `name`.
+/// Builds the zoo model `name`, or imports it when it names an `.onnx` file.
 pub fn build_model(name: &str, size: SizeArgs) -> anyhow::Result<Graph> {
+    if crate::onnx::is_onnx(name) {
+        if size.small {
+            anyhow::bail!(
+                "{name}: --small selects a zoo model's small variant; an ONNX file has one size"
+            );
+        }
+        return crate::onnx::load(name, size.batch, size.seq_len);
+    }
     ordo_models::build_variant(name, size.variant(), size.batch, size.seq_len)
         .with_context(|| format!("building `{name}`"))
 }
 
-/// Loads `arg`: a cost-graph file if it looks like a path, a zoo model otherwise.
+/// Loads `arg`: an ONNX model if it ends in `.onnx`, a cost-graph file if it looks like a
+/// path, a zoo model otherwise.
 pub fn load(arg: &str, size: SizeArgs) -> anyhow::Result<Source> {
-    if is_file(arg) {
+    if crate::onnx::is_onnx(arg) {
+        Ok(Source::Model(Box::new(build_model(arg, size)?)))
+    } else if is_file(arg) {
         let graph = ordo_cost::read_costgraph(Path::new(arg))?;
         Ok(Source::CostGraph { path: PathBuf::from(arg), graph: Box::new(graph) })
     } else {

@@ -16,7 +16,10 @@ fn ordo(args: &[&str]) -> serde_json::Value {
 fn predicted_vs_measured_step_times_of_the_small_zoo() {
     let dir = tempfile::tempdir().unwrap();
     let mut errors = Vec::new();
-    println!("{:<20} {:<16} {:>12} {:>13} {:>7}", "model", "plan", "measured ms", "predicted ms", "error");
+    println!(
+        "{:<20} {:<16} {:>12} {:>13} {:>7}",
+        "model", "plan", "measured ms", "predicted ms", "error"
+    );
     for spec in ordo_models::zoo() {
         let profile = dir.path().join(format!("{}.json", spec.name));
         let profile = profile.to_str().unwrap();
@@ -25,8 +28,17 @@ fn predicted_vs_measured_step_times_of_the_small_zoo() {
             ("1 device inorder", &["--schedule", "inorder"][..]),
             ("2 devices m-etf", &["--devices", "cpu:2", "--algo", "m-etf"]),
         ] {
-            let mut args =
-                vec!["run", spec.name, "--small", "--train", "--steps", "21", "--json", "--profile", profile];
+            let mut args = vec![
+                "run",
+                spec.name,
+                "--small",
+                "--train",
+                "--steps",
+                "21",
+                "--json",
+                "--profile",
+                profile,
+            ];
             args.extend_from_slice(plan);
             let v = ordo(&args);
             let measured = v["measured_step_us"].as_f64().unwrap();

@@ -101,3 +101,18 @@ fn bad_runs_are_clear_errors() {
         err(&["run", "resnet50", "--small", "--train", "--schedule", "ooo", "--devices", "cpu:2"]);
     assert!(e.contains("one device"), "{e}");
 }
+
+#[test]
+fn imported_onnx_models_train_alike_on_one_and_several_devices() {
+    for name in ["convnet.onnx", "transformer_block.onnx", "lstm.onnx"] {
+        let path = format!("{}/../ordo-onnx/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        let base =
+            ["run", path.as_str(), "--train", "--loss", "cross-entropy", "--steps", "3", "--json"];
+        let one = losses(&json(&ordo(
+            &[&base[..], &["--devices", "cpu:1", "--algo", "single"]].concat(),
+        )));
+        assert!(one.iter().all(|l| l.is_finite()), "{name}: {one:?}");
+        let three = ["--devices", "cpu:3", "--algo", "round-robin", "--workers", "2"];
+        assert_eq!(losses(&json(&ordo(&[&base[..], &three].concat()))), one, "{name}");
+    }
+}

@@ -10,6 +10,7 @@ use crate::node::Node;
 use crate::proto::NodeProto;
 use crate::tensor::{ConstTensor, check_shape};
 use crate::value::{Base, Value, View};
+use crate::values::ParamSource;
 
 /// State shared by all op mappings during one import.
 pub(crate) struct Ctx<'a> {
@@ -35,6 +36,10 @@ pub(crate) struct Ctx<'a> {
     param_nodes: HashMap<String, OutletId>,
     /// Node names in use.
     names: HashSet<String>,
+    /// Where each IR parameter's value comes from, in the graph's order.
+    pub sources: Vec<ParamSource>,
+    /// Sources of declared parameters that are not ONNX tensors of their own.
+    derived: HashMap<String, ParamSource>,
 }
 
 impl<'a> Ctx<'a> {
@@ -63,6 +68,8 @@ impl<'a> Ctx<'a> {
             param_ids: HashMap::new(),
             param_nodes: HashMap::new(),
             names: HashSet::new(),
+            sources: Vec::new(),
+            derived: HashMap::new(),
         }
     }
 
@@ -77,6 +84,12 @@ impl<'a> Ctx<'a> {
         self.param_facts.insert(name.to_string(), fact.clone());
         self.values
             .insert(name.to_string(), Value::View(View::new(Base::Param(name.into()), fact)));
+    }
+
+    /// Declares a parameter cut from another one, with where its value comes from.
+    pub fn declare_derived_param(&mut self, name: &str, fact: TensorFact, source: ParamSource) {
+        self.derived.insert(name.to_string(), source);
+        self.declare_param(name, fact);
     }
 
     /// Sets the value of a tensor.
@@ -190,7 +203,9 @@ impl<'a> Ctx<'a> {
             return Some(id);
         }
         let fact = self.param_facts.get(name)?.clone();
-        Some(self.new_param(name, fact, trainable))
+        let source =
+            self.derived.get(name).cloned().unwrap_or_else(|| ParamSource::Tensor(name.into()));
+        Some(self.new_param(name, fact, trainable, source))
     }
 
     /// The fact of an ONNX parameter.
@@ -199,7 +214,13 @@ impl<'a> Ctx<'a> {
     }
 
     /// A new IR parameter (a unique name is derived from `name` when it is taken).
-    pub fn new_param(&mut self, name: &str, fact: TensorFact, trainable: bool) -> ParamId {
+    pub fn new_param(
+        &mut self,
+        name: &str,
+        fact: TensorFact,
+        trainable: bool,
+        source: ParamSource,
+    ) -> ParamId {
         let mut unique = name.to_string();
         let mut k = 1;
         while self.param_ids.contains_key(&unique) {
@@ -208,6 +229,7 @@ impl<'a> Ctx<'a> {
         }
         let id = ParamId(self.graph.params.len() as u32);
         self.graph.params.push(Param { name: unique.clone(), fact, trainable });
+        self.sources.push(source);
         self.param_ids.insert(unique, id);
         id
     }
@@ -237,7 +259,8 @@ impl<'a> Ctx<'a> {
                 crate::tensor::elem_name(c.elem)
             ))
         })?;
-        let id = self.new_param(tensor, fact.clone(), false);
+        let source = ParamSource::Constant(crate::values::value_of(tensor, c));
+        let id = self.new_param(tensor, fact.clone(), false, source);
         Ok(self.push(tensor, Op::Parameter, Vec::new(), vec![id], vec![fact]))
     }
 

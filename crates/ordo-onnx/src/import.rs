@@ -16,8 +16,9 @@ use crate::tensor::{code, declared_fact, fact_of_type, ir_dtype, parse_tensor, t
 use crate::value::Value;
 use crate::{Import, ImportOptions, ImportReport};
 
-/// Opsets of the default domain the importer knows.
-pub const OPSETS: std::ops::RangeInclusive<i64> = 7..=23;
+/// Opsets of the default domain the importer knows. Opsets 24 and 25 changed the supported ops
+/// only by adding element types (4- and 2-bit integers and floats), which import as errors.
+pub const OPSETS: std::ops::RangeInclusive<i64> = 7..=25;
 
 /// Decodes and imports a model.
 pub(crate) fn import(
@@ -26,11 +27,11 @@ pub(crate) fn import(
     options: &ImportOptions,
 ) -> OnnxResult<Import> {
     let model = ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
-    let opset = default_opset(&model)?;
     let graph = model.graph.as_ref().ok_or(OnnxError::NoGraph)?;
     if graph.node.is_empty() && graph.output.is_empty() {
         return Err(OnnxError::NoGraph);
     }
+    let opset = default_opset(&model)?;
     let names = node_names(graph);
     check_ops(graph, &names)?;
     let order = topo_order(graph, &names)?;
@@ -66,6 +67,7 @@ pub(crate) fn import(
     }
     let fused = ctx.skip.len();
     finish_outputs(&mut ctx, graph, opset)?;
+    let sources = std::mem::take(&mut ctx.sources);
     let graph_out = ctx.graph;
     ordo_ir::validate(&graph_out)?;
     let (mut params, mut buffers) = (0, 0);
@@ -89,7 +91,7 @@ pub(crate) fn import(
         buffers,
         data_inputs,
     };
-    Ok(Import { graph: graph_out, report })
+    Ok(Import { graph: graph_out, report, sources })
 }
 
 /// The version of the default operator set, which must be within [`OPSETS`].

@@ -19,6 +19,9 @@
 //! - **Training exports.** `BatchNormalization` with running-statistics outputs and `Dropout`
 //!   with a mask output map to the IR's `BatchNorm` and `Dropout`; reading one of those extra
 //!   outputs is an error.
+//! - **Values.** The graph is structure only; [`Import::sources`] says where each parameter's
+//!   value comes from, and [`initializers`], [`read_tensor`] and [`param_values`] read them, so
+//!   that the graph can be run (`ordo conformance` runs ONNX's own node tests this way).
 //! - **Robustness.** Garbage, truncated files, unknown opsets, missing or inconsistent shapes
 //!   and cycles are errors, never panics.
 //!
@@ -37,6 +40,7 @@ mod ops;
 mod proto;
 mod tensor;
 mod value;
+mod values;
 
 use std::path::Path;
 
@@ -45,6 +49,10 @@ use ordo_ir::Graph;
 pub use error::{OnnxError, OnnxResult, UnsupportedNode};
 pub use import::OPSETS;
 pub use ops::SUPPORTED_OPS;
+pub use values::{
+    ModelInfo, ParamSource, TensorValue, Values, initializers, model_info, param_values,
+    read_tensor,
+};
 
 /// Options of [`import`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -86,6 +94,8 @@ pub struct Import {
     pub graph: Graph,
     /// What the import did.
     pub report: ImportReport,
+    /// Where each parameter's value comes from, one per `graph.params` (see [`param_values`]).
+    pub sources: Vec<ParamSource>,
 }
 
 /// Imports an ONNX file; the graph is named after the file stem.

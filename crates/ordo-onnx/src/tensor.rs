@@ -49,7 +49,11 @@ pub(crate) fn check_shape(dims: &[usize]) -> Result<(), String> {
         if d as u64 > MAX_DIM {
             return Err(format!("dimension {d} is too large"));
         }
-        numel = numel.saturating_mul(d as u64);
+        // Zeros are left out: with them, a product taken in another order (`[2^40, 2^40, 0]`)
+        // could overflow on the way to 0.
+        if d != 0 {
+            numel = numel.saturating_mul(d as u64);
+        }
     }
     if numel > MAX_NUMEL {
         return Err(format!("shape {dims:?} has too many elements"));
@@ -201,9 +205,14 @@ pub(crate) fn tensor_fact(t: &TensorProto) -> Result<(i32, Vec<usize>), String> 
 
 /// Reads a constant tensor, values included.
 pub(crate) fn parse_tensor(t: &TensorProto) -> Result<ConstTensor, String> {
+    parse_tensor_limited(t, MAX_FOLD)
+}
+
+/// Reads a tensor of at most `limit` elements, values included.
+pub(crate) fn parse_tensor_limited(t: &TensorProto, limit: u64) -> Result<ConstTensor, String> {
     let (elem, shape) = tensor_fact(t)?;
     let numel: u64 = shape.iter().map(|&d| d as u64).product();
-    if numel > MAX_FOLD {
+    if numel > limit {
         return Err(format!("constant of shape {shape:?} is too large to read"));
     }
     if t.data_location() == crate::proto::tensor_proto::DataLocation::External {

@@ -205,3 +205,57 @@ fn every_fixture_validates() {
         assert!(g.nodes.iter().all(|n| !n.name.is_empty()));
     }
 }
+
+#[test]
+fn mlp_gemms_and_an_untransposed_matmul() {
+    let import = load("mlp");
+    // fc1 (Gemm, transB) is a Linear; fc2 (MatMul by a [in, out] weight, then Add) and fc3
+    // (Gemm without transB) are MatMuls of the weight read as a value.
+    assert_eq!(ops(&import).iter().filter(|&&o| o == "Linear").count(), 1);
+    assert_eq!(ops(&import).iter().filter(|&&o| o == "MatMul").count(), 2);
+    assert_eq!(import.report.params, 8 * 16 + 16 + 16 * 12 + 12 + 12 * 5 + 5);
+    assert_eq!(output_fact(&import), TensorFact::f32([4, 5]));
+}
+
+#[test]
+fn every_parameter_has_a_source_with_its_values() {
+    use ordo_onnx::{ParamSource, initializers, param_values};
+    for name in ["convnet", "transformer_block", "lstm", "mlp", "weights_as_inputs"] {
+        let import = load(name);
+        assert_eq!(import.sources.len(), import.graph.params.len(), "{name}");
+        let bytes = std::fs::read(path(name)).unwrap();
+        let tensors = initializers(&bytes).unwrap();
+        let shapes: Vec<Vec<usize>> =
+            import.graph.params.iter().map(|p| p.fact.shape.clone()).collect();
+        let values = param_values(&import.sources, &shapes, &tensors);
+        if name == "weights_as_inputs" {
+            // Its weights are graph inputs: their values come with the data, not the file.
+            let err = values.unwrap_err().to_string();
+            assert!(err.contains("conv.weight") || err.contains("bn."), "{err}");
+            continue;
+        }
+        let values = values.unwrap_or_else(|e| panic!("{name}: {e}"));
+        for ((param, value), source) in import.graph.params.iter().zip(&values).zip(&import.sources)
+        {
+            assert_eq!(value.shape, param.fact.shape, "{name}: {}", param.name);
+            if let ParamSource::Tensor(t) = source {
+                assert_eq!(tensors[t].values, value.values, "{name}: {} is {t} as is", param.name);
+            }
+        }
+    }
+    // The LSTM's W [2, 16, 4] is cut per direction with its gates reordered from ONNX's
+    // i, o, f, c to i, f, c, o.
+    let import = load("lstm");
+    let tensors = initializers(&std::fs::read(path("lstm")).unwrap()).unwrap();
+    let shapes: Vec<Vec<usize>> =
+        import.graph.params.iter().map(|p| p.fact.shape.clone()).collect();
+    let values = param_values(&import.sources, &shapes, &tensors).unwrap();
+    let ordo_onnx::Values::F32(w) = &tensors["W"].values else { panic!("W is float") };
+    let (gate, per_dir) = (4 * 4, 16 * 4);
+    let reverse_ih = import.graph.params.iter().position(|p| p.name == "W.weight_ih_l0_reverse");
+    let ordo_onnx::Values::F32(got) = &values[reverse_ih.unwrap()].values else { panic!() };
+    for (ir_gate, onnx_gate) in [0, 2, 3, 1].into_iter().enumerate() {
+        let from = per_dir + onnx_gate * gate;
+        assert_eq!(got[ir_gate * gate..(ir_gate + 1) * gate], w[from..from + gate]);
+    }
+}

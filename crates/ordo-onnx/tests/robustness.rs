@@ -43,3 +43,38 @@ proptest! {
         let _ = ordo_onnx::import_bytes(&bytes);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(std::env::var("ORDO_ONNX_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(256)))]
+
+    #[test]
+    fn random_bytes_do_not_panic_the_other_readers(
+        bytes in proptest::collection::vec(any::<u8>(), 0..512),
+    ) {
+        let _ = ordo_onnx::read_tensor(&bytes);
+        let _ = ordo_onnx::model_info(&bytes);
+        let _ = ordo_onnx::initializers(&bytes);
+    }
+}
+
+/// Found by the fuzz target: a tensor shaped `[2^40, 2^40, 0]` passed the size check (its
+/// product is 0) but overflowed when its elements were counted in order.
+#[test]
+fn a_zero_dim_after_huge_dims_is_an_error_not_an_overflow() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/regressions/zero_dim_overflow.bin");
+    let bytes = std::fs::read(path).unwrap();
+    let _ = ordo_onnx::import_bytes(&bytes);
+    let _ = ordo_onnx::read_tensor(&bytes);
+    let _ = ordo_onnx::initializers(&bytes);
+    // The same tensor written out: dims 2^40, 2^40, 0 (field 1), float (field 2).
+    let huge = [0x80, 0x80, 0x80, 0x80, 0x80, 0x20];
+    let mut tensor = Vec::new();
+    for dim in [&huge[..], &huge[..], &[0x00][..]] {
+        tensor.push(0x08);
+        tensor.extend_from_slice(dim);
+    }
+    tensor.extend_from_slice(&[0x10, 0x01]);
+    let err = ordo_onnx::read_tensor(&tensor).unwrap_err().to_string();
+    assert!(err.contains("too many elements"), "{err}");
+}

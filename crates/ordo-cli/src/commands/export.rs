@@ -10,7 +10,7 @@ use crate::source::{self, SizeArgs};
 /// Arguments of `ordo export`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// A zoo model name (see `ordo models`).
+    /// A zoo model name (see `ordo models`) or an ONNX model (`.onnx`).
     pub model: String,
     #[command(flatten)]
     pub size: SizeArgs,

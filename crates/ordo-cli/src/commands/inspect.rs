@@ -13,7 +13,7 @@ use crate::source::{self, SizeArgs, Source};
 /// Arguments of `ordo inspect`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// A zoo model name (see `ordo models`) or a cost-graph JSON file.
+    /// A zoo model name (see `ordo models`), an ONNX model (`.onnx`) or a cost-graph JSON file.
     pub target: String,
     #[command(flatten)]
     pub size: SizeArgs,

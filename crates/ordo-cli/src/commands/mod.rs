@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod compare;
+pub mod conformance;
 pub mod data_parallel;
 pub mod export;
 pub mod inspect;

@@ -34,6 +34,13 @@ impl PipelineArgs {
         if m == 0 {
             bail!("--micro-batches must be at least 1");
         }
+        if crate::onnx::is_onnx(&problem.target) {
+            bail!(
+                "--pipeline splits the batch of a zoo model into micro-batches; {} fixes its \
+                 batch (an ONNX file's shapes are its own)",
+                problem.target
+            );
+        }
         let batch = match problem.size.batch {
             Some(batch) => batch,
             None => ordo_models::spec(&problem.target)

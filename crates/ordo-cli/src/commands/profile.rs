@@ -52,7 +52,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             bail!("{} is a cost graph: it has no kernels to run", path.display())
         }
     };
-    let graph = if args.train { training_graph(&forward, args.optimizer.into())? } else { forward };
+    let graph =
+        if args.train { training_graph(&forward, args.optimizer.into(), None)? } else { forward };
     let label = graph.name.clone();
     let batch = batch_of(&args.target, args.size);
     let program = Program::new(graph).with_context(|| format!("preparing `{label}`"))?;

@@ -35,7 +35,7 @@ pub enum OrderArg {
 /// Arguments of `ordo run`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// A zoo model.
+    /// A zoo model or an `.onnx` file.
     pub target: String,
     #[command(flatten)]
     pub size: SizeArgs,
@@ -75,6 +75,9 @@ pub struct Args {
     /// Memory budget of each device, e.g. `512MiB` (default: unlimited).
     #[arg(long)]
     pub memory: Option<String>,
+    /// With `--train` on a forward graph without a loss (an ONNX export): the loss to add.
+    #[arg(long, value_enum, requires = "train")]
+    pub loss: Option<crate::onnx::LossArg>,
     /// Optimizer of the updates.
     #[arg(long, value_enum, default_value = "momentum")]
     pub optimizer: OptimizerArg,
@@ -134,9 +137,10 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         train: args.train,
         optimizer: args.optimizer,
         profile: None,
+        loss: args.loss,
     };
     let mut graph = if args.train {
-        crate::placing::training_graph(&forward, args.optimizer.into())?
+        crate::placing::training_graph(&forward, args.optimizer.into(), args.loss)?
     } else {
         forward.clone()
     };

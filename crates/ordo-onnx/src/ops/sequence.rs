@@ -177,8 +177,13 @@ fn split(
         {
             let names: Vec<String> =
                 suffixes.iter().take(count).map(|s| format!("{single}.{s}")).collect();
-            for n in &names {
-                ctx.declare_param(n, want.clone());
+            for (chunk, n) in names.iter().enumerate() {
+                let source = crate::values::ParamSource::LstmGates {
+                    tensor: single.clone(),
+                    chunk,
+                    chunks: count,
+                };
+                ctx.declare_derived_param(n, want.clone(), source);
             }
             Ok(names)
         }

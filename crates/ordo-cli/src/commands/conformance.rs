@@ -1,0 +1,243 @@
+//! `ordo conformance DIR...`: runs ONNX backend node tests (a `model.onnx` and
+//! `test_data_set_*/input_*.pb`, `output_*.pb`) on the CPU kernels and prints pass, fail and
+//! unsupported per op.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use ordo_exec::cpu::Tensor;
+use ordo_onnx::TensorValue;
+use serde_json::json;
+
+use crate::format::Table;
+use crate::onnx::run;
+
+/// Arguments of `ordo conformance`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Test case folders (holding `model.onnx`), or folders of them (e.g. onnx's
+    /// `backend/test/data/node`).
+    #[arg(required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// Relative tolerance: an output element passes when `|got - want| <= atol + rtol * |want|`.
+    #[arg(long, default_value_t = 1e-3)]
+    pub rtol: f64,
+    /// Absolute tolerance.
+    #[arg(long, default_value_t = 1e-5)]
+    pub atol: f64,
+    /// Print every case with its outcome and reason, not only the table.
+    #[arg(long)]
+    pub cases: bool,
+    /// Print one JSON object (every case and the totals) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What happened to one test case.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Outcome {
+    /// Imported, ran, and every output matched.
+    Pass,
+    /// Imported, but running failed or an output differs.
+    Fail(String),
+    /// The importer refused the model (an op, attribute, type or dynamic shape it lacks).
+    Unsupported(String),
+}
+
+impl Outcome {
+    fn label(&self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::Fail(_) => "fail",
+            Outcome::Unsupported(_) => "unsupported",
+        }
+    }
+
+    fn reason(&self) -> &str {
+        match self {
+            Outcome::Pass => "",
+            Outcome::Fail(r) | Outcome::Unsupported(r) => r,
+        }
+    }
+}
+
+/// Runs every case and prints the table.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let mut cases = Vec::new();
+    for dir in &args.dirs {
+        cases.extend(find_cases(dir)?);
+    }
+    if cases.is_empty() {
+        bail!("no test case (a folder with model.onnx) under the given folders");
+    }
+    let results: Vec<(String, String, Outcome)> = cases
+        .iter()
+        .map(|dir| {
+            let name = dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into());
+            let (op, outcome) = run_case(dir, args.rtol, args.atol);
+            (name, op, outcome)
+        })
+        .collect();
+    let mut per_op: BTreeMap<&str, [usize; 3]> = BTreeMap::new();
+    let mut totals = [0usize; 3];
+    for (_, op, outcome) in &results {
+        let k = match outcome {
+            Outcome::Pass => 0,
+            Outcome::Fail(_) => 1,
+            Outcome::Unsupported(_) => 2,
+        };
+        per_op.entry(op).or_default()[k] += 1;
+        totals[k] += 1;
+    }
+    if args.json {
+        let out = json!({
+            "cases": results.iter().map(|(name, op, o)| json!({
+                "case": name, "op": op, "outcome": o.label(), "reason": o.reason(),
+            })).collect::<Vec<_>>(),
+            "per_op": per_op.iter().map(|(op, c)| json!({
+                "op": op, "pass": c[0], "fail": c[1], "unsupported": c[2],
+            })).collect::<Vec<_>>(),
+            "pass": totals[0], "fail": totals[1], "unsupported": totals[2],
+            "rtol": args.rtol, "atol": args.atol,
+        });
+        println!("{out:#}");
+        return Ok(());
+    }
+    if args.cases {
+        let mut table = Table::new(&["case", "op", "outcome", "reason"]);
+        for (name, op, o) in &results {
+            table.row(vec![name.clone(), op.clone(), o.label().into(), o.reason().into()]);
+        }
+        println!("{}", table.render());
+    }
+    let mut table = Table::new(&["op", "cases", "pass", "fail", "unsupported"]);
+    for (op, c) in &per_op {
+        table.row(vec![
+            op.to_string(),
+            (c[0] + c[1] + c[2]).to_string(),
+            c[0].to_string(),
+            c[1].to_string(),
+            c[2].to_string(),
+        ]);
+    }
+    print!("{}", table.render());
+    let ops_passing = per_op.values().filter(|c| c[0] > 0).count();
+    println!(
+        "total: {} cases, {} pass, {} fail, {} unsupported ({} of {} ops pass at least one case; \
+         rtol {}, atol {})",
+        results.len(),
+        totals[0],
+        totals[1],
+        totals[2],
+        ops_passing,
+        per_op.len(),
+        args.rtol,
+        args.atol
+    );
+    Ok(())
+}
+
+/// `dir` itself when it holds `model.onnx`, else its sub-folders that do, sorted.
+fn find_cases(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    if dir.join("model.onnx").is_file() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    let entries = std::fs::read_dir(dir)
+        .with_context(|| format!("{}: cannot read the folder", dir.display()))?;
+    let mut cases: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("model.onnx").is_file())
+        .collect();
+    cases.sort();
+    Ok(cases)
+}
+
+/// The op a case tests (its node's op type; `(several ops)` for multi-node models such as
+/// function expansions) and its outcome.
+pub fn run_case(dir: &Path, rtol: f64, atol: f64) -> (String, Outcome) {
+    let model = match std::fs::read(dir.join("model.onnx")) {
+        Ok(bytes) => bytes,
+        Err(e) => return ("?".into(), Outcome::Fail(format!("cannot read model.onnx: {e}"))),
+    };
+    let info = match ordo_onnx::model_info(&model) {
+        Ok(info) => info,
+        Err(e) => return ("?".into(), Outcome::Unsupported(e.to_string())),
+    };
+    let mut ops = info.op_types.clone();
+    ops.dedup();
+    let op = match ops.as_slice() {
+        [one] => one.clone(),
+        [] => "(no node)".into(),
+        _ => "(several ops)".into(),
+    };
+    let outcome = match check(&model, &info, dir, rtol, atol) {
+        Ok(outcome) => outcome,
+        Err(e) => Outcome::Fail(format!("{e:#}")),
+    };
+    (op, outcome)
+}
+
+fn check(
+    model: &[u8],
+    info: &ordo_onnx::ModelInfo,
+    dir: &Path,
+    rtol: f64,
+    atol: f64,
+) -> anyhow::Result<Outcome> {
+    // Node tests feed every operand as a graph input: when guessing which inputs are
+    // parameters fails, try them all as data.
+    let all_data = ordo_onnx::ImportOptions { data_inputs: Some(info.inputs.clone()) };
+    let import = match ordo_onnx::import(model, &ordo_onnx::ImportOptions::default()) {
+        Ok(import) => import,
+        Err(e) => match ordo_onnx::import(model, &all_data) {
+            Ok(import) => import,
+            Err(_) => return Ok(Outcome::Unsupported(e.to_string())),
+        },
+    };
+    let data = dir.join("test_data_set_0");
+    let inputs = read_numbered(&data, "input")?;
+    let expected = read_numbered(&data, "output")?;
+    if inputs.len() != info.inputs.len() {
+        bail!("{} input files for {} graph inputs", inputs.len(), info.inputs.len());
+    }
+    let mut tensors: HashMap<String, TensorValue> = ordo_onnx::initializers(model)?;
+    for (name, value) in info.inputs.iter().zip(inputs) {
+        tensors.insert(name.clone(), value);
+    }
+    let shapes: Vec<Vec<usize>> =
+        import.graph.params.iter().map(|p| p.fact.shape.clone()).collect();
+    let params = ordo_onnx::param_values(&import.sources, &shapes, &tensors)?;
+    let params: Vec<Tensor> = params.iter().map(run::tensor).collect::<anyhow::Result<_>>()?;
+    let mut feeds = HashMap::new();
+    for node in import.graph.input_nodes() {
+        let value = tensors
+            .get(&node.name)
+            .with_context(|| format!("no test data for input `{}`", node.name))?;
+        feeds.insert(node.name.clone(), run::tensor(value)?);
+    }
+    let outputs = run::forward(&import.graph, &feeds, &params)?;
+    if outputs.len() != expected.len() {
+        bail!("{} outputs, the test expects {}", outputs.len(), expected.len());
+    }
+    for ((got, want), name) in outputs.iter().zip(&expected).zip(&info.outputs) {
+        if let Some(diff) = run::mismatch(&run::as_f64(got), got.shape(), want, rtol, atol) {
+            return Ok(Outcome::Fail(format!("output `{name}`: {diff}")));
+        }
+    }
+    Ok(Outcome::Pass)
+}
+
+/// `<prefix>_0.pb`, `<prefix>_1.pb`, ... in `dir`, in index order.
+fn read_numbered(dir: &Path, prefix: &str) -> anyhow::Result<Vec<TensorValue>> {
+    let mut values = Vec::new();
+    for k in 0.. {
+        let path = dir.join(format!("{prefix}_{k}.pb"));
+        if !path.is_file() {
+            break;
+        }
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        values.push(ordo_onnx::read_tensor(&bytes).with_context(|| path.display().to_string())?);
+    }
+    Ok(values)
+}

@@ -1,0 +1,283 @@
+//! ONNX models through the `ordo` binary: every command takes an `.onnx` file, training from an
+//! imported forward graph, bad files, and `ordo conformance` on the repository's own cases
+//! (whose expected outputs come from onnx's reference evaluator).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use ordo_ir::{DType, Graph, Node, NodeId, Op, OutletId, Role, TensorFact};
+
+fn ordo(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "ordo failed: {}", stderr(out));
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
+}
+
+fn fixture(name: &str) -> String {
+    format!("{}/../ordo-onnx/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The error of a command that must fail, checked to be a message and not a panic.
+fn error(args: &[&str]) -> String {
+    let out = ordo(args);
+    assert!(!out.status.success(), "accepted: {args:?}");
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+#[test]
+fn every_model_command_takes_an_onnx_file() {
+    let path = fixture("convnet.onnx");
+    let import = ordo_onnx::import_file_with(&path, &Default::default()).unwrap();
+    let v = json(&ordo(&["inspect", &path, "--json"]));
+    assert_eq!(v["params"], import.report.params);
+    assert_eq!(v["nodes"], import.graph.nodes.len());
+    assert_eq!(v["flops"], ordo_ir::graph_stats(&import.graph).flops);
+
+    let dir = tempfile::tempdir().unwrap();
+    let costgraph = dir.path().join("convnet.json");
+    let costgraph = costgraph.to_str().unwrap();
+    assert!(ordo(&["export", &path, "--costgraph", costgraph]).status.success());
+    assert_eq!(json(&ordo(&["inspect", costgraph, "--json"]))["nodes"], import.graph.nodes.len());
+
+    let args = [path.as_str(), "--devices", "2", "--algo", "m-etf"];
+    let placed = json(&ordo(&[&["place"][..], &args, &["--json", "-"]].concat()));
+    let placed_nodes = placed["device_of"].as_object().unwrap();
+    assert_eq!(placed_nodes.len(), import.graph.nodes.len());
+    for node in &import.graph.nodes {
+        assert!(placed_nodes.contains_key(&node.name), "{} is placed", node.name);
+    }
+    let plan = json(&ordo(&[&["plan"][..], &args, &["--json", "-"]].concat()));
+    assert!(plan.is_object());
+    let simulated = json(&ordo(&[&["simulate"][..], &args, &["--json"]].concat()));
+    assert_eq!(simulated["step_time_us"].as_f64(), placed["makespan_us"].as_f64());
+    let compared =
+        json(&ordo(&["compare", &path, "--devices", "2", "--budget", "100ms", "--json"]));
+    assert!(compared.to_string().contains("m-etf"), "{compared}");
+}
+
+#[test]
+fn training_from_onnx_needs_a_loss_and_cross_entropy_adds_one() {
+    let path = fixture("convnet.onnx");
+    let err = error(&["place", &path, "--devices", "2", "--train", "--algo", "m-etf"]);
+    assert!(err.contains("no loss") && err.contains("--loss cross-entropy"), "{err}");
+    assert!(err.contains("`fc` f32[2,10]"), "the error names the output: {err}");
+
+    let args = [&path, "--devices", "2", "--train", "--loss", "cross-entropy", "--algo", "m-etf"];
+    let placed = json(&ordo(&[&["place"][..], &args[..], &["--json", "-"]].concat()));
+    assert_eq!(placed["mode"], "training-graph");
+    let device_of = placed["device_of"].as_object().unwrap();
+    for node in ["labels", "loss", "loss.grad", "fc.dx", "fc.dw", "conv2.dx", "bn1.dw"] {
+        assert!(device_of.contains_key(node), "{node} is placed: {device_of:?}");
+    }
+    for node in ["conv1.weight.update", "bn2.bias.update", "fc.bias.update"] {
+        assert!(device_of.contains_key(node), "{node} is placed");
+    }
+    assert!(!device_of.contains_key("conv1.dx"), "no gradient flows into the images");
+    // The same training graph as the IR's builder makes from the import plus a loss.
+    let expected = training_graph(&path);
+    assert_eq!(device_of.len(), expected.nodes.len());
+    for node in &expected.nodes {
+        assert!(device_of.contains_key(&node.name), "{} is placed", node.name);
+    }
+    let simulated = json(&ordo(&[&["simulate"][..], &args[..], &["--json"]].concat()));
+    assert_eq!(simulated["step_time_us"].as_f64(), placed["makespan_us"].as_f64());
+
+    let err = error(&[
+        "place",
+        "resnet50",
+        "--batch",
+        "2",
+        "--devices",
+        "2",
+        "--train",
+        "--loss",
+        "cross-entropy",
+    ]);
+    assert!(err.contains("already ends in a loss"), "{err}");
+    let err = error(&["place", &path, "--devices", "2", "--loss", "cross-entropy"]);
+    assert!(err.contains("--train"), "--loss needs --train: {err}");
+}
+
+#[test]
+fn onnx_training_graphs_get_schedules_and_data_parallel_plans() {
+    let path = fixture("weights_as_inputs.onnx");
+    let train = ["--train", "--loss", "cross-entropy"];
+    for schedule in ["inorder", "ooo"] {
+        let args = [&path, "--devices", "1", "--schedule", schedule, "--json"];
+        let v = json(&ordo(&[&["simulate"][..], &args[..], &train].concat()));
+        assert!(v["step_time_us"].as_f64().unwrap() > 0.0, "{v}");
+    }
+    let args = [&path, "--devices", "1", "--schedules", "--json"];
+    let v = json(&ordo(&[&["compare"][..], &args[..], &train].concat()));
+    assert!(v.to_string().contains("ooo"), "{v}");
+    let err = error(&[&["simulate", &path, "--pipeline", "2"][..], &train].concat());
+    assert!(err.contains("--pipeline") && err.contains("fixes its batch"), "{err}");
+    let args = [&path, "--data-parallel", "2", "--algo", "single", "--json"];
+    let v = json(&ordo(&[&["simulate"][..], &args[..], &train].concat()));
+    assert!(v["step_time_us"].as_f64().unwrap() > 0.0, "{v}");
+}
+
+/// The training graph of an imported model with a cross-entropy loss, built with the IR's own
+/// functions (not the command's).
+fn training_graph(path: &str) -> Graph {
+    let mut graph = ordo_onnx::import_file(path).unwrap();
+    let logits = graph.outputs[0];
+    let fact = graph.fact(logits).unwrap().clone();
+    let labels_fact = TensorFact::new(DType::I64, fact.shape[..fact.rank() - 1].to_vec());
+    let mut push = |name: &str, op, inputs, out| {
+        let id = NodeId(graph.nodes.len() as u32);
+        graph.nodes.push(Node {
+            id,
+            name: name.into(),
+            op,
+            inputs,
+            params: Vec::new(),
+            outputs: vec![out],
+            role: Role::Forward,
+            layer: None,
+        });
+        OutletId::new(id, 0)
+    };
+    let labels = push("labels", Op::Input, Vec::new(), labels_fact);
+    let loss = push(
+        "loss",
+        Op::CrossEntropyLoss,
+        vec![logits, labels],
+        TensorFact::new(DType::F32, Vec::new()),
+    );
+    graph.outputs = vec![loss];
+    ordo_ir::training::training_graph(&graph, loss, ordo_ir::op::Optimizer::SgdMomentum).unwrap()
+}
+
+#[test]
+fn cpu_kernels_support_every_op_the_importer_produces_forward_and_backward() {
+    for name in ["convnet", "weights_as_inputs", "transformer_block", "lstm", "mlp"] {
+        let path = fixture(&format!("{name}.onnx"));
+        let forward = ordo_onnx::import_file(&path).unwrap();
+        for node in &forward.nodes {
+            let supported = ordo_exec::cpu::supports(&node.op);
+            assert!(supported.is_ok(), "{name}: `{}`: {supported:?}", node.name);
+        }
+        if name == "transformer_block" || name == "lstm" {
+            continue; // outputs without a class dimension to put a cross-entropy on
+        }
+        for node in &training_graph(&path).nodes {
+            let supported = ordo_exec::cpu::supports(&node.op);
+            assert!(supported.is_ok(), "{name} training: `{}`: {supported:?}", node.name);
+        }
+    }
+}
+
+#[test]
+fn bad_onnx_files_are_clear_errors_that_name_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let model = std::fs::read(fixture("convnet.onnx")).unwrap();
+    let cases: Vec<(String, &str)> = vec![
+        (write("truncated.onnx", &model[..model.len() / 2]), "not an ONNX model"),
+        (write("garbage.onnx", b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x12"), "not an ONNX"),
+        (write("empty.onnx", b""), "has no graph"),
+        (fixture("bad_opset.onnx"), "opset 99"),
+        (fixture("bad_symbolic_dim.onnx"), "symbolic dimension `N`"),
+        (fixture("bad_output_shape.onnx"), "declares f32[2,4]"),
+        (fixture("bad_conv_weight.onnx"), "`conv`"),
+        (fixture("cycle.onnx"), "cycle"),
+        (fixture("unsupported.onnx"), "3 unsupported op(s)"),
+        ("/no/such/model.onnx".into(), "cannot read"),
+    ];
+    for (path, message) in &cases {
+        for command in
+            [&["inspect"][..], &["place", "--devices", "2"], &["simulate", "--devices", "2"]]
+        {
+            let err = error(&[command, &[path.as_str()]].concat());
+            assert!(err.contains(path.as_str()), "the error names the file: {err}");
+            assert!(err.contains(message), "{path}: expected `{message}` in: {err}");
+        }
+    }
+    let err = error(&["inspect", &fixture("unsupported.onnx")]);
+    for node in ["`erf` (Erf)", "`sin` (Sin)", "`scaler` (ai.onnx.ml.Scaler)"] {
+        assert!(err.contains(node), "every unsupported node is listed: {err}");
+    }
+    let err = error(&["inspect", &fixture("convnet.onnx"), "--batch", "4"]);
+    assert!(err.contains("fixes its input shapes"), "{err}");
+}
+
+#[test]
+fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
+    let cases = fixture("cases");
+    let v = json(&ordo(&["conformance", &cases, "--json"]));
+    let outcome = |case: &str| {
+        let found = v["cases"].as_array().unwrap().iter().find(|c| c["case"] == case);
+        found.unwrap_or_else(|| panic!("{case} missing: {v}"))["outcome"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // The forward pass of each imported model on ordo's CPU kernels agrees with onnx's
+    // reference evaluator.
+    for case in ["convnet", "mlp", "transformer_block", "lstm", "weights_as_inputs", "relu"] {
+        assert_eq!(outcome(case), "pass", "{v:#}");
+    }
+    assert_eq!(outcome("relu_wrong"), "fail");
+    assert_eq!(outcome("sin"), "unsupported");
+    assert_eq!(
+        (v["pass"].as_u64(), v["fail"].as_u64(), v["unsupported"].as_u64()),
+        (Some(6), Some(1), Some(1))
+    );
+    let relu = v["per_op"].as_array().unwrap().iter().find(|o| o["op"] == "Relu").unwrap();
+    assert_eq!((relu["pass"].as_u64(), relu["fail"].as_u64()), (Some(1), Some(1)));
+
+    // The wrong expected output is 0.1 off everywhere: a looser tolerance lets it pass.
+    let wrong = format!("{cases}/relu_wrong");
+    let v = json(&ordo(&["conformance", &wrong, "--atol", "0.11", "--json"]));
+    assert_eq!(v["pass"], 1);
+
+    let out = ordo(&["conformance", &cases]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("total: 8 cases, 6 pass, 1 fail, 1 unsupported"), "{text}");
+    assert!(error(&["conformance", "/no/such/folder"]).contains("/no/such/folder"));
+    let empty = tempfile::tempdir().unwrap();
+    assert!(error(&["conformance", empty.path().to_str().unwrap()]).contains("no test case"));
+}
+
+#[test]
+fn a_perturbed_parameter_makes_a_case_fail() {
+    // Independent check that the comparison sees the parameters: the convnet case with one
+    // weight changed no longer matches onnx's reference outputs.
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(&fixture("cases/convnet")).to_path_buf();
+    let dst = dir.path().join("convnet");
+    std::fs::create_dir_all(dst.join("test_data_set_0")).unwrap();
+    for entry in std::fs::read_dir(src.join("test_data_set_0")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dst.join("test_data_set_0").join(entry.file_name())).unwrap();
+    }
+    let mut model = std::fs::read(src.join("model.onnx")).unwrap();
+    // fc.bias is the last initializer: its raw f32 data ends the file's initializer section.
+    let init = ordo_onnx::initializers(&model).unwrap();
+    let Some(ordo_onnx::Values::F32(bias)) = init.get("fc.bias").map(|t| &t.values) else {
+        panic!("fc.bias is a float initializer");
+    };
+    let needle: Vec<u8> = bias.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let at = model.windows(needle.len()).position(|w| w == needle.as_slice()).unwrap();
+    model[at..at + 4].copy_from_slice(&(bias[0] + 1.0).to_le_bytes());
+    std::fs::write(dst.join("model.onnx"), &model).unwrap();
+    let v = json(&ordo(&["conformance", dst.to_str().unwrap(), "--json"]));
+    assert_eq!(v["fail"], 1, "{v:#}");
+    let reason = v["cases"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("output `logits`"), "{reason}");
+}

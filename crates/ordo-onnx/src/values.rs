@@ -1,0 +1,236 @@
+//! Tensor values: where each IR parameter's value comes from, and reading tensors (the
+//! initializers of a model, the `.pb` files of ONNX test data) so that an imported graph can be
+//! run.
+
+use std::collections::HashMap;
+
+use prost::Message;
+
+use crate::error::{OnnxError, OnnxResult};
+use crate::proto::{ModelProto, TensorProto};
+use crate::tensor::{ConstData, ConstTensor, MAX_NUMEL, parse_tensor_limited};
+
+/// The elements of a [`TensorValue`]: floats as `f32`, integers and booleans as `i64` (the
+/// element types of the IR's CPU kernels).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Values {
+    /// Float, double, half and bfloat16 elements.
+    F32(Vec<f32>),
+    /// Integer and boolean elements.
+    I64(Vec<i64>),
+}
+
+impl Values {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Values::F32(v) => v.len(),
+            Values::I64(v) => v.len(),
+        }
+    }
+
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A named dense row-major tensor with its values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorValue {
+    /// The ONNX tensor name (empty when the file gives none).
+    pub name: String,
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// Elements.
+    pub values: Values,
+}
+
+/// Where the value of one IR parameter of an imported graph comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParamSource {
+    /// The ONNX tensor of this name (an initializer, or a graph input taken as a parameter),
+    /// in its own layout.
+    Tensor(String),
+    /// A constant of the file (a `Constant` node or folded arithmetic), with its value.
+    Constant(TensorValue),
+    /// Chunk `chunk` of `chunks` equal chunks of an ONNX LSTM tensor (`W`, `R` or `B`), whose
+    /// four gate blocks are reordered from ONNX's input, output, forget, cell to the IR's
+    /// input, forget, cell, output.
+    LstmGates {
+        /// The ONNX tensor.
+        tensor: String,
+        /// Which chunk.
+        chunk: usize,
+        /// Number of chunks.
+        chunks: usize,
+    },
+}
+
+impl ParamSource {
+    /// The ONNX tensor the value is read from, if any.
+    pub fn tensor(&self) -> Option<&str> {
+        match self {
+            ParamSource::Tensor(t) | ParamSource::LstmGates { tensor: t, .. } => Some(t),
+            ParamSource::Constant(_) => None,
+        }
+    }
+}
+
+impl From<&ConstTensor> for Values {
+    fn from(c: &ConstTensor) -> Self {
+        let n = c.numel() as usize;
+        match (&c.data, c.is_int()) {
+            (ConstData::Int(v), _) => Values::I64(v.clone()),
+            (ConstData::Float(v), true) => Values::I64(v.iter().map(|&x| x as i64).collect()),
+            (ConstData::Float(v), false) => Values::F32(v.iter().map(|&x| x as f32).collect()),
+            (ConstData::Splat(x), true) => Values::I64(vec![*x as i64; n]),
+            (ConstData::Splat(x), false) => Values::F32(vec![*x as f32; n]),
+        }
+    }
+}
+
+pub(crate) fn value_of(name: &str, c: &ConstTensor) -> TensorValue {
+    TensorValue { name: name.to_string(), shape: c.shape.clone(), values: Values::from(c) }
+}
+
+fn read_proto(t: &TensorProto) -> OnnxResult<TensorValue> {
+    let c = parse_tensor_limited(t, MAX_NUMEL).map_err(|message| OnnxError::Malformed {
+        node: format!("tensor `{}`", t.name()),
+        message,
+    })?;
+    Ok(value_of(t.name(), &c))
+}
+
+/// Reads one serialized `TensorProto` (the `input_0.pb` / `output_0.pb` files of ONNX test
+/// data).
+///
+/// # Errors
+/// [`OnnxError::Decode`] for bytes that are not a tensor, [`OnnxError::Malformed`] for a
+/// tensor whose data does not match its shape or whose element type cannot be read.
+pub fn read_tensor(bytes: &[u8]) -> OnnxResult<TensorValue> {
+    let t = TensorProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    read_proto(&t)
+}
+
+/// The initializers of a model, with their values, by name.
+///
+/// # Errors
+/// As [`read_tensor`], for the model and each initializer.
+pub fn initializers(model: &[u8]) -> OnnxResult<HashMap<String, TensorValue>> {
+    let model = ModelProto::decode(model).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    let graph = model.graph.as_ref().ok_or(OnnxError::NoGraph)?;
+    graph.initializer.iter().map(|t| Ok((t.name().to_string(), read_proto(t)?))).collect()
+}
+
+/// The values of an imported graph's parameters, in the graph's order, from their
+/// [`ParamSource`]s and the named ONNX tensors (initializers and parameter inputs).
+///
+/// # Errors
+/// [`OnnxError::UnknownTensor`] when a source tensor is not among `tensors`,
+/// [`OnnxError::Shape`] when its size does not fit the parameter.
+pub fn param_values(
+    sources: &[ParamSource],
+    shapes: &[Vec<usize>],
+    tensors: &HashMap<String, TensorValue>,
+) -> OnnxResult<Vec<TensorValue>> {
+    sources
+        .iter()
+        .zip(shapes)
+        .map(|(source, shape)| {
+            let value = match source {
+                ParamSource::Constant(c) => c.clone(),
+                ParamSource::Tensor(name) => lookup(tensors, name)?.clone(),
+                ParamSource::LstmGates { tensor, chunk, chunks } => {
+                    lstm_chunk(lookup(tensors, tensor)?, *chunk, *chunks)?
+                }
+            };
+            let numel: usize = shape.iter().product();
+            if value.values.len() != numel {
+                return Err(OnnxError::Shape {
+                    node: value.name.clone(),
+                    op: "parameter".into(),
+                    message: format!(
+                        "has {} elements, the graph's parameter is {shape:?}",
+                        value.values.len()
+                    ),
+                });
+            }
+            Ok(TensorValue { shape: shape.clone(), ..value })
+        })
+        .collect()
+}
+
+fn lookup<'t>(
+    tensors: &'t HashMap<String, TensorValue>,
+    name: &str,
+) -> OnnxResult<&'t TensorValue> {
+    tensors.get(name).ok_or_else(|| OnnxError::UnknownTensor {
+        node: "parameter values".into(),
+        tensor: name.to_string(),
+    })
+}
+
+fn lstm_chunk(t: &TensorValue, chunk: usize, chunks: usize) -> OnnxResult<TensorValue> {
+    let Values::F32(all) = &t.values else {
+        return Err(OnnxError::Malformed {
+            node: format!("tensor `{}`", t.name),
+            message: "LSTM weights must be floats".into(),
+        });
+    };
+    let size = all.len() / chunks.max(1);
+    if size * chunks != all.len() || !size.is_multiple_of(4) || chunk >= chunks {
+        return Err(OnnxError::Malformed {
+            node: format!("tensor `{}`", t.name),
+            message: format!("{} elements do not split into {chunks} LSTM chunks", all.len()),
+        });
+    }
+    let part = &all[chunk * size..(chunk + 1) * size];
+    let gate = size / 4;
+    // ONNX gates i, o, f, c; the IR's (PyTorch's) i, f, c, o.
+    let values = [0, 2, 3, 1].iter().flat_map(|&g| &part[g * gate..(g + 1) * gate]).copied();
+    Ok(TensorValue {
+        name: format!("{}[{chunk}/{chunks}]", t.name),
+        shape: vec![size],
+        values: Values::F32(values.collect()),
+    })
+}
+
+/// The names a model's graph uses, read without importing it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModelInfo {
+    /// Op type of every node, in file order (prefixed by its domain when not the default).
+    pub op_types: Vec<String>,
+    /// The graph inputs that are not initializers, in order (what test data feeds).
+    pub inputs: Vec<String>,
+    /// The graph outputs, in order.
+    pub outputs: Vec<String>,
+}
+
+/// Reads the op types, inputs and outputs of a model's graph.
+///
+/// # Errors
+/// [`OnnxError::Decode`] for bytes that are not a model, [`OnnxError::NoGraph`].
+pub fn model_info(model: &[u8]) -> OnnxResult<ModelInfo> {
+    let model = ModelProto::decode(model).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    let graph = model.graph.as_ref().ok_or(OnnxError::NoGraph)?;
+    let inits: std::collections::HashSet<&str> =
+        graph.initializer.iter().map(|t| t.name()).collect();
+    Ok(ModelInfo {
+        op_types: graph
+            .node
+            .iter()
+            .map(|n| match n.domain() {
+                "" | "ai.onnx" => n.op_type().to_string(),
+                d => format!("{d}.{}", n.op_type()),
+            })
+            .collect(),
+        inputs: graph
+            .input
+            .iter()
+            .map(|i| i.name().to_string())
+            .filter(|n| !inits.contains(n.as_str()))
+            .collect(),
+        outputs: graph.output.iter().map(|o| o.name().to_string()).collect(),
+    })
+}
