@@ -14,7 +14,7 @@ pub mod sequential;
 mod state;
 
 pub use error::ExecError;
-pub use profile::{HeapMeter, NodeProfile, ProfileOptions, profile};
+pub use profile::{HeapMeter, NodeProfile, ProfileMode, ProfileOptions, profile};
 pub use program::{NodeCall, Program, RunSettings};
 pub use sequential::StepOutputs;
 pub use state::{Feeds, TrainState, initial_params, synthetic_feeds};
