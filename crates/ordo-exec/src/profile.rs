@@ -22,14 +22,12 @@ use crate::program::{Program, RunSettings};
 use crate::sequential::fed;
 use crate::state::{Feeds, TrainState};
 
-/// The process's heap use, as a counting global allocator sees it.
+/// The growth of the process's heap use, as a counting global allocator sees it.
 pub trait HeapMeter {
-    /// Bytes allocated now.
-    fn current(&self) -> u64;
-    /// Restarts the peak from the current use.
-    fn reset_peak(&self);
-    /// The highest use since the last [`HeapMeter::reset_peak`].
-    fn peak(&self) -> u64;
+    /// Starts a measurement from the heap use now.
+    fn start(&self);
+    /// The most the heap use has grown above its use at the last [`HeapMeter::start`].
+    fn peak_growth(&self) -> u64;
 }
 
 /// How to profile.
@@ -196,10 +194,9 @@ impl Runner<'_> {
             call.params.iter().map(|p| &*self.state.params[p.index()]).collect();
         let mut slots = self.state.slots[id.index()].clone();
         let step = self.state.step + 1;
-        let before = meter.map(|m| {
-            m.reset_peak();
-            m.current()
-        });
+        if let Some(m) = meter {
+            m.start();
+        }
         let start = Instant::now();
         let outs = self
             .program
@@ -210,10 +207,7 @@ impl Runner<'_> {
                 source,
             })?;
         let micros = start.elapsed().as_secs_f64() * 1e6;
-        let extra = match (meter, before) {
-            (Some(m), Some(before)) => m.peak().saturating_sub(before),
-            _ => 0,
-        };
+        let extra = meter.map_or(0, HeapMeter::peak_growth);
         Ok((micros, extra, outs))
     }
 

@@ -68,6 +68,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         settings: RunSettings { seed: args.seed, ..RunSettings::default() },
         mode: if args.back_to_back { ProfileMode::BackToBack } else { ProfileMode::InStep },
     };
+    crate::heap::enable();
     let measured = crate::progress::with_spinner(&format!("profiling `{label}`"), |_| {
         ordo_exec::profile(&program, &state, &feeds, &options, Some(&crate::heap::Meter))
     })
