@@ -1,14 +1,23 @@
-//! A counting global allocator: the bytes the process has allocated now and at its peak, for
-//! the profiler's temporary memory. Two relaxed atomic additions per allocation, one atomic
-//! max; the allocation itself is the system allocator's.
+//! A counting global allocator for the profiler's temporary memory: the bytes the process has
+//! allocated, and their peak. It counts only once [`enable`]d (by `ordo profile`), so that the
+//! other commands, and the runtime's worker threads, pay one relaxed load per allocation and
+//! never contend on the counters.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-static CURRENT: AtomicU64 = AtomicU64::new(0);
-static PEAK: AtomicU64 = AtomicU64::new(0);
+static ENABLED: AtomicBool = AtomicBool::new(false);
+// Signed: memory allocated before counting started may be freed after.
+static CURRENT: AtomicI64 = AtomicI64::new(0);
+static PEAK: AtomicI64 = AtomicI64::new(0);
+static BASE: AtomicI64 = AtomicI64::new(0);
 
-/// The system allocator, counting.
+/// Starts counting allocations.
+pub fn enable() {
+    ENABLED.store(true, Ordering::Relaxed);
+}
+
+/// The system allocator, counting when enabled.
 pub struct Counting;
 
 // SAFETY: every call is forwarded to `System` with the same arguments; the counters have no
@@ -18,7 +27,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: the caller's contract is `System`'s.
         let ptr = unsafe { System.alloc(layout) };
         if !ptr.is_null() {
-            grow(layout.size());
+            count(layout.size() as i64);
         }
         ptr
     }
@@ -27,7 +36,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: as `alloc`.
         let ptr = unsafe { System.alloc_zeroed(layout) };
         if !ptr.is_null() {
-            grow(layout.size());
+            count(layout.size() as i64);
         }
         ptr
     }
@@ -35,38 +44,38 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: as `alloc`.
         unsafe { System.dealloc(ptr, layout) };
-        CURRENT.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+        count(-(layout.size() as i64));
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: as `alloc`.
         let new = unsafe { System.realloc(ptr, layout, new_size) };
         if !new.is_null() {
-            CURRENT.fetch_sub(layout.size() as u64, Ordering::Relaxed);
-            grow(new_size);
+            count(new_size as i64 - layout.size() as i64);
         }
         new
     }
 }
 
-fn grow(bytes: usize) {
-    let now = CURRENT.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
-    PEAK.fetch_max(now, Ordering::Relaxed);
+fn count(bytes: i64) {
+    if ENABLED.load(Ordering::Relaxed) {
+        let now = CURRENT.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        PEAK.fetch_max(now, Ordering::Relaxed);
+    }
 }
 
-/// Reads the counters; only meaningful when [`Counting`] is the global allocator.
+/// Reads the counters (after [`enable`]).
 pub struct Meter;
 
 impl ordo_exec::HeapMeter for Meter {
-    fn current(&self) -> u64 {
-        CURRENT.load(Ordering::Relaxed)
+    fn start(&self) {
+        let now = CURRENT.load(Ordering::Relaxed);
+        BASE.store(now, Ordering::Relaxed);
+        PEAK.store(now, Ordering::Relaxed);
     }
 
-    fn reset_peak(&self) {
-        PEAK.store(CURRENT.load(Ordering::Relaxed), Ordering::Relaxed);
-    }
-
-    fn peak(&self) -> u64 {
-        PEAK.load(Ordering::Relaxed)
+    fn peak_growth(&self) -> u64 {
+        let growth = PEAK.load(Ordering::Relaxed) - BASE.load(Ordering::Relaxed);
+        u64::try_from(growth).unwrap_or(0)
     }
 }

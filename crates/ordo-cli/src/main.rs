@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Counts heap bytes, for the temporary memory `ordo profile` measures.
+/// Counts heap bytes when `ordo profile` measures temporary memory.
 #[global_allocator]
 static ALLOCATOR: heap::Counting = heap::Counting;
 

@@ -3,7 +3,7 @@
 //!
 //! ```json
 //! {"format": "ordo.profile/1", "model": "resnet50-small (training graph)", "batch": 2,
-//!  "device": "cpu: 1 thread, x86_64 linux", "reps": 5, "warmup": 2,
+//!  "device": "cpu: 1 thread, x86_64 linux", "reps": 5, "warmup": 2, "calls": "in-step",
 //!  "temporary_measured": true,
 //!  "nodes": [{"name": "conv1", "time_us": 41.5, "output_bytes": [16384],
 //!             "temporary_bytes": 75264}, ...]}
@@ -44,6 +44,9 @@ pub struct Profile {
     pub reps: usize,
     /// Untimed calls before them.
     pub warmup: usize,
+    /// How the calls were made: `in-step` (whole passes over the graph) or `back-to-back`
+    /// (each node all its calls in a row).
+    pub calls: String,
     /// Whether `temporary_bytes` were measured (else they are 0).
     pub temporary_measured: bool,
     /// Every node of the graph, in the graph's order.

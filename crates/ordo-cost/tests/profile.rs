@@ -22,6 +22,7 @@ fn profile_of(graph: &Graph) -> Profile {
         device: "test".into(),
         reps: 3,
         warmup: 1,
+        calls: "in-step".into(),
         temporary_measured: true,
         nodes: graph
             .nodes

@@ -16,7 +16,7 @@ mod state;
 
 pub use engine::{EngineOptions, Executable, StepRun, Sync, TaskSpan};
 pub use error::ExecError;
-pub use profile::{HeapMeter, NodeProfile, ProfileOptions, profile};
+pub use profile::{HeapMeter, NodeProfile, ProfileMode, ProfileOptions, profile};
 pub use program::{NodeCall, Program, RunSettings, scale_backward_seed};
 pub use sequential::StepOutputs;
 pub use state::{Feeds, TrainState, initial_params, synthetic_feeds};

@@ -1,12 +1,15 @@
 //! The profiler: every node's kernel timed on its real inputs, one thread, node after node.
 //!
-//! [`profile`] runs the graph once in topological order, as the sequential reference does, and
-//! at each node calls its kernel (through [`Program::run_node`]) `warmup` times untimed, then
-//! `reps` times timed, and keeps the median. The kernels are deterministic, so every call
-//! computes the same outputs; the last call's are what the node's consumers read. An
-//! optimizer update runs each call on a fresh copy of its state, so repeating it changes
-//! nothing. Temporary memory is the peak heap a call allocates beyond its outputs, measured
-//! with a [`HeapMeter`] when the caller has one (a counting global allocator), else 0.
+//! [`profile`] runs the graph in topological order, as the sequential reference does, calling
+//! each node's kernel through [`Program::run_node`] `warmup` times untimed, then `reps` times
+//! timed, and keeps each node's median. By default ([`ProfileMode::InStep`]) the calls are
+//! made in whole passes over the graph, so that every call meets the caches and the heap as
+//! a step leaves them; [`ProfileMode::BackToBack`] calls each node all its times in a row
+//! instead (warm caches: the kernel alone). The kernels are deterministic, so every call
+//! computes the same outputs, which the node's consumers read. An optimizer update runs each
+//! call on a fresh copy of its state, so repeating it changes nothing. Temporary memory is the
+//! peak heap the first call allocates beyond its outputs, measured with a [`HeapMeter`] when
+//! the caller has one (a counting global allocator), else 0.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,14 +22,12 @@ use crate::program::{Program, RunSettings};
 use crate::sequential::fed;
 use crate::state::{Feeds, TrainState};
 
-/// The process's heap use, as a counting global allocator sees it.
+/// The growth of the process's heap use, as a counting global allocator sees it.
 pub trait HeapMeter {
-    /// Bytes allocated now.
-    fn current(&self) -> u64;
-    /// Restarts the peak from the current use.
-    fn reset_peak(&self);
-    /// The highest use since the last [`HeapMeter::reset_peak`].
-    fn peak(&self) -> u64;
+    /// Starts a measurement from the heap use now.
+    fn start(&self);
+    /// The most the heap use has grown above its use at the last [`HeapMeter::start`].
+    fn peak_growth(&self) -> u64;
 }
 
 /// How to profile.
@@ -38,12 +39,26 @@ pub struct ProfileOptions {
     pub warmup: usize,
     /// Settings of the kernels (seed, optimizer, training mode).
     pub settings: RunSettings,
+    /// In which order the calls are made.
+    pub mode: ProfileMode,
 }
 
 impl Default for ProfileOptions {
     fn default() -> Self {
-        Self { reps: 5, warmup: 2, settings: RunSettings::default() }
+        Self { reps: 5, warmup: 2, settings: RunSettings::default(), mode: ProfileMode::InStep }
     }
+}
+
+/// In which order a profile calls the kernels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProfileMode {
+    /// `warmup + reps` whole passes over the graph in topological order, each node called
+    /// once per pass: every call sees the caches and the allocator as a step leaves them.
+    #[default]
+    InStep,
+    /// Node after node, each called `warmup + reps` times in a row: warm caches, the kernel's
+    /// own speed.
+    BackToBack,
 }
 
 /// What one node measured.
@@ -76,79 +91,130 @@ pub fn profile(
         return Err(ExecError::Config("profiling needs at least one timed call per node".into()));
     }
     let graph = program.graph();
-    let step = state.step + 1;
     let order = graph.topo_order().map_err(|e| ExecError::Mismatch(e.to_string()))?;
-    let mut values: Vec<Vec<Option<Arc<Tensor>>>> =
-        graph.nodes.iter().map(|n| vec![None; n.outputs.len()]).collect();
-    let mut profiles: Vec<Option<NodeProfile>> = vec![None; graph.nodes.len()];
-    for id in order {
-        let node = graph.node(id);
-        let call = program.call(id);
+    let mut runner = Runner {
+        program,
+        state,
+        feeds,
+        settings: &options.settings,
+        values: graph.nodes.iter().map(|n| vec![None; n.outputs.len()]).collect(),
+    };
+    let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(options.reps); graph.nodes.len()];
+    let mut measured: Vec<Option<(Vec<u64>, u64)>> = vec![None; graph.nodes.len()];
+    let mut measure = |id: NodeId, runner: &mut Runner| -> Result<(), ExecError> {
+        let (_, extra, outs) = runner.call(id, meter)?;
+        let output_bytes: Vec<u64> = outs.iter().map(|t| t.fact().bytes()).collect();
+        let temporary = extra.saturating_sub(output_bytes.iter().sum());
+        measured[id.index()] = Some((output_bytes, temporary));
+        runner.keep(id, outs);
+        Ok(())
+    };
+    match options.mode {
+        ProfileMode::InStep => {
+            for pass in 0..options.warmup + options.reps {
+                for &id in &order {
+                    if pass == 0 {
+                        measure(id, &mut runner)?;
+                        if options.warmup > 0 {
+                            continue;
+                        }
+                    }
+                    let (micros, _, outs) = runner.call(id, None)?;
+                    if pass >= options.warmup {
+                        times[id.index()].push(micros);
+                    }
+                    runner.keep(id, outs);
+                }
+            }
+        }
+        ProfileMode::BackToBack => {
+            for &id in &order {
+                measure(id, &mut runner)?;
+                for rep in 0..options.warmup + options.reps {
+                    let (micros, _, outs) = runner.call(id, None)?;
+                    if rep >= options.warmup {
+                        times[id.index()].push(micros);
+                    }
+                    runner.keep(id, outs);
+                }
+            }
+        }
+    }
+    graph
+        .nodes
+        .iter()
+        .map(|node| {
+            let i = node.id.index();
+            let (output_bytes, temporary_bytes) = measured[i].clone().ok_or_else(|| {
+                ExecError::Mismatch(format!("node `{}` is not in topological order", node.name))
+            })?;
+            times[i].sort_by(f64::total_cmp);
+            Ok(NodeProfile {
+                name: node.name.clone(),
+                time_us: median(&times[i]),
+                output_bytes,
+                temporary_bytes,
+            })
+        })
+        .collect()
+}
+
+/// Runs nodes one at a time, keeping the values their consumers read.
+struct Runner<'a> {
+    program: &'a Program,
+    state: &'a TrainState,
+    feeds: &'a Feeds,
+    settings: &'a RunSettings,
+    values: Vec<Vec<Option<Arc<Tensor>>>>,
+}
+
+impl Runner<'_> {
+    /// Calls node `id`'s kernel once on its inputs' current values, with a fresh copy of its
+    /// optimizer state: the time in µs, the peak heap growth `meter` saw, the outputs.
+    fn call(
+        &self,
+        id: NodeId,
+        meter: Option<&dyn HeapMeter>,
+    ) -> Result<(f64, u64, Vec<Tensor>), ExecError> {
+        let node = self.program.graph().node(id);
+        let call = self.program.call(id);
         let mut inputs: Vec<Arc<Tensor>> = Vec::with_capacity(call.inputs.len());
         if node.op == Op::Input {
-            inputs.push(Arc::new(fed(feeds, &node.name, &node.outputs[0])?.clone()));
+            inputs.push(Arc::new(fed(self.feeds, &node.name, &node.outputs[0])?.clone()));
         } else {
             for o in &call.inputs {
-                let value = values[o.node.index()][o.slot as usize].clone();
+                let value = self.values[o.node.index()][o.slot as usize].clone();
                 inputs.push(value.ok_or_else(|| {
                     ExecError::Mismatch(format!("`{}` reads a value never computed", node.name))
                 })?);
             }
         }
         let inputs: Vec<&Tensor> = inputs.iter().map(|t| &**t).collect();
-        let params: Vec<&Tensor> = call.params.iter().map(|p| &*state.params[p.index()]).collect();
-        let once = |meter: Option<&dyn HeapMeter>| -> Result<(f64, u64, Vec<Tensor>), ExecError> {
-            let mut slots = state.slots[id.index()].clone();
-            let before = meter.map(|m| {
-                m.reset_peak();
-                m.current()
-            });
-            let start = Instant::now();
-            let outs = program
-                .run_node(id, &inputs, &params, &mut slots, step, &options.settings)
-                .map_err(|source| ExecError::Kernel {
-                    task: node.name.clone(),
-                    node: node.name.clone(),
-                    source,
-                })?;
-            let micros = start.elapsed().as_secs_f64() * 1e6;
-            let extra = match (meter, before) {
-                (Some(m), Some(before)) => m.peak().saturating_sub(before),
-                _ => 0,
-            };
-            Ok((micros, extra, outs))
-        };
-        let (_, extra, mut outs) = once(meter)?;
-        let output_bytes: Vec<u64> = outs.iter().map(|t| t.fact().bytes()).collect();
-        let temporary_bytes = extra.saturating_sub(output_bytes.iter().sum());
-        for _ in 0..options.warmup {
-            once(None)?;
+        let params: Vec<&Tensor> =
+            call.params.iter().map(|p| &*self.state.params[p.index()]).collect();
+        let mut slots = self.state.slots[id.index()].clone();
+        let step = self.state.step + 1;
+        if let Some(m) = meter {
+            m.start();
         }
-        let mut times = Vec::with_capacity(options.reps);
-        for _ in 0..options.reps {
-            let (micros, _, last) = once(None)?;
-            times.push(micros);
-            outs = last;
-        }
-        times.sort_by(f64::total_cmp);
-        profiles[id.index()] = Some(NodeProfile {
-            name: node.name.clone(),
-            time_us: median(&times),
-            output_bytes,
-            temporary_bytes,
-        });
-        values[id.index()] = outs.into_iter().map(|t| Some(Arc::new(t))).collect();
+        let start = Instant::now();
+        let outs = self
+            .program
+            .run_node(id, &inputs, &params, &mut slots, step, self.settings)
+            .map_err(|source| ExecError::Kernel {
+                task: node.name.clone(),
+                node: node.name.clone(),
+                source,
+            })?;
+        let micros = start.elapsed().as_secs_f64() * 1e6;
+        let extra = meter.map_or(0, HeapMeter::peak_growth);
+        Ok((micros, extra, outs))
     }
-    profiles
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| {
-            p.ok_or_else(|| {
-                let name = &graph.node(NodeId(i as u32)).name;
-                ExecError::Mismatch(format!("node `{name}` is not reached in topological order"))
-            })
-        })
-        .collect()
+
+    /// Stores node `id`'s outputs for its consumers.
+    fn keep(&mut self, id: NodeId, outs: Vec<Tensor>) {
+        self.values[id.index()] = outs.into_iter().map(|t| Some(Arc::new(t))).collect();
+    }
 }
 
 /// The median of sorted, non-empty `times`.

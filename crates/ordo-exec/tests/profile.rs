@@ -1,7 +1,9 @@
 //! The profiler: one measurement per node of a small zoo model's training graph, in graph
 //! order, with the outputs' real sizes; bad options and feeds are errors.
 
-use ordo_exec::{ExecError, ProfileOptions, Program, TrainState, profile, synthetic_feeds};
+use ordo_exec::{
+    ExecError, ProfileMode, ProfileOptions, Program, TrainState, profile, synthetic_feeds,
+};
 use ordo_ir::OutletId;
 use ordo_ir::op::Optimizer;
 use ordo_ir::training::training_graph;
@@ -18,16 +20,20 @@ fn every_node_is_measured_with_its_outputs_sizes() {
     let program = program("mobilenet_v3_large");
     let state = TrainState::new(&program, 3).unwrap();
     let feeds = synthetic_feeds(program.graph(), 3).unwrap();
-    let options = ProfileOptions { reps: 3, warmup: 1, ..ProfileOptions::default() };
-    let measured = profile(&program, &state, &feeds, &options, None).unwrap();
-    let graph = program.graph();
-    assert_eq!(measured.len(), graph.nodes.len());
-    for (m, node) in measured.iter().zip(&graph.nodes) {
-        assert_eq!(m.name, node.name);
-        assert!(m.time_us.is_finite() && m.time_us >= 0.0, "{}: {}", m.name, m.time_us);
-        let bytes: Vec<u64> = node.outputs.iter().map(|f| f.bytes()).collect();
-        assert_eq!(m.output_bytes, bytes, "{}", m.name);
-        assert_eq!(m.temporary_bytes, 0, "no meter, no temporary bytes");
+    for (mode, warmup) in
+        [(ProfileMode::InStep, 1), (ProfileMode::InStep, 0), (ProfileMode::BackToBack, 1)]
+    {
+        let options = ProfileOptions { reps: 2, warmup, mode, ..ProfileOptions::default() };
+        let measured = profile(&program, &state, &feeds, &options, None).unwrap();
+        let graph = program.graph();
+        assert_eq!(measured.len(), graph.nodes.len());
+        for (m, node) in measured.iter().zip(&graph.nodes) {
+            assert_eq!(m.name, node.name);
+            assert!(m.time_us.is_finite() && m.time_us >= 0.0, "{}: {}", m.name, m.time_us);
+            let bytes: Vec<u64> = node.outputs.iter().map(|f| f.bytes()).collect();
+            assert_eq!(m.output_bytes, bytes, "{mode:?}: {}", m.name);
+            assert_eq!(m.temporary_bytes, 0, "no meter, no temporary bytes");
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use ordo_cost::{PROFILE_FORMAT, Profile, ProfileNode};
-use ordo_exec::{ProfileOptions, Program, RunSettings, TrainState, synthetic_feeds};
+use ordo_exec::{ProfileMode, ProfileOptions, Program, RunSettings, TrainState, synthetic_feeds};
 
 use crate::format::Table;
 use crate::placing::{OptimizerArg, training_graph};
@@ -32,6 +32,10 @@ pub struct Args {
     /// Untimed calls of each kernel before the timed ones.
     #[arg(long, default_value_t = 2)]
     pub warmup: usize,
+    /// Call each node all its times in a row (warm caches: the kernel alone) instead of in
+    /// whole passes over the graph (each call meets the caches as a step leaves them).
+    #[arg(long)]
+    pub back_to_back: bool,
     /// Seed of the parameters, synthetic inputs and dropout masks.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -63,7 +67,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         reps: args.reps,
         warmup: args.warmup,
         settings: RunSettings { seed: args.seed, ..RunSettings::default() },
+        mode: if args.back_to_back { ProfileMode::BackToBack } else { ProfileMode::InStep },
     };
+    crate::heap::enable();
     let measured = crate::progress::with_spinner(&format!("profiling `{label}`"), |_| {
         ordo_exec::profile(&program, &state, &feeds, &options, Some(&crate::heap::Meter))
     })
@@ -75,6 +81,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         device: device_description(),
         reps: args.reps,
         warmup: args.warmup,
+        calls: if args.back_to_back { "back-to-back" } else { "in-step" }.to_string(),
         temporary_measured: true,
         nodes: measured
             .into_iter()
