@@ -192,12 +192,13 @@ impl Runner<'_> {
         let inputs: Vec<&Tensor> = inputs.iter().map(|t| &**t).collect();
         let params: Vec<&Tensor> =
             call.params.iter().map(|p| &*self.state.params[p.index()]).collect();
-        let mut slots = self.state.slots[id.index()].clone();
         let step = self.state.step + 1;
         if let Some(m) = meter {
             m.start();
         }
         let start = Instant::now();
+        // Timed with the kernel: the engine's update copies its optimizer state too.
+        let mut slots = self.state.slots[id.index()].clone();
         let outs = self
             .program
             .run_node(id, &inputs, &params, &mut slots, step, self.settings)

@@ -220,11 +220,11 @@ impl Executable {
             }
         }
         let mut slots = slots;
-        state.slots = slots
-            .swap_remove(0)
-            .into_iter()
-            .map(|s| s.into_inner().unwrap_or_else(|p| p.into_inner()))
-            .collect();
+        for (node, advanced) in slots.swap_remove(0).into_iter().enumerate() {
+            if let Some(advanced) = advanced.into_inner().unwrap_or_else(|p| p.into_inner()) {
+                state.slots[node] = advanced;
+            }
+        }
         for (p, t) in updated.swap_remove(0) {
             state.params[p.index()] = Arc::new(t);
         }

@@ -38,8 +38,10 @@ pub(crate) struct Step<'a> {
     pub feeds: &'a [Feeds],
     pub budgets: &'a [Option<u64>],
     pub empty_kernels: bool,
-    /// Per replica, per node: optimizer state.
-    pub slots: Vec<Vec<Mutex<Vec<Tensor>>>>,
+    /// Optimizer state at the start of the step, per node (read by every replica).
+    pub initial_slots: &'a [Vec<Tensor>],
+    /// Per replica, per node: the optimizer state an update left, once it ran.
+    pub slots: Vec<Vec<Mutex<Option<Vec<Tensor>>>>>,
     /// Per replica, per graph output: its value once computed.
     pub fetched: Vec<Vec<Mutex<Option<Tensor>>>>,
     /// Per replica: the next value of each updated parameter.
@@ -66,7 +68,7 @@ impl<'a> Step<'a> {
         step: u64,
         params: &'a [Arc<Tensor>],
         feeds: &'a [Feeds],
-        slots: &[Vec<Tensor>],
+        slots: &'a [Vec<Tensor>],
         budgets: &'a [Option<u64>],
         empty_kernels: bool,
     ) -> Self {
@@ -82,8 +84,9 @@ impl<'a> Step<'a> {
             feeds,
             budgets,
             empty_kernels,
+            initial_slots: slots,
             slots: (0..replicas)
-                .map(|_| slots.iter().map(|s| Mutex::new(s.clone())).collect())
+                .map(|_| slots.iter().map(|_| Mutex::new(None)).collect())
                 .collect(),
             fetched: (0..replicas)
                 .map(|_| (0..outputs).map(|_| Mutex::new(None)).collect())
@@ -327,7 +330,9 @@ impl<'a> Step<'a> {
         };
         let args: Vec<&Tensor> = values.iter().map(|v| &**v).collect();
         let params: Vec<&Tensor> = call.params.iter().map(|p| &*self.params[p.index()]).collect();
-        let mut slots = lock(&self.slots[replica][id.index()]);
+        // An update advances a copy of its optimizer state, kept until the step succeeds, so
+        // that a failed step leaves the state as it was.
+        let mut slots = self.initial_slots[id.index()].clone();
         let outs = self
             .program
             .run_node(id, &args, &params, &mut slots, self.step, self.settings)
@@ -336,7 +341,9 @@ impl<'a> Step<'a> {
                 node: node.name.clone(),
                 source,
             })?;
-        drop(slots);
+        if !slots.is_empty() {
+            *lock(&self.slots[replica][id.index()]) = Some(slots);
+        }
         for &(slot, k) in fetch {
             *lock(&self.fetched[replica][k]) = Some(outs[slot].clone());
         }
