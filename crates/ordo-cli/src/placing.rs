@@ -58,7 +58,8 @@ pub struct ProblemArgs {
     /// Optimizer for the training-step memory model.
     #[arg(long, value_enum, default_value = "momentum")]
     pub optimizer: OptimizerArg,
-    /// Node compute times from a profile written by `ordo profile` (of the same graph: the
+    /// Node compute times, and the cost of a transfer where it was measured, from a profile
+    /// written by `ordo profile` (of the same graph: the
     /// same model, size, `--small` and `--train`) instead of the roofline.
     #[arg(long, value_name = "FILE")]
     pub profile: Option<std::path::PathBuf>,
@@ -124,18 +125,27 @@ impl ProblemArgs {
                 (Devices::uniform(n, memory), label)
             }
         };
-        let (graph, label) = self.cost_graph(cluster.as_ref())?;
+        let profile = self.profile.as_deref().map(ordo_cost::Profile::read).transpose()?;
+        let mut devices = devices;
+        if let Some(comm) = profile.as_ref().and_then(ordo_cost::Profile::comm) {
+            devices.comm = comm;
+        }
+        let (graph, label) = self.cost_graph(cluster.as_ref(), profile.as_ref())?;
         let problem = PlaceProblem::new(&graph, devices, self.mode())
             .with_context(|| format!("preparing `{label}` for placement"))?;
         Ok(Loaded { problem, label, devices_label })
     }
 
-    /// The costed graph, with node times from `--profile` when given, and its label.
-    fn cost_graph(&self, cluster: Option<&Cluster>) -> anyhow::Result<(CostGraph, String)> {
+    /// The costed graph, with node times from `profile` (read from `--profile`) when given,
+    /// and its label.
+    fn cost_graph(
+        &self,
+        cluster: Option<&Cluster>,
+        profile: Option<&ordo_cost::Profile>,
+    ) -> anyhow::Result<(CostGraph, String)> {
         let (mut graph, label) = self.roofline_cost_graph(cluster)?;
-        if let Some(path) = &self.profile {
-            let profile = ordo_cost::Profile::read(path)?;
-            ordo_cost::apply_profile(&mut graph, &profile)
+        if let (Some(profile), Some(path)) = (profile, &self.profile) {
+            ordo_cost::apply_profile(&mut graph, profile)
                 .with_context(|| format!("costing `{label}` with {}", path.display()))?;
         }
         Ok((graph, label))

@@ -38,5 +38,5 @@ pub use costgraph::{
 pub use export::{costgraph_for_cluster, costgraph_from_graph, costgraph_with};
 pub use memory::{NodeMemory, Optimizer, StepMode, node_memory};
 pub use model::{CommModel, KernelCost, Roofline};
-pub use profile::{PROFILE_FORMAT, Profile, ProfileError, ProfileNode, apply_profile};
+pub use profile::{PROFILE_FORMAT, Profile, ProfileError, ProfileLink, ProfileNode, apply_profile};
 pub use synth::synth;

@@ -44,13 +44,33 @@ pub struct Profile {
     pub reps: usize,
     /// Untimed calls before them.
     pub warmup: usize,
-    /// How the calls were made: `in-step` (whole passes over the graph) or `back-to-back`
+    /// How the calls were made: `runtime` (whole steps of the runtime), `in-step` (whole
+    /// passes of kernel calls over the graph) or `back-to-back`
     /// (each node all its calls in a row).
     pub calls: String,
     /// Whether `temporary_bytes` were measured (else they are 0).
     pub temporary_measured: bool,
     /// Every node of the graph, in the graph's order.
     pub nodes: Vec<ProfileNode>,
+    /// What a transfer between two devices of the runtime measured, when it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<ProfileLink>,
+}
+
+/// A measured transfer between two devices: a fixed cost and a cost per byte.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProfileLink {
+    /// Fixed cost of one transfer, µs (the hand-over between devices).
+    pub fixed_us: f64,
+    /// Cost per byte, µs.
+    pub us_per_byte: f64,
+}
+
+impl Profile {
+    /// The measured link as a communication model, when there is one.
+    pub fn comm(&self) -> Option<crate::CommModel> {
+        self.link.map(|l| crate::CommModel { us_per_byte: l.us_per_byte, fixed_us: l.fixed_us })
+    }
 }
 
 /// What one node measured.

@@ -35,6 +35,7 @@ fn profile_of(graph: &Graph) -> Profile {
                 temporary_bytes: 7 * i as u64,
             })
             .collect(),
+        link: None,
     }
 }
 

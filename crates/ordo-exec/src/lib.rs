@@ -9,13 +9,16 @@
 pub mod cpu;
 mod engine;
 mod error;
+mod link;
 pub mod profile;
 mod program;
+mod runtime_profile;
 pub mod sequential;
 mod state;
 
 pub use engine::{EngineOptions, Executable, StepRun, Sync, TaskSpan};
 pub use error::ExecError;
+pub use link::measure_link;
 pub use profile::{HeapMeter, NodeProfile, ProfileMode, ProfileOptions, profile};
 pub use program::{NodeCall, Program, RunSettings, scale_backward_seed};
 pub use sequential::StepOutputs;

@@ -59,6 +59,11 @@ pub enum ProfileMode {
     /// Node after node, each called `warmup + reps` times in a row: warm caches, the kernel's
     /// own speed.
     BackToBack,
+    /// `warmup + reps` whole steps of the runtime on one device with one worker, in
+    /// topological order: a node's time runs from the start of its task to the start of the
+    /// next, so it counts what the runtime spends on the task (dispatch, allocation, release)
+    /// besides the kernel. Memory is measured as with [`ProfileMode::InStep`].
+    Runtime,
 }
 
 /// What one node measured.
@@ -110,7 +115,7 @@ pub fn profile(
         Ok(())
     };
     match options.mode {
-        ProfileMode::InStep => {
+        ProfileMode::InStep | ProfileMode::Runtime => {
             for pass in 0..options.warmup + options.reps {
                 for &id in &order {
                     if pass == 0 {
@@ -139,6 +144,9 @@ pub fn profile(
                 }
             }
         }
+    }
+    if options.mode == ProfileMode::Runtime {
+        times = crate::runtime_profile::task_times(program, state, feeds, options)?;
     }
     graph
         .nodes

@@ -49,3 +49,12 @@ fn no_timed_call_and_a_missing_feed_are_errors() {
     let err = profile(&program, &state, &feeds, &ProfileOptions::default(), None).unwrap_err();
     assert!(matches!(&err, ExecError::Feed { name, .. } if name == "tgt"), "{err}");
 }
+
+#[test]
+fn a_transfer_between_two_cpu_devices_costs_something_finite() {
+    let link = ordo_exec::measure_link(3).unwrap();
+    assert!(link.fixed_us.is_finite() && link.fixed_us >= 0.0, "{link:?}");
+    assert!(link.us_per_byte.is_finite() && link.us_per_byte >= 0.0, "{link:?}");
+    // A 4 MiB copy cannot be free: memory bandwidth is finite.
+    assert!(link.time_us(4 << 20) > 0, "{link:?}");
+}

@@ -5,12 +5,41 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use ordo_cost::{PROFILE_FORMAT, Profile, ProfileNode};
+use ordo_cost::{PROFILE_FORMAT, Profile, ProfileLink, ProfileNode};
 use ordo_exec::{ProfileMode, ProfileOptions, Program, RunSettings, TrainState, synthetic_feeds};
 
 use crate::format::Table;
 use crate::placing::{OptimizerArg, training_graph};
 use crate::source::{self, SizeArgs, Source};
+
+/// How `ordo profile` calls the kernels.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum CallsArg {
+    /// Whole steps of the runtime, one device, one worker.
+    Runtime,
+    /// Whole passes of kernel calls over the graph.
+    InStep,
+    /// Each node all its calls in a row.
+    BackToBack,
+}
+
+impl CallsArg {
+    fn mode(self) -> ProfileMode {
+        match self {
+            CallsArg::Runtime => ProfileMode::Runtime,
+            CallsArg::InStep => ProfileMode::InStep,
+            CallsArg::BackToBack => ProfileMode::BackToBack,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            CallsArg::Runtime => "runtime",
+            CallsArg::InStep => "in-step",
+            CallsArg::BackToBack => "back-to-back",
+        }
+    }
+}
 
 /// Arguments of `ordo profile`.
 #[derive(clap::Args, Debug)]
@@ -32,13 +61,18 @@ pub struct Args {
     /// Untimed calls of each kernel before the timed ones.
     #[arg(long, default_value_t = 2)]
     pub warmup: usize,
-    /// Call each node all its times in a row (warm caches: the kernel alone) instead of in
-    /// whole passes over the graph (each call meets the caches as a step leaves them).
-    #[arg(long)]
-    pub back_to_back: bool,
+    /// How the calls are made: `runtime` (whole steps of the runtime on one device and one
+    /// worker; a node's time includes what the runtime spends on its task), `in-step` (whole
+    /// passes of kernel calls) or `back-to-back` (each node all its calls in a row: the kernel
+    /// alone, warm caches).
+    #[arg(long, value_enum, default_value = "runtime")]
+    pub calls: CallsArg,
     /// Seed of the parameters, synthetic inputs and dropout masks.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Do not measure the cost of a transfer between two CPU devices (it takes a second).
+    #[arg(long)]
+    pub no_link: bool,
     /// Where to write the profile (JSON, `ordo.profile/1`).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
@@ -67,13 +101,20 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         reps: args.reps,
         warmup: args.warmup,
         settings: RunSettings { seed: args.seed, ..RunSettings::default() },
-        mode: if args.back_to_back { ProfileMode::BackToBack } else { ProfileMode::InStep },
+        mode: args.calls.mode(),
     };
     crate::heap::enable();
     let measured = crate::progress::with_spinner(&format!("profiling `{label}`"), |_| {
         ordo_exec::profile(&program, &state, &feeds, &options, Some(&crate::heap::Meter))
     })
     .with_context(|| format!("profiling `{label}`"))?;
+    let link = if args.no_link {
+        None
+    } else {
+        let comm =
+            crate::progress::with_spinner("measuring transfers", |_| ordo_exec::measure_link(11))?;
+        Some(ProfileLink { fixed_us: comm.fixed_us, us_per_byte: comm.us_per_byte })
+    };
     let profile = Profile {
         format: PROFILE_FORMAT.to_string(),
         model: label.clone(),
@@ -81,7 +122,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         device: device_description(),
         reps: args.reps,
         warmup: args.warmup,
-        calls: if args.back_to_back { "back-to-back" } else { "in-step" }.to_string(),
+        calls: args.calls.name().to_string(),
         temporary_measured: true,
         nodes: measured
             .into_iter()
@@ -93,6 +134,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 temporary_bytes: n.temporary_bytes,
             })
             .collect(),
+        link,
     };
     profile.write(&args.out)?;
     print_summary(&profile);

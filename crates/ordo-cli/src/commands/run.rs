@@ -150,13 +150,14 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         Some(text) => ordo_cost::parse_bytes(text).with_context(|| format!("--memory {text}"))?,
         None => u64::MAX,
     };
+    let comm = profile.as_ref().and_then(ordo_cost::Profile::comm).unwrap_or(cpu.comm(0, 1));
     let problem_on = |n: usize| -> anyhow::Result<PlaceProblem> {
         let mut cost = ordo_cost::costgraph_for_cluster(&graph, &cpu);
         if let (Some(profile), Some(path)) = (&profile, &args.profile) {
             ordo_cost::apply_profile(&mut cost, profile)
                 .with_context(|| format!("costing `{}` with {}", graph.name, path.display()))?;
         }
-        let devices = Devices { memory: vec![memory; n], comm: cpu.comm(0, 1) };
+        let devices = Devices { memory: vec![memory; n], comm };
         PlaceProblem::new(&cost, devices, problem_args.mode())
             .with_context(|| format!("preparing `{}`", graph.name))
     };
@@ -168,13 +169,8 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     };
     let (plan, replicas, label) = if let Some(replicas) = args.data_parallel {
         let schedule = one_device(args.schedule)?;
-        let config = DataParallel {
-            replicas,
-            network: cpu.comm(0, 1),
-            bucket_bytes: 0,
-            first_k: 0,
-            schedule,
-        };
+        let config =
+            DataParallel { replicas, network: comm, bucket_bytes: 0, first_k: 0, schedule };
         let plan = ordo_sched::data_parallel_plan(&problem_on(1)?, &config, 1)?;
         ordo_exec::scale_backward_seed(&mut graph, 1.0 / replicas as f64);
         (plan, replicas, format!("{replicas} data-parallel replicas, {}", schedule.name()))
