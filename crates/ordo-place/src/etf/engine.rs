@@ -87,6 +87,9 @@ struct Memory {
     part_resident: Vec<u64>,
     /// Whether the node's resident bytes are reserved.
     counted: Vec<bool>,
+    /// Bytes of all the tensors on the node's in-edges: a bound on what starting it can send
+    /// to a device, which spares [`Engine::fits`] the exact sum when memory is plentiful.
+    input_bytes: Vec<u64>,
 }
 
 impl<'a> Engine<'a> {
@@ -147,6 +150,14 @@ impl<'a> Engine<'a> {
                 last_consumer_finish: vec![0; n],
                 part_resident,
                 counted: vec![false; n],
+                input_bytes: problem
+                    .in_edges
+                    .iter()
+                    .map(|edges| {
+                        let tensors = edges.iter().flat_map(|&e| &problem.edges[e].tensors);
+                        tensors.fold(0u64, |sum, &t| sum.saturating_add(problem.tensors[t].bytes))
+                    })
+                    .collect(),
             },
         }
     }
@@ -252,11 +263,10 @@ impl<'a> Engine<'a> {
         let now = mem.live[d].saturating_add(self.transient(v));
         // What it reserves counts from time 0, so it must also fit beside the highest level
         // seen so far.
-        mem.reserved[d]
-            .saturating_add(reserving)
-            .saturating_add(self.incoming(v, d))
-            .saturating_add(now.max(mem.high[d]))
-            <= mem.limit[d]
+        let base = mem.reserved[d].saturating_add(reserving).saturating_add(now.max(mem.high[d]));
+        // Saturating sums of non-negative terms: the bound fitting implies the exact sum fits.
+        base.saturating_add(mem.input_bytes[v]) <= mem.limit[d]
+            || base.saturating_add(self.incoming(v, d)) <= mem.limit[d]
     }
 
     /// Whether `v` may start on `d`: its group allows `d` and it fits.
