@@ -69,9 +69,11 @@ fn print_summary(loaded: &crate::placing::Loaded, placement: &Placement, file: &
         0.0
     };
     println!(
-        "predicted time   {:.2} ms (lower bound {:.2} ms, gap {gap:.1}%)",
+        "predicted time   {:.2} ms (lower bound {:.2} ms, gap {gap:.1}%; critical path and \
+         work alone {:.2} ms)",
         placement.makespan_us as f64 / 1e3,
-        file.lower_bound_us as f64 / 1e3
+        file.lower_bound_us as f64 / 1e3,
+        file.simple_lower_bound_us as f64 / 1e3
     );
     if file.baechi_makespan_us != placement.makespan_us {
         println!(
