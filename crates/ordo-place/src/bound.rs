@@ -26,9 +26,10 @@
 //!   by its transfer. The node starts no sooner than the best choice of which predecessors share
 //!   its device (members of its colocation group always do), and symmetrically for the tail
 //!   after a node; the makespan is at least earliest start plus tail of every node;
-//! * **memory**: when the resident bytes of the critical path's nodes exceed the largest device,
-//!   the path spans at least `k` devices, so at least `k - 1` of its edges carry a transfer:
-//!   the path's compute plus its `k - 1` cheapest transfers.
+//! * **memory**: a run of consecutive nodes of the critical path whose resident bytes exceed the
+//!   largest device cannot be on one device, so some edge inside it carries a transfer: the
+//!   path's compute plus the cheapest set of its edges that leaves every run within a device
+//!   (dynamic programming).
 
 use crate::problem::PlaceProblem;
 
@@ -234,7 +235,8 @@ fn communication(p: &PlaceProblem) -> u64 {
     (0..n).map(|v| start[v] + p.weights[v] + after[v]).max().unwrap_or(0)
 }
 
-/// The memory bound on one critical path.
+/// The memory bound on one critical path: its compute plus the cheapest set of its edges that
+/// cuts it into runs whose resident bytes each fit the largest device.
 fn memory(p: &PlaceProblem, head: &[u64], tail: &[u64], c: u64) -> u64 {
     let capacity = p.devices.memory.iter().copied().max().unwrap_or(0);
     let Some(mut v) = (0..p.len()).find(|&v| head[v] == 0 && tail[v] == c) else { return c };
@@ -243,24 +245,58 @@ fn memory(p: &PlaceProblem, head: &[u64], tail: &[u64], c: u64) -> u64 {
         let kept = m.retain_outputs || p.out_edges[v].is_empty();
         m.persistent.saturating_add(if kept { m.outputs } else { 0 })
     };
-    let mut bytes = resident(v);
+    let mut bytes = vec![resident(v)];
     let mut delays = Vec::new();
     loop {
-        let next = p.out_edges[v]
-            .iter()
-            .filter(|&&e| tail[p.edges[e].target] + p.weights[v] == tail[v])
-            .min_by_key(|&&e| delay(p, e));
-        let Some(&e) = next else { break };
-        delays.push(delay(p, e));
-        v = p.edges[e].target;
-        bytes = bytes.saturating_add(resident(v));
+        let on_path = |e: &&usize| tail[p.edges[**e].target] + p.weights[v] == tail[v];
+        let Some(&e) = p.out_edges[v].iter().filter(on_path).min_by_key(|&&e| delay(p, e)) else {
+            break;
+        };
+        let w = p.edges[e].target;
+        let cut = p.out_edges[v].iter().filter(|&&f| p.edges[f].target == w).map(|&f| delay(p, f));
+        delays.push(cut.max().unwrap_or(0));
+        v = w;
+        bytes.push(resident(v));
     }
-    if capacity == 0 || bytes <= capacity {
-        return c;
+    c.saturating_add(cheapest_cuts(&bytes, &delays, capacity).unwrap_or(0))
+}
+
+/// The cheapest total delay of a set of cuts (cut `i` separates node `i` from node `i + 1`)
+/// that leaves every run of consecutive nodes within `capacity` bytes; `None` when a node alone
+/// exceeds it. Dynamic programming with a sliding-window minimum, time `O(nodes)`.
+fn cheapest_cuts(bytes: &[u64], delays: &[u64], capacity: u64) -> Option<u64> {
+    if bytes.iter().any(|&b| b > capacity) {
+        return None;
     }
-    let cuts = usize::try_from(bytes.div_ceil(capacity) - 1).unwrap_or(usize::MAX);
-    delays.sort_unstable();
-    c + delays.iter().take(cuts).sum::<u64>()
+    // cost[k]: the cheapest cuts of nodes 0..k whose last cut is just before node k (k = 0:
+    // none). The run from node k to node i fits when sum(bytes[k..=i]) <= capacity.
+    let n = bytes.len();
+    let mut cost = vec![u64::MAX; n + 1];
+    cost[0] = 0;
+    let mut window: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
+    window.push_back(0);
+    let (mut first, mut sum) = (0usize, 0u64);
+    for i in 0..n {
+        sum = sum.saturating_add(bytes[i]);
+        while sum > capacity {
+            sum -= bytes[first];
+            first += 1;
+        }
+        while window.front().is_some_and(|&k| k < first) {
+            window.pop_front();
+        }
+        let best = cost[*window.front()?];
+        if i + 1 == n {
+            return Some(best);
+        }
+        // Cutting after node i starts a run at node i + 1.
+        cost[i + 1] = best.saturating_add(delays[i]);
+        while window.back().is_some_and(|&k| cost[k] >= cost[i + 1]) {
+            window.pop_back();
+        }
+        window.push_back(i + 1);
+    }
+    Some(0)
 }
 
 /// The cut bound: in each weakly connected component, either every node is on one device, which
@@ -305,4 +341,42 @@ fn cut(p: &PlaceProblem, head: &[u64], tail: &[u64]) -> u64 {
         through[k] = through[k].min(length);
     }
     work.iter().zip(&through).map(|(&w, &t)| w.min(t)).max().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cheapest_cuts;
+
+    /// Every subset of cuts whose runs fit, by exhaustion.
+    fn exhaustive(bytes: &[u64], delays: &[u64], capacity: u64) -> Option<u64> {
+        (0u32..1 << delays.len())
+            .filter(|mask| {
+                let mut run = 0;
+                bytes.iter().enumerate().all(|(i, &b)| {
+                    if i > 0 && mask & (1 << (i - 1)) != 0 {
+                        run = 0;
+                    }
+                    run += b;
+                    run <= capacity
+                })
+            })
+            .map(|mask| (0..delays.len()).filter(|i| mask & (1 << i) != 0).map(|i| delays[i]).sum())
+            .min()
+    }
+
+    #[test]
+    fn cheapest_cuts_match_exhaustive_search() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..2000 {
+            let n = rng.usize(1..10);
+            let bytes: Vec<u64> = (0..n).map(|_| rng.u64(0..50)).collect();
+            let delays: Vec<u64> = (1..n).map(|_| rng.u64(0..20)).collect();
+            let capacity = rng.u64(0..120);
+            assert_eq!(
+                cheapest_cuts(&bytes, &delays, capacity),
+                exhaustive(&bytes, &delays, capacity),
+                "{bytes:?} {delays:?} {capacity}"
+            );
+        }
+    }
 }

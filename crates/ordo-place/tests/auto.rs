@@ -87,22 +87,26 @@ fn twice_the_budget_is_never_worse_and_the_search_is_deterministic() {
 }
 
 /// The table of the closing note: per graph and device count, the best Baechi algorithm, the
-/// best fast placer, `auto` with the default budget, the lower bound and the search time.
+/// best fast placer, `auto` with the default budget, its gain over the best fast placer, the
+/// search time, both lower bounds and the gap to the tighter one. Markdown rows.
 /// `cargo test --release -p ordo-place --test auto -- --ignored --nocapture`.
 #[test]
 #[ignore = "measurement; run in release with --ignored --nocapture"]
 fn auto_against_the_fast_placers() {
     let options = AutoOptions::default();
     println!(
-        "graph devices memory | best Baechi | best fast | auto (moves, evals, s) | bound | gap"
+        "| graph | devices | memory | best Baechi (ms) | best fast placer (ms) | auto (ms) | gain | \
+         auto from | search s | max(CP, work/d) (ms) | lower bound (ms) | gap |"
     );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, graph, mode) in graphs() {
+        let source = if mode == StepMode::ForwardOnly { "sample" } else { "zoo" };
         for devices in [2, 4, 8] {
             for (memory, problem) in
                 ["unlimited", "tight"].iter().zip(problems(&graph, mode, devices))
             {
                 let Ok(auto) = place_auto(&problem, &options) else {
-                    println!("{name} {devices} {memory}: no placement");
+                    println!("| {name} ({source}) | {devices} | {memory} | no placement |");
                     continue;
                 };
                 let baechi = auto
@@ -116,18 +120,25 @@ fn auto_against_the_fast_placers() {
                     .iter()
                     .filter_map(|(a, r)| r.as_ref().ok().map(|m| (*m, a.name())))
                     .min();
-                let bound = problem.lower_bound_us();
+                let (simple, bound) = (problem.simple_lower_bound_us(), problem.lower_bound_us());
                 let ms = |us: u64| us as f64 / 1e3;
+                let step = auto.placement.makespan_us;
+                let gain = fast.map_or(0.0, |(m, _)| (1.0 - step as f64 / m as f64) * 100.0);
+                let from = if auto.winner_devices < devices {
+                    format!("{} x{}", auto.winner, auto.winner_devices)
+                } else {
+                    auto.winner.to_string()
+                };
                 println!(
-                    "{name} {devices} {memory} | {} | {} | {:.2} ({}, {}, {:.2}) | {:.2} | {:.1}%",
+                    "| {name} ({source}) | {devices} | {memory} | {} | {} | {:.2} | {gain:.1}% | \
+                     {from} | {:.2} | {:.2} | {:.2} | {:.1}% |",
                     baechi.map_or("-".into(), |(m, a)| format!("{a} {:.2}", ms(m))),
                     fast.map_or("-".into(), |(m, a)| format!("{a} {:.2}", ms(m))),
-                    ms(auto.placement.makespan_us),
-                    auto.moves,
-                    auto.evaluations,
+                    ms(step),
                     auto.search_seconds,
+                    ms(simple),
                     ms(bound),
-                    (auto.placement.makespan_us as f64 / bound.max(1) as f64 - 1.0) * 100.0
+                    (step as f64 / bound.max(1) as f64 - 1.0) * 100.0
                 );
             }
         }

@@ -107,8 +107,32 @@ fn print_auto(auto: &ordo_place::AutoPlacement) {
         })
         .collect();
     println!("fast placers (ms) {}", candidates.join(", "));
+    let fewer: Vec<String> = auto
+        .fewer_devices
+        .iter()
+        .filter_map(|(algo, count, result)| {
+            result.as_ref().ok().map(|us| format!("{algo} x{count} {:.2}", *us as f64 / 1e3))
+        })
+        .collect();
+    if !fewer.is_empty() {
+        println!("on fewer devices  {}", fewer.join(", "));
+    }
     println!(
         "auto started from {}, then {} moves in {} simulations ({:.2} s)",
-        auto.winner, auto.moves, auto.evaluations, auto.search_seconds
+        winner_label(auto),
+        auto.moves,
+        auto.evaluations,
+        auto.search_seconds
     );
+}
+
+/// The fast placer `auto`'s best search started from, with its device count when it used fewer
+/// than all.
+pub(crate) fn winner_label(auto: &ordo_place::AutoPlacement) -> String {
+    let all = auto.placement.order.len();
+    if auto.winner_devices < all {
+        format!("{} on {} of {all} devices", auto.winner, auto.winner_devices)
+    } else {
+        auto.winner.to_string()
+    }
 }
