@@ -265,13 +265,24 @@ fn memory(p: &PlaceProblem, head: &[u64], tail: &[u64], c: u64) -> u64 {
 /// that leaves every run of consecutive nodes within `capacity` bytes; `None` when a node alone
 /// exceeds it. Dynamic programming with a sliding-window minimum, time `O(nodes)`.
 fn cheapest_cuts(bytes: &[u64], delays: &[u64], capacity: u64) -> Option<u64> {
-    if bytes.iter().any(|&b| b > capacity) {
+    cheapest_runs(bytes, delays, capacity).map(|(cost, _)| cost)
+}
+
+/// [`cheapest_cuts`] with the cuts: the cost and the first node of every run, in order.
+pub(crate) fn cheapest_runs(
+    bytes: &[u64],
+    delays: &[u64],
+    capacity: u64,
+) -> Option<(u64, Vec<usize>)> {
+    if bytes.is_empty() || bytes.iter().any(|&b| b > capacity) {
         return None;
     }
-    // cost[k]: the cheapest cuts of nodes 0..k whose last cut is just before node k (k = 0:
-    // none). The run from node k to node i fits when sum(bytes[k..=i]) <= capacity.
+    // cost[k]: the cheapest cuts of nodes 0..k when a run starts at node k (k = 0: none), and
+    // previous[k] the start of the run before. The run from node k to node i fits when
+    // sum(bytes[k..=i]) <= capacity.
     let n = bytes.len();
-    let mut cost = vec![u64::MAX; n + 1];
+    let mut cost = vec![u64::MAX; n];
+    let mut previous = vec![0usize; n];
     cost[0] = 0;
     let mut window: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
     window.push_back(0);
@@ -285,18 +296,24 @@ fn cheapest_cuts(bytes: &[u64], delays: &[u64], capacity: u64) -> Option<u64> {
         while window.front().is_some_and(|&k| k < first) {
             window.pop_front();
         }
-        let best = cost[*window.front()?];
+        let start = *window.front()?;
         if i + 1 == n {
-            return Some(best);
+            let mut starts = vec![start];
+            while let Some(&k) = starts.last().filter(|&&k| k > 0) {
+                starts.push(previous[k]);
+            }
+            starts.reverse();
+            return Some((cost[start], starts));
         }
         // Cutting after node i starts a run at node i + 1.
-        cost[i + 1] = best.saturating_add(delays[i]);
+        cost[i + 1] = cost[start].saturating_add(delays[i]);
+        previous[i + 1] = start;
         while window.back().is_some_and(|&k| cost[k] >= cost[i + 1]) {
             window.pop_back();
         }
         window.push_back(i + 1);
     }
-    Some(0)
+    None
 }
 
 /// The cut bound: in each weakly connected component, either every node is on one device, which
@@ -372,11 +389,18 @@ mod tests {
             let bytes: Vec<u64> = (0..n).map(|_| rng.u64(0..50)).collect();
             let delays: Vec<u64> = (1..n).map(|_| rng.u64(0..20)).collect();
             let capacity = rng.u64(0..120);
-            assert_eq!(
-                cheapest_cuts(&bytes, &delays, capacity),
-                exhaustive(&bytes, &delays, capacity),
-                "{bytes:?} {delays:?} {capacity}"
-            );
+            let expected = exhaustive(&bytes, &delays, capacity);
+            assert_eq!(cheapest_cuts(&bytes, &delays, capacity), expected, "{bytes:?} {delays:?}");
+            if let Some((cost, starts)) = super::cheapest_runs(&bytes, &delays, capacity) {
+                // The runs are the cuts the cost counts, and each fits.
+                assert_eq!(starts[0], 0);
+                let cut: u64 = starts[1..].iter().map(|&k| delays[k - 1]).sum();
+                assert_eq!(cut, cost);
+                for (i, &k) in starts.iter().enumerate() {
+                    let end = starts.get(i + 1).copied().unwrap_or(n);
+                    assert!(bytes[k..end].iter().sum::<u64>() <= capacity);
+                }
+            }
         }
     }
 }

@@ -124,11 +124,7 @@ fn auto_against_the_fast_placers() {
                 let ms = |us: u64| us as f64 / 1e3;
                 let step = auto.placement.makespan_us;
                 let gain = fast.map_or(0.0, |(m, _)| (1.0 - step as f64 / m as f64) * 100.0);
-                let from = if auto.winner_devices < devices {
-                    format!("{} x{}", auto.winner, auto.winner_devices)
-                } else {
-                    auto.winner.to_string()
-                };
+                let from = &auto.winner;
                 println!(
                     "| {name} ({source}) | {devices} | {memory} | {} | {} | {:.2} | {gain:.1}% | \
                      {from} | {:.2} | {:.2} | {:.2} | {:.1}% |",

@@ -100,9 +100,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             simulated: simulated_us(problem, &auto.placement, args.channel),
             note: format!(
                 "from {}, {} moves, search {:.2} s",
-                super::place::winner_label(&auto),
-                auto.moves,
-                auto.search_seconds
+                auto.winner, auto.moves, auto.search_seconds
             ),
             placement: Ok(auto.placement),
         },

@@ -119,20 +119,6 @@ fn print_auto(auto: &ordo_place::AutoPlacement) {
     }
     println!(
         "auto started from {}, then {} moves in {} simulations ({:.2} s)",
-        winner_label(auto),
-        auto.moves,
-        auto.evaluations,
-        auto.search_seconds
+        auto.winner, auto.moves, auto.evaluations, auto.search_seconds
     );
-}
-
-/// The fast placer `auto`'s best search started from, with its device count when it used fewer
-/// than all.
-pub(crate) fn winner_label(auto: &ordo_place::AutoPlacement) -> String {
-    let all = auto.placement.order.len();
-    if auto.winner_devices < all {
-        format!("{} on {} of {all} devices", auto.winner, auto.winner_devices)
-    } else {
-        auto.winner.to_string()
-    }
 }

@@ -11,7 +11,7 @@ const KICK_MOVES: usize = 2;
 /// What a move carries to another device: a colocation group, or a chain (a maximal path whose
 /// inner links are each node's only successor and the next one's only predecessor, such as a
 /// branch of an Inception block) together with the groups of its nodes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Unit {
     Group(usize),
     Chain(usize),
@@ -134,9 +134,11 @@ impl Search<'_> {
                 }
                 self.evaluations += 1;
                 let trial = simulate(problem, &moved);
-                let target = step.as_ref().map_or(schedule.makespan_us, |s| s.1.makespan_us);
-                if trial.makespan_us < target && fits(problem, &trial.peak_memory_bytes) {
+                if trial.makespan_us < schedule.makespan_us
+                    && fits(problem, &trial.peak_memory_bytes)
+                {
                     step = Some((moved, trial));
+                    break;
                 }
             }
             if let Some((moved, trial)) = step {
@@ -185,6 +187,7 @@ impl Search<'_> {
         let mut by_work: Vec<usize> = (0..devices).collect();
         by_work.sort_by_key(|&d| (work[d], d));
         let mut out: Vec<(Unit, usize)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         let mut push = |v: usize, device: usize| {
             if device == device_of[v] {
                 return;
@@ -194,7 +197,7 @@ impl Search<'_> {
             // A chain of one node moves no more than its group.
             let count = if self.chains.chains[chain].len() > 1 { 2 } else { 1 };
             for &unit in &units[..count] {
-                if !out.contains(&(unit, device)) {
+                if seen.insert((unit, device)) {
                     out.push((unit, device));
                 }
             }
