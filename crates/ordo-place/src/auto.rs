@@ -42,12 +42,17 @@ use crate::problem::PlaceProblem;
 use crate::sim::simulate;
 use search::{Chains, Search, fits};
 
-/// Graph elements (nodes plus edges) one second of search simulates: the budget in seconds is
-/// turned into a number of simulations with this rate, so that the result does not depend on
-/// the machine's speed or load. Baechi's virtual scheduler simulates 5.9e6 elements per CPU
-/// second on a 10,000-node training graph (`ordo synth`) and 7.7e6 to 8.7e6 on the samples
-/// (release build); the rate is set below that to leave room for the search's own work.
-const ELEMENTS_PER_SECOND: f64 = 5.0e6;
+/// Graph elements (nodes plus edges) one second of search simulates, for a graph of
+/// `elements`: the budget in seconds is turned into a number of simulations with this rate, so
+/// that the result does not depend on the machine's speed or load. Baechi's virtual scheduler
+/// simulates 7.7e6 to 8.7e6 elements per CPU second on the samples (650 to 3,100 elements) and
+/// 5.9e6 on a 10,000-node training graph (`ordo synth`, 30,000 elements; release build). The
+/// rate is set below those, to leave room for the search's own work (the critical path, the
+/// moves) and a loaded machine: 7e6 up to 4,000 elements, falling linearly to 4e6 at 30,000.
+fn elements_per_second(elements: f64) -> f64 {
+    let large = ((elements - 4_000.0) / 26_000.0).clamp(0.0, 1.0);
+    7.0e6 - 3.0e6 * large
+}
 /// Starting placements searched from: the best gets half the budget, the others share the
 /// rest.
 const STARTS: usize = 3;
@@ -152,7 +157,8 @@ pub fn place_auto(
     };
     let search_start = Instant::now();
     let elements = (problem.len() + problem.edges.len()).max(1) as f64;
-    let budget = (options.budget_seconds.max(0.0) * ELEMENTS_PER_SECOND / elements) as usize;
+    let rate = elements_per_second(elements);
+    let budget = (options.budget_seconds.max(0.0) * rate / elements) as usize;
     let chains = Chains::new(problem);
     let bound = problem.lower_bound_us();
     let (mut best, mut from) = (first, winner);

@@ -140,3 +140,47 @@ fn auto_against_the_fast_placers() {
         }
     }
 }
+
+/// CPU seconds this process has used (user + system), from `/proc/self/stat`; `None` where
+/// that is unavailable.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let fields: Vec<&str> = stat.rsplit(')').next()?.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+/// `auto` with the default budget on `ordo synth` graphs of up to 10,000 nodes: the time of the
+/// fast placers (and the other starts) alone, and of all of `auto`, wall and CPU; the
+/// difference is the search, which must stay within its 2 s budget.
+/// `cargo test --release -p ordo-place --test auto -- --ignored --nocapture`.
+#[test]
+#[ignore = "measurement; run in release with --ignored --nocapture"]
+fn auto_time_on_large_graphs() {
+    for nodes in [1_000, 10_000] {
+        let graph = ordo_cost::synth(nodes, 1);
+        for devices in [4, 8] {
+            let problem =
+                PlaceProblem::new(&graph, Devices::uniform(devices, u64::MAX), TRAINING).unwrap();
+            let timed = |budget_seconds| {
+                let (wall, cpu) = (std::time::Instant::now(), cpu_seconds());
+                let options = AutoOptions { budget_seconds, ..AutoOptions::default() };
+                let auto = place_auto(&problem, &options).unwrap();
+                let cpu = cpu_seconds().zip(cpu).map_or(f64::NAN, |(b, a)| b - a);
+                (auto, wall.elapsed().as_secs_f64(), cpu)
+            };
+            let (_, fast_wall, fast_cpu) = timed(0.0);
+            let (auto, wall, cpu) = timed(AutoOptions::default().budget_seconds);
+            println!(
+                "synth {nodes} x{devices}: fast placers and starts {fast_wall:.2} s wall \
+                 ({fast_cpu:.2} s CPU); auto {wall:.2} s wall ({cpu:.2} s CPU), so the search \
+                 {:.2} s wall ({:.2} s CPU, {} simulations); {:.2} ms from {}",
+                wall - fast_wall,
+                cpu - fast_cpu,
+                auto.evaluations,
+                auto.placement.makespan_us as f64 / 1e3,
+                auto.winner
+            );
+        }
+    }
+}
