@@ -6,8 +6,9 @@
 //! takes most of the fast placers' time, only on graphs of up to 2,000 nodes): when transfers
 //! are expensive, a placement on fewer devices often wins. On graphs that do not fit one device,
 //! the topological order cut into runs that fit a device at the least transfer time across the
-//! cuts (the memory bound's dynamic program, [`crate::bound`]) is a start as well. The fastest placements that fit are the
-//! starts of the search (makespan: the simulated step of their plan).
+//! cuts (the memory bound's dynamic program, [`crate::bound`]) is a start as well. The three
+//! fastest placements that fit are the starts of the search (makespan: the simulated step of
+//! their plan).
 //!
 //! From each start, while its share of the evaluation budget lasts, the critical path of the
 //! current placement's simulated step (Baechi's virtual scheduler, [`crate::sim::simulate`])
@@ -22,10 +23,11 @@
 //!
 //! The moves are simulated in that order; the first one that shortens the step and keeps every
 //! device within its memory is applied, and the search goes on from there (first improvement:
-//! on the zoo's Transformer, 8 devices, tight memory, it reaches 13.68 ms in the default
-//! budget where taking the best of all moves reached none below m-SCT's 15.47 ms). At a local optimum (no move
-//! helps), it restarts from the best placement found so far with two random moves (iterated
-//! local search), until its budget is spent or the step reaches the lower bound. The best
+//! on the zoo's Transformer, 8 devices, tight memory, it reached 13.68 ms where taking the best
+//! of all moves, with as many simulations, reached none below m-SCT's 15.47 ms). At a local
+//! optimum (no move helps), it restarts from the best placement found so far with two random
+//! moves (iterated local search), until its budget is spent or the step reaches the lower
+//! bound. The best
 //! placement of all searches wins. The search is deterministic: the same problem, budget and
 //! seed give the same placement, and a larger budget continues each search's sequence of moves,
 //! so it is never worse.
@@ -53,6 +55,7 @@ fn elements_per_second(elements: f64) -> f64 {
     let large = ((elements - 4_000.0) / 26_000.0).clamp(0.0, 1.0);
     7.0e6 - 3.0e6 * large
 }
+
 /// Starting placements searched from: the best gets half the budget, the others share the
 /// rest.
 const STARTS: usize = 3;
