@@ -1,23 +1,39 @@
-//! `auto`: the best of the fast placers, improved by a search that moves colocation groups
-//! along the critical path of the simulated step.
+//! `auto`: the best of the fast placers, improved by a search that moves colocation groups and
+//! chains along the critical path of the simulated step.
 //!
-//! Every fast placer ([`Algorithm::all`]) is run; the fastest placement that fits wins (its
-//! makespan is the simulated step of its plan). Then, while the evaluation budget lasts, the
-//! critical path of the current placement's simulated step (Baechi's virtual scheduler,
-//! [`crate::sim::simulate`]) proposes moves:
+//! Every fast placer ([`Algorithm::all`]) is run on all devices, and every one but `single` is
+//! run again on the largest half, quarter, ... of the devices (down to two; m-SCT, whose LP
+//! takes most of the fast placers' time, only on graphs of up to 2,000 nodes): when transfers
+//! are expensive, a placement on fewer devices often wins. On graphs that do not fit one device,
+//! the topological order cut into runs that fit a device at the least transfer time across the
+//! cuts (the memory bound's dynamic program, [`crate::bound`]) is a start as well. The three
+//! fastest placements that fit are the starts of the search (makespan: the simulated step of
+//! their plan).
+//!
+//! From each start, while its share of the evaluation budget lasts, the critical path of the
+//! current placement's simulated step (Baechi's virtual scheduler, [`crate::sim::simulate`])
+//! proposes moves of a node's colocation group, and of its chain (a maximal path of nodes that
+//! are each other's only successor and predecessor, with their groups: an Inception branch):
 //!
 //! * for each transfer on the critical path (a node that waited for an input from another
-//!   device), move the consumer's group to the producer's device, and the producer's group to
+//!   device), the consumer's group and chain to the producer's device, and the producer's to
 //!   the consumer's device (merging along the critical path);
-//! * for each node on the critical path that waited for its own device, move its group to each
-//!   other device, least loaded first.
+//! * for each node on the critical path that waited for its own device, its group and chain to
+//!   each other device, least loaded first.
 //!
-//! Each move is simulated; the best one that shortens the step and keeps every device within
-//! its memory is applied, and the search goes on from there. At a local optimum (no move
-//! helps), it restarts from the best placement found so far with two random group moves
-//! (iterated local search), until the budget is spent. The search is deterministic: the same
-//! problem, budget and seed give the same placement, and a larger budget continues the same
-//! sequence of moves, so it is never worse.
+//! The moves are simulated in that order; the first one that shortens the step and keeps every
+//! device within its memory is applied, and the search goes on from there (first improvement:
+//! on the zoo's Transformer, 8 devices, tight memory, it reached 13.68 ms where taking the best
+//! of all moves, with as many simulations, reached none below m-SCT's 15.47 ms). At a local
+//! optimum (no move helps), it restarts from the best placement found so far with two random
+//! moves (iterated local search), until its budget is spent or the step reaches the lower
+//! bound. The best
+//! placement of all searches wins. The search is deterministic: the same problem, budget and
+//! seed give the same placement, and a larger budget continues each search's sequence of moves,
+//! so it is never worse.
+
+mod cuts;
+mod search;
 
 use std::time::Instant;
 
@@ -25,15 +41,27 @@ use crate::algorithm::{Algorithm, PlaceOptions, place};
 use crate::error::PlaceError;
 use crate::placement::Placement;
 use crate::problem::PlaceProblem;
-use crate::sim::{Schedule, simulate};
+use crate::sim::simulate;
+use search::{Chains, Search, fits};
 
-/// Graph elements (nodes plus edges) one second of search simulates: the budget in seconds is
-/// turned into a number of simulations with this rate, measured for Baechi's virtual scheduler
-/// on synthetic graphs in release builds, so that the result does not depend on the machine's
-/// speed or load.
-const ELEMENTS_PER_SECOND: f64 = 7.0e6;
-/// Random group moves that restart the search from a local optimum.
-const KICK_MOVES: usize = 2;
+/// Graph elements (nodes plus edges) one second of search simulates, for a graph of
+/// `elements`: the budget in seconds is turned into a number of simulations with this rate, so
+/// that the result does not depend on the machine's speed or load. Baechi's virtual scheduler
+/// simulates 7.7e6 to 8.7e6 elements per CPU second on the samples (650 to 3,100 elements) and
+/// 5.9e6 on a 10,000-node training graph (`ordo synth`, 30,000 elements; release build). The
+/// rate is set below those, to leave room for the search's own work (the critical path, the
+/// moves) and a loaded machine: 7e6 up to 4,000 elements, falling linearly to 4e6 at 30,000.
+fn elements_per_second(elements: f64) -> f64 {
+    let large = ((elements - 4_000.0) / 26_000.0).clamp(0.0, 1.0);
+    7.0e6 - 3.0e6 * large
+}
+
+/// Starting placements searched from: the best gets half the budget, the others share the
+/// rest.
+const STARTS: usize = 3;
+/// Up to this many nodes m-SCT also places on fewer devices (beyond, its LP would add seconds
+/// to the fast placers' time).
+const SMALL_NODES: usize = 2_000;
 
 /// Settings of [`place_auto`].
 #[derive(Clone, Debug, PartialEq)]
@@ -59,21 +87,27 @@ pub struct AutoPlacement {
     /// The placement (`algo` is `auto`); its `placement_seconds` covers the fast placers and
     /// the search.
     pub placement: Placement,
-    /// The fast placer whose placement the search started from.
-    pub winner: Algorithm,
-    /// Every fast placer's makespan in µs, or why it has none (an error, or a placement that
-    /// does not fit the memory limits, which forward-only placers can return).
+    /// Where the winning search started: a fast placer's name (`m-etf`), with the devices it
+    /// placed on when fewer than all (`m-etf on 2 of 4 devices`), or `memory cuts`.
+    pub winner: String,
+    /// Every fast placer's makespan in µs on all devices, or why it has none (an error, or a
+    /// placement that does not fit the memory limits, which forward-only placers can return).
     pub candidates: Vec<(Algorithm, Result<u64, String>)>,
-    /// Moves applied by the search.
+    /// The fast placers run on fewer devices: algorithm, devices, makespan or why none.
+    pub fewer_devices: Vec<(Algorithm, usize, Result<u64, String>)>,
+    /// Moves applied by the searches.
     pub moves: usize,
-    /// Placements the search simulated.
+    /// Placements the searches simulated.
     pub evaluations: usize,
-    /// Wall time of the search alone, in seconds.
+    /// Wall time of the searches alone, in seconds.
     pub search_seconds: f64,
 }
 
-/// Places `problem` with every fast placer, keeps the fastest that fits, and improves it by
-/// moving groups along the critical path (see the [module documentation](self)).
+/// A candidate start: what made it, the placement.
+type Start = (String, Placement);
+
+/// Places `problem` with every fast placer, keeps the fastest that fit, and improves them by
+/// moving groups and chains along the critical path (see the [module documentation](self)).
 ///
 /// # Errors
 /// The error of the first fast placer when none of them gives a placement.
@@ -82,209 +116,156 @@ pub fn place_auto(
     options: &AutoOptions,
 ) -> Result<AutoPlacement, PlaceError> {
     let start = Instant::now();
-    let mut best: Option<(Algorithm, Placement)> = None;
+    let devices = problem.devices.count();
+    let mut starts: Vec<Start> = Vec::new();
     let mut candidates = Vec::new();
     let mut first_error = None;
     for &algo in Algorithm::all() {
-        match place(problem, algo, &options.place) {
-            Ok(placement) if !fits(problem, &placement.peak_memory_bytes) => {
-                let why = format!(
-                    "peak memory {:?} exceeds the limits {:?}",
-                    placement.peak_memory_bytes, problem.devices.memory
-                );
-                candidates.push((algo, Err(why)));
-            }
-            Ok(placement) => {
-                candidates.push((algo, Ok(placement.makespan_us)));
-                let better =
-                    best.as_ref().is_none_or(|(_, b)| placement.makespan_us < b.makespan_us);
-                if better {
-                    best = Some((algo, placement));
-                }
-            }
+        let result = match candidate(problem, algo, &options.place) {
+            Ok(placement) => keep(&mut starts, algo, devices, Ok(placement)),
             Err(err) => {
-                candidates.push((algo, Err(err.to_string())));
+                let text = err.to_string();
                 first_error.get_or_insert(err);
+                Err(text)
             }
-        }
+        };
+        candidates.push((algo, result));
     }
-    let Some((winner, mut placement)) = best else {
+    if let Some(placement) = cuts::memory_cuts(problem) {
+        starts.push(("memory cuts".into(), placement));
+    }
+    let mut fewer_devices = Vec::new();
+    let mut count = devices / 2;
+    while count >= 2 {
+        let (sub, chosen) = on_largest(problem, count);
+        let small = problem.len() <= SMALL_NODES;
+        let cheap = |a: &&Algorithm| match a {
+            Algorithm::Single => false,
+            Algorithm::MSct => small,
+            _ => true,
+        };
+        for &algo in Algorithm::all().iter().filter(cheap) {
+            let result =
+                candidate(&sub, algo, &options.place).and_then(|p| embed(problem, &p, &chosen));
+            fewer_devices.push((algo, count, keep(&mut starts, algo, count, result)));
+        }
+        count /= 2;
+    }
+    // Stable: at equal makespans, the order above (all devices first) decides.
+    starts.sort_by_key(|(_, p)| p.makespan_us);
+    starts.dedup_by(|b, a| a.1.device_of == b.1.device_of);
+    starts.truncate(STARTS);
+    let Some((winner, first)) = starts.first().cloned() else {
         return Err(first_error.unwrap_or(PlaceError::NoDevices));
     };
     let search_start = Instant::now();
     let elements = (problem.len() + problem.edges.len()).max(1) as f64;
-    let budget = (options.budget_seconds.max(0.0) * ELEMENTS_PER_SECOND / elements) as usize;
-    let mut search = Search { problem, evaluations: 0, budget, moves: 0 };
-    if let Some(improved) = search.run(&placement, options.seed) {
-        placement = improved;
+    let rate = elements_per_second(elements);
+    let budget = (options.budget_seconds.max(0.0) * rate / elements) as usize;
+    let chains = Chains::new(problem);
+    let bound = problem.lower_bound_us();
+    let (mut best, mut from) = (first, winner);
+    let (mut moves, mut evaluations) = (0, 0);
+    for (i, (label, placement)) in starts.iter().enumerate() {
+        let share = match (i, starts.len()) {
+            (_, 1) => budget,
+            (0, _) => budget / 2,
+            _ => budget / 2 / (starts.len() - 1),
+        };
+        let mut search =
+            Search { problem, chains: &chains, bound, evaluations: 0, budget: share, moves: 0 };
+        let seed = options.seed.wrapping_add(i as u64);
+        let found = search.run(placement, seed).unwrap_or_else(|| placement.clone());
+        (moves, evaluations) = (moves + search.moves, evaluations + search.evaluations);
+        if found.makespan_us < best.makespan_us {
+            (best, from) = (found, label.clone());
+        }
     }
     let search_seconds = search_start.elapsed().as_secs_f64();
-    placement.algo = "auto".into();
-    placement.placement_seconds = start.elapsed().as_secs_f64();
+    best.algo = "auto".into();
+    best.placement_seconds = start.elapsed().as_secs_f64();
     Ok(AutoPlacement {
-        placement,
-        winner,
+        placement: best,
+        winner: from,
         candidates,
-        moves: search.moves,
-        evaluations: search.evaluations,
+        fewer_devices,
+        moves,
+        evaluations,
         search_seconds,
     })
 }
 
-/// `device_of` with `group` moved to `device`.
-fn moved(problem: &PlaceProblem, device_of: &[usize], group: usize, device: usize) -> Vec<usize> {
-    let mut out = device_of.to_vec();
-    for &v in &problem.groups[group] {
-        out[v] = device;
+/// `algo`'s placement of `problem`, or an error when it fails or does not fit.
+fn candidate(
+    problem: &PlaceProblem,
+    algo: Algorithm,
+    options: &PlaceOptions,
+) -> Result<Placement, PlaceError> {
+    let placement = place(problem, algo, options)?;
+    if !fits(problem, &placement.peak_memory_bytes) {
+        return Err(PlaceError::Invalid(format!(
+            "peak memory {:?} exceeds the limits {:?}",
+            placement.peak_memory_bytes, problem.devices.memory
+        )));
     }
-    out
+    Ok(placement)
 }
 
-/// Whether `peaks` fit the problem's devices.
-fn fits(problem: &PlaceProblem, peaks: &[u64]) -> bool {
-    peaks.iter().zip(&problem.devices.memory).all(|(peak, limit)| peak <= limit)
-}
-
-struct Search<'a> {
-    problem: &'a PlaceProblem,
-    evaluations: usize,
-    budget: usize,
-    moves: usize,
-}
-
-impl Search<'_> {
-    /// The improved placement, or `None` when nothing beat `start`.
-    fn run(&mut self, start: &Placement, seed: u64) -> Option<Placement> {
-        let problem = self.problem;
-        let mut rng = fastrand::Rng::with_seed(seed);
-        let mut best: Option<(Vec<usize>, Schedule)> = None;
-        let mut best_us = start.makespan_us;
-        let mut device_of = start.device_of.clone();
-        let mut schedule = simulate(problem, &device_of);
-        let bound = problem.lower_bound_us();
-        while self.evaluations < self.budget && best_us > bound {
-            let mut step: Option<(Vec<usize>, Schedule)> = None;
-            for (group, device) in self.proposals(&device_of, &schedule) {
-                if self.evaluations >= self.budget {
-                    break;
-                }
-                let moved = moved(problem, &device_of, group, device);
-                self.evaluations += 1;
-                let trial = simulate(problem, &moved);
-                let target = step.as_ref().map_or(schedule.makespan_us, |s| s.1.makespan_us);
-                if trial.makespan_us < target && fits(problem, &trial.peak_memory_bytes) {
-                    step = Some((moved, trial));
-                }
-            }
-            if let Some((moved, trial)) = step {
-                (device_of, schedule) = (moved, trial);
-                self.moves += 1;
-                if schedule.makespan_us < best_us {
-                    best_us = schedule.makespan_us;
-                    best = Some((device_of.clone(), schedule.clone()));
-                }
-                continue;
-            }
-            // A local optimum: go on from the best placement so far, shaken by random moves.
-            device_of = best.as_ref().map_or(&start.device_of, |b| &b.0).clone();
-            for _ in 0..KICK_MOVES {
-                let group = rng.usize(..problem.groups.len());
-                let device = rng.usize(..problem.devices.count());
-                device_of = moved(problem, &device_of, group, device);
-            }
-            self.evaluations += 1;
-            schedule = simulate(problem, &device_of);
+/// Adds a placement to the starts; its makespan, or the error as text.
+fn keep(
+    starts: &mut Vec<Start>,
+    algo: Algorithm,
+    devices: usize,
+    result: Result<Placement, PlaceError>,
+) -> Result<u64, String> {
+    match result {
+        Ok(placement) => {
+            let makespan = placement.makespan_us;
+            let label = if devices < placement.order.len() {
+                format!("{algo} on {devices} of {} devices", placement.order.len())
+            } else {
+                algo.name().to_string()
+            };
+            starts.push((label, placement));
+            Ok(makespan)
         }
-        best.map(|(device_of, schedule)| Placement {
-            algo: String::new(),
-            device_of,
-            order: schedule.order,
-            makespan_us: schedule.makespan_us,
-            peak_memory_bytes: schedule.peak_memory_bytes,
-            transfers: Some(schedule.transfers),
-            placement_seconds: 0.0,
-        })
-    }
-
-    /// Moves `(group, device)` suggested by the critical path of `schedule`, without repeats,
-    /// in the order the path meets them (from its end).
-    fn proposals(&self, device_of: &[usize], schedule: &Schedule) -> Vec<(usize, usize)> {
-        let problem = self.problem;
-        let devices = problem.devices.count();
-        let mut work = vec![0u64; devices];
-        for (v, &d) in device_of.iter().enumerate() {
-            work[d] += problem.weights[v];
-        }
-        let mut by_work: Vec<usize> = (0..devices).collect();
-        by_work.sort_by_key(|&d| (work[d], d));
-        let mut out: Vec<(usize, usize)> = Vec::new();
-        let push = |group: usize, device: usize, out: &mut Vec<(usize, usize)>| {
-            let here = device_of[problem.groups[group][0]];
-            if device != here && !out.contains(&(group, device)) {
-                out.push((group, device));
-            }
-        };
-        for step in critical_path(problem, device_of, schedule) {
-            match step {
-                Binding::Transfer { from, to } => {
-                    push(problem.group_of[to], device_of[from], &mut out);
-                    push(problem.group_of[from], device_of[to], &mut out);
-                }
-                Binding::Device(v) => {
-                    for &device in &by_work {
-                        push(problem.group_of[v], device, &mut out);
-                    }
-                }
-            }
-        }
-        out
+        Err(err) => Err(err.to_string()),
     }
 }
 
-/// Why a node on the critical path started when it did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Binding {
-    /// It waited for an input from another device.
-    Transfer { from: usize, to: usize },
-    /// It waited for its device (the node before it there).
-    Device(usize),
+/// `problem` on its `count` largest devices (ties: lower index first), and their indices.
+fn on_largest(problem: &PlaceProblem, count: usize) -> (PlaceProblem, Vec<usize>) {
+    let memory = &problem.devices.memory;
+    let mut chosen: Vec<usize> = (0..memory.len()).collect();
+    chosen.sort_by_key(|&d| (std::cmp::Reverse(memory[d]), d));
+    chosen.truncate(count);
+    let mut sub = problem.clone();
+    sub.devices.memory = chosen.iter().map(|&d| memory[d]).collect();
+    (sub, chosen)
 }
 
-/// The critical path of `schedule`, from the last node to finish backwards: at each node, the
-/// input whose producer (plus transfer, if on another device) arrived last, or the device's
-/// previous node when that finished later.
-fn critical_path(problem: &PlaceProblem, device_of: &[usize], schedule: &Schedule) -> Vec<Binding> {
-    let n = problem.len();
-    let mut previous = vec![None; n];
-    for order in &schedule.order {
-        for pair in order.windows(2) {
-            previous[pair[1]] = Some(pair[0]);
-        }
+/// A placement on the devices `chosen` of `problem`, simulated there; an error when it does
+/// not fit.
+fn embed(
+    problem: &PlaceProblem,
+    placement: &Placement,
+    chosen: &[usize],
+) -> Result<Placement, PlaceError> {
+    let device_of: Vec<usize> = placement.device_of.iter().map(|&d| chosen[d]).collect();
+    let schedule = simulate(problem, &device_of);
+    if !fits(problem, &schedule.peak_memory_bytes) {
+        return Err(PlaceError::Invalid(format!(
+            "peak memory {:?} exceeds the limits {:?}",
+            schedule.peak_memory_bytes, problem.devices.memory
+        )));
     }
-    let Some(mut v) = (0..n).max_by_key(|&v| (schedule.finish_us[v], std::cmp::Reverse(v))) else {
-        return Vec::new();
-    };
-    let mut path = Vec::new();
-    for _ in 0..n {
-        let mut latest: Option<(u64, usize, bool)> =
-            previous[v].map(|p| (schedule.finish_us[p], p, false));
-        for &e in &problem.in_edges[v] {
-            let u = problem.edges[e].source;
-            let remote = device_of[u] != device_of[v];
-            let arrival = schedule.finish_us[u] + if remote { problem.edges[e].comm_us } else { 0 };
-            if latest.is_none_or(|(t, _, _)| arrival > t) {
-                latest = Some((arrival, u, remote));
-            }
-        }
-        let Some((_, u, remote)) = latest else { break };
-        if remote {
-            path.push(Binding::Transfer { from: u, to: v });
-        } else if previous[v] == Some(u)
-            && !problem.in_edges[v].iter().any(|&e| problem.edges[e].source == u)
-        {
-            path.push(Binding::Device(v));
-        }
-        v = u;
-    }
-    path
+    Ok(Placement {
+        algo: placement.algo.clone(),
+        device_of,
+        order: schedule.order,
+        makespan_us: schedule.makespan_us,
+        peak_memory_bytes: schedule.peak_memory_bytes,
+        transfers: Some(schedule.transfers),
+        placement_seconds: placement.placement_seconds,
+    })
 }

@@ -4,6 +4,7 @@
 mod algorithm;
 pub mod auto;
 pub mod baselines;
+pub mod bound;
 mod error;
 pub mod etf;
 pub mod lp;
@@ -19,6 +20,7 @@ pub use algorithm::{
     Algorithm, MemoryNeed, PlaceOptions, check_fits, device_needs, group_need, place,
 };
 pub use auto::{AutoOptions, AutoPlacement, place_auto};
+pub use bound::{LowerBounds, lower_bounds};
 pub use error::PlaceError;
 pub use etf::m_etf;
 pub use placement::{Placement, PlacementFile};

@@ -50,8 +50,13 @@ pub struct PlacementFile {
     /// Baechi reports, for comparison with it. For m-ETF and m-SCT it can differ from
     /// `makespan_us`, which follows the placer's own order.
     pub baechi_makespan_us: u64,
-    /// `max(critical path, total work / devices)` in µs.
+    /// No placement that fits the memory limits finishes sooner: the largest of
+    /// [`crate::bound::lower_bounds`], in µs.
     pub lower_bound_us: u64,
+    /// `max(critical path, total work / devices)` in µs: the classic bound, at most
+    /// `lower_bound_us` (0 in files written before it was recorded).
+    #[serde(default)]
+    pub simple_lower_bound_us: u64,
     /// Predicted peak memory per device in bytes.
     pub peak_memory_bytes: Vec<u64>,
     /// Memory limit per device in bytes.
@@ -86,6 +91,7 @@ impl PlacementFile {
             makespan_us: placement.makespan_us,
             baechi_makespan_us: crate::sim::simulate(problem, &placement.device_of).makespan_us,
             lower_bound_us: problem.lower_bound_us(),
+            simple_lower_bound_us: problem.simple_lower_bound_us(),
             peak_memory_bytes: placement.peak_memory_bytes.clone(),
             memory_limit_bytes: problem.devices.memory.clone(),
             placement_seconds: placement.placement_seconds,

@@ -219,9 +219,15 @@ impl PlaceProblem {
     }
 
     /// `max(critical path, total work / devices)`: no placement can finish sooner.
-    pub fn lower_bound_us(&self) -> u64 {
+    pub fn simple_lower_bound_us(&self) -> u64 {
         let per_device = self.total_work_us().div_ceil(self.devices.count() as u64);
         self.critical_path_us().max(per_device)
+    }
+
+    /// The largest of [`crate::bound::lower_bounds`]: no placement that fits the memory limits
+    /// can finish sooner. At least [`PlaceProblem::simple_lower_bound_us`].
+    pub fn lower_bound_us(&self) -> u64 {
+        crate::bound::lower_bounds(self).best_us()
     }
 }
 

@@ -3,8 +3,11 @@
 mod common;
 
 use common::{BYTES_AS_US, problem, random_links};
+use ordo_cost::ColocationGroup;
 use ordo_cost::{CommModel, CostGraph, CostLink, CostNode, StepMode, TensorRef};
-use ordo_place::{Devices, PlaceProblem, m_etf, m_sct, simulate, simulate_with_order};
+use ordo_place::{
+    Devices, PlaceProblem, lower_bounds, m_etf, m_sct, simulate, simulate_with_order,
+};
 
 /// A random DAG of 1 to `max_nodes` nodes with two outputs each, links carrying one or both,
 /// in shuffled link order, on `m` devices with unlimited memory. `us_per_byte` scales the
@@ -29,9 +32,19 @@ fn random_problem(seed: u64, max_nodes: usize, m: usize, us_per_byte: f64) -> Pl
 /// its consumer by `delay(edge)` and transfers never queue. Depth-first search over the ops in
 /// order of start time, which generates every semi-active schedule.
 fn optimum(p: &PlaceProblem, delay: &dyn Fn(usize) -> u64) -> u64 {
+    constrained_optimum(p, delay, &|_| true)
+}
+
+/// [`optimum`] over the placements `allowed` accepts (`u64::MAX` when it accepts none).
+fn constrained_optimum(
+    p: &PlaceProblem,
+    delay: &dyn Fn(usize) -> u64,
+    allowed: &dyn Fn(&[usize]) -> bool,
+) -> u64 {
     struct Search<'a> {
         p: &'a PlaceProblem,
         delay: &'a dyn Fn(usize) -> u64,
+        allowed: &'a dyn Fn(&[usize]) -> bool,
         m: usize,
         device: Vec<usize>,
         finish: Vec<u64>,
@@ -42,7 +55,9 @@ fn optimum(p: &PlaceProblem, delay: &dyn Fn(usize) -> u64) -> u64 {
         fn go(&mut self, placed: usize, last_start: u64, makespan: u64, work_left: u64) {
             let n = self.p.len();
             if placed == n {
-                self.best = self.best.min(makespan);
+                if (self.allowed)(&self.device) {
+                    self.best = self.best.min(makespan);
+                }
                 return;
             }
             let busy: u64 = self.free.iter().sum();
@@ -88,11 +103,12 @@ fn optimum(p: &PlaceProblem, delay: &dyn Fn(usize) -> u64) -> u64 {
     let mut search = Search {
         p,
         delay,
+        allowed,
         m: p.devices.count(),
         device: vec![usize::MAX; n],
         finish: vec![0; n],
         free: vec![0; p.devices.count()],
-        best: p.total_work_us() + 1,
+        best: u64::MAX,
     };
     search.go(0, 0, 0, p.total_work_us());
     search.best
@@ -111,7 +127,8 @@ fn no_placement_beats_the_exhaustive_optimum() {
             |e: usize| p.edges[e].tensors.iter().map(|&t| p.tensors[t].comm_us).max().unwrap_or(0);
         let optimum = optimum(&p, &cheapest);
         let free = optimum_without_communication(&p);
-        assert!(p.lower_bound_us() <= free && free <= optimum, "seed {seed}");
+        assert!(p.simple_lower_bound_us() <= free && free <= optimum, "seed {seed}");
+        assert!(p.lower_bound_us() <= optimum, "seed {seed}");
         let etf = m_etf(&p).unwrap();
         let sct = m_sct(&p, 0.1).unwrap();
         for (what, makespan) in [
@@ -188,5 +205,108 @@ fn etf_bound_fails_when_transfers_queue() {
         let bound =
             1.5 * optimum_without_communication(&p) as f64 + longest_communication(&p) as f64;
         assert!(m_etf(&p).unwrap().makespan_us as f64 <= 1.05 * bound, "seed {seed}");
+    }
+}
+
+/// The largest transfer time among an edge's tensors: what a cut edge delays its consumer by at
+/// least.
+fn cheapest_delay(p: &PlaceProblem, e: usize) -> u64 {
+    p.edges[e].tensors.iter().map(|&t| p.tensors[t].comm_us).max().unwrap_or(0)
+}
+
+/// What a node keeps on its device for the whole step (forward only): persistent memory, and
+/// outputs nobody consumes.
+fn resident(p: &PlaceProblem, v: usize) -> u64 {
+    let m = &p.memory[v];
+    m.persistent + if p.out_edges[v].is_empty() { m.outputs } else { 0 }
+}
+
+/// A random problem as [`random_problem`] with persistent memory, some nodes in colocation
+/// groups, and a memory limit between the largest node's and the whole graph's resident bytes.
+fn random_constrained(seed: u64, max_nodes: usize, m: usize) -> PlaceProblem {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let comm = CommModel { us_per_byte: [0.1, 1.0, 5.0][rng.usize(0..3)], fixed_us: 0.0 };
+    let n = rng.usize(1..=max_nodes);
+    let mut g = CostGraph::default();
+    for i in 0..n {
+        let mut node = CostNode::new(i as u64, format!("n{i}"), rng.u64(1..100));
+        node.output_memory = vec![rng.u64(0..150), rng.u64(0..150)];
+        node.persistent_memory = rng.u64(0..100);
+        if rng.f64() < 0.3 {
+            node.colocation_group = ColocationGroup::Name(format!("g{}", rng.usize(0..2)));
+        }
+        g.nodes.push(node);
+    }
+    let density = 0.15 + 0.5 * rng.f64();
+    random_links(&mut rng, &mut g, density, &comm);
+    let unlimited = Devices { memory: vec![u64::MAX / 4; m], comm };
+    let p = PlaceProblem::new(&g, unlimited, StepMode::ForwardOnly).unwrap();
+    let bytes: Vec<u64> = (0..n).map(|v| resident(&p, v)).collect();
+    let (largest, total) = (*bytes.iter().max().unwrap(), bytes.iter().sum::<u64>());
+    let limit = largest + rng.u64(0..=total - largest);
+    PlaceProblem::new(&g, Devices { memory: vec![limit; m], comm }, StepMode::ForwardOnly).unwrap()
+}
+
+#[test]
+fn every_lower_bound_is_below_the_exhaustive_optimum() {
+    // The optimum over placements that keep colocation groups together and whose resident bytes
+    // fit every device (a superset of the placements whose simulated peak fits), every cut edge
+    // delaying its consumer by its largest tensor and transfers never queueing: below every
+    // schedule of either execution model, so every bound must be below it.
+    let mut tight = 0;
+    for seed in 0..CASES {
+        let m = 2 + (seed % 2) as usize;
+        let p = random_constrained(seed, 9 - m, m);
+        let allowed = |device_of: &[usize]| {
+            let mut used = vec![0u64; m];
+            for (v, &d) in device_of.iter().enumerate() {
+                used[d] += resident(&p, v);
+            }
+            let together =
+                (0..p.len()).all(|v| device_of[v] == device_of[p.groups[p.group_of[v]][0]]);
+            together && used.iter().zip(&p.devices.memory).all(|(u, l)| u <= l)
+        };
+        let optimum = constrained_optimum(&p, &|e| cheapest_delay(&p, e), &allowed);
+        if optimum == u64::MAX {
+            continue;
+        }
+        let bounds = lower_bounds(&p);
+        assert!(bounds.best_us() <= optimum, "seed {seed}: {bounds:?} > optimum {optimum}");
+        assert_eq!(bounds.best_us(), p.lower_bound_us());
+        assert!(p.simple_lower_bound_us() <= bounds.best_us());
+        if bounds.best_us() > p.simple_lower_bound_us() {
+            tight += 1;
+        }
+    }
+    // The new bounds matter: they beat max(critical path, work / devices) on many graphs.
+    assert!(tight > CASES / 10, "tighter on only {tight} of {CASES}");
+}
+
+#[test]
+fn the_lower_bound_is_below_every_simulated_placement_that_fits() {
+    for seed in 0..CASES {
+        let p = random_constrained(seed, 40, 2 + (seed % 3) as usize);
+        let bound = p.lower_bound_us();
+        let mut rng = fastrand::Rng::with_seed(seed);
+        for _ in 0..20 {
+            let mut device_of: Vec<usize> =
+                (0..p.len()).map(|_| rng.usize(..p.devices.count())).collect();
+            for v in 0..p.len() {
+                device_of[v] = device_of[p.groups[p.group_of[v]][0]];
+            }
+            let s = simulate(&p, &device_of);
+            let fits = s.peak_memory_bytes.iter().zip(&p.devices.memory).all(|(a, b)| a <= b);
+            if fits {
+                assert!(s.makespan_us >= bound, "seed {seed}: {} < {bound}", s.makespan_us);
+            }
+        }
+        for placement in [m_etf(&p), m_sct(&p, 0.1)].into_iter().flatten() {
+            let s = simulate(&p, &placement.device_of);
+            let fits = s.peak_memory_bytes.iter().zip(&p.devices.memory).all(|(a, b)| a <= b);
+            if fits {
+                assert!(placement.makespan_us >= bound, "seed {seed}");
+                assert!(s.makespan_us >= bound, "seed {seed}");
+            }
+        }
     }
 }

@@ -69,9 +69,11 @@ fn print_summary(loaded: &crate::placing::Loaded, placement: &Placement, file: &
         0.0
     };
     println!(
-        "predicted time   {:.2} ms (lower bound {:.2} ms, gap {gap:.1}%)",
+        "predicted time   {:.2} ms (lower bound {:.2} ms, gap {gap:.1}%; critical path and \
+         work alone {:.2} ms)",
         placement.makespan_us as f64 / 1e3,
-        file.lower_bound_us as f64 / 1e3
+        file.lower_bound_us as f64 / 1e3,
+        file.simple_lower_bound_us as f64 / 1e3
     );
     if file.baechi_makespan_us != placement.makespan_us {
         println!(
@@ -105,6 +107,16 @@ fn print_auto(auto: &ordo_place::AutoPlacement) {
         })
         .collect();
     println!("fast placers (ms) {}", candidates.join(", "));
+    let fewer: Vec<String> = auto
+        .fewer_devices
+        .iter()
+        .filter_map(|(algo, count, result)| {
+            result.as_ref().ok().map(|us| format!("{algo} x{count} {:.2}", *us as f64 / 1e3))
+        })
+        .collect();
+    if !fewer.is_empty() {
+        println!("on fewer devices  {}", fewer.join(", "));
+    }
     println!(
         "auto started from {}, then {} moves in {} simulations ({:.2} s)",
         auto.winner, auto.moves, auto.evaluations, auto.search_seconds

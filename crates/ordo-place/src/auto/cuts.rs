@@ -1,0 +1,96 @@
+//! A start for the search on chain-like graphs under tight memory: the topological order cut
+//! into contiguous runs that each fit a device, at the least total transfer time across the
+//! cuts (the dynamic program of the memory bound), the runs spread over the devices.
+
+use crate::algorithm::MemoryNeed;
+use crate::bound::cheapest_runs;
+use crate::placement::Placement;
+use crate::problem::PlaceProblem;
+use crate::sim::simulate;
+
+use super::search::fits;
+
+/// Shares of a device's memory the runs may fill, tried in turn: transfers received and the
+/// order of the simulated step need room beyond the resident bytes.
+const FILL: [f64; 6] = [1.0, 0.9, 0.8, 0.7, 0.6, 0.5];
+
+/// The placement, or `None` when the graph fits one device, or no fill gives runs that fit.
+pub(super) fn memory_cuts(problem: &PlaceProblem) -> Option<Placement> {
+    let order = &problem.topo_order;
+    let n = order.len();
+    let capacity = problem.devices.memory.iter().copied().min()?;
+    let needs: Vec<MemoryNeed> = order.iter().map(|&v| MemoryNeed::of_node(problem, v)).collect();
+    let bytes: Vec<u64> = needs.iter().map(|need| need.resident).collect();
+    let run = needs.iter().map(|need| need.run).max().unwrap_or(0);
+    if bytes.iter().sum::<u64>().saturating_add(run) <= capacity {
+        return None;
+    }
+    // delays[i]: the transfers across the boundary after position i of the order.
+    let mut position = vec![0; n];
+    for (i, &v) in order.iter().enumerate() {
+        position[v] = i;
+    }
+    let mut change = vec![0i128; n + 1];
+    for edge in &problem.edges {
+        let (a, b) = (position[edge.source], position[edge.target]);
+        change[a] += i128::from(edge.comm_us);
+        change[b] -= i128::from(edge.comm_us);
+    }
+    let mut delays = Vec::with_capacity(n.saturating_sub(1));
+    let mut across = 0i128;
+    for &c in &change[..n.saturating_sub(1)] {
+        across += c;
+        delays.push(u64::try_from(across).unwrap_or(0));
+    }
+    FILL.iter().find_map(|&fill| {
+        let room = ((capacity as f64 * fill) as u64).checked_sub(run)?;
+        let (_, starts) = cheapest_runs(&bytes, &delays, room)?;
+        let device_of = spread(problem, &bytes, &starts, room)?;
+        let schedule = simulate(problem, &device_of);
+        fits(problem, &schedule.peak_memory_bytes).then(|| Placement {
+            algo: String::new(),
+            device_of,
+            order: schedule.order,
+            makespan_us: schedule.makespan_us,
+            peak_memory_bytes: schedule.peak_memory_bytes,
+            transfers: Some(schedule.transfers),
+            placement_seconds: 0.0,
+        })
+    })
+}
+
+/// Runs (first positions `starts` of the order) on devices: each on the least filled device
+/// other than the previous run's that has room, then every colocation group where its first
+/// node went. `None` when a run fits nowhere.
+fn spread(
+    problem: &PlaceProblem,
+    bytes: &[u64],
+    starts: &[usize],
+    room: u64,
+) -> Option<Vec<usize>> {
+    let m = problem.devices.count();
+    let mut used = vec![0u64; m];
+    let mut device_of = vec![0; problem.len()];
+    let mut previous = usize::MAX;
+    for (r, &start) in starts.iter().enumerate() {
+        let end = starts.get(r + 1).copied().unwrap_or(bytes.len());
+        let size: u64 = bytes[start..end].iter().sum();
+        let device = (0..m)
+            .filter(|&d| d != previous && used[d] + size <= room)
+            .min_by_key(|&d| (used[d], d))?;
+        used[device] += size;
+        for &v in &problem.topo_order[start..end] {
+            device_of[v] = device;
+        }
+        previous = device;
+    }
+    let mut group_device = vec![usize::MAX; problem.groups.len()];
+    for &v in &problem.topo_order {
+        let g = problem.group_of[v];
+        if group_device[g] == usize::MAX {
+            group_device[g] = device_of[v];
+        }
+        device_of[v] = group_device[g];
+    }
+    Some(device_of)
+}
