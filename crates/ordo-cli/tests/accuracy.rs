@@ -23,7 +23,7 @@ fn predicted_vs_measured_step_times_of_the_small_zoo() {
     for spec in ordo_models::zoo() {
         let profile = dir.path().join(format!("{}.json", spec.name));
         let profile = profile.to_str().unwrap();
-        ordo(&["profile", spec.name, "--small", "--train", "--out", profile]);
+        ordo(&["profile", spec.name, "--small", "--train", "--reps", "11", "--out", profile]);
         for (label, plan) in [
             ("1 device inorder", &["--schedule", "inorder"][..]),
             ("2 devices m-etf", &["--devices", "cpu:2", "--algo", "m-etf"]),
