@@ -32,21 +32,8 @@ fn chain_step_us(elements: usize, alternate: bool, steps: usize) -> Result<f64, 
     let cost = ordo_cost::costgraph_from_graph(&graph);
     let problem = PlaceProblem::new(&cost, Devices::uniform(2, u64::MAX), StepMode::ForwardOnly)
         .map_err(|e| ExecError::Config(format!("link measurement: {e}")))?;
-    let device_of: Vec<usize> =
-        (0..graph.nodes.len()).map(|v| if alternate { v % 2 } else { 0 }).collect();
-    let mut order = vec![Vec::new(); 2];
-    for (v, &d) in device_of.iter().enumerate() {
-        order[d].push(v);
-    }
-    let placement = Placement {
-        algo: "link".into(),
-        device_of,
-        order,
-        makespan_us: 0,
-        peak_memory_bytes: vec![0; 2],
-        transfers: None,
-        placement_seconds: 0.0,
-    };
+    let device_of = (0..graph.nodes.len()).map(|v| if alternate { v % 2 } else { 0 }).collect();
+    let placement = Placement::in_id_order("link", device_of, 2);
     let plan = ordo_sched::build_plan(&problem, &placement)?;
     let program = Program::new(graph)?;
     let feeds = synthetic_feeds(program.graph(), 0)?;

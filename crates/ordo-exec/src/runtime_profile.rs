@@ -30,15 +30,7 @@ pub(crate) fn task_times(
     let cost = ordo_cost::costgraph_from_graph(graph);
     let problem = PlaceProblem::new(&cost, Devices::uniform(1, u64::MAX), mode)
         .map_err(|e| ExecError::Config(format!("profiling in the runtime: {e}")))?;
-    let placement = Placement {
-        algo: "profile".into(),
-        device_of: vec![0; n],
-        order: vec![(0..n).collect()],
-        makespan_us: 0,
-        peak_memory_bytes: vec![0],
-        transfers: None,
-        placement_seconds: 0.0,
-    };
+    let placement = Placement::in_id_order("profile", vec![0; n], 1);
     let plan = ordo_sched::build_plan(&problem, &placement)?;
     let engine = EngineOptions { settings: options.settings, ..EngineOptions::default() };
     let exe = Executable::new(program.clone(), &plan, engine)?;

@@ -28,6 +28,27 @@ pub struct Placement {
     pub placement_seconds: f64,
 }
 
+impl Placement {
+    /// Node `v` on device `device_of[v]`, each device running its nodes in id order (a
+    /// topological order for graphs built in order), with no predictions: for a plan chosen by
+    /// hand, a measurement or a test rather than by a placer.
+    pub fn in_id_order(algo: &str, device_of: Vec<usize>, devices: usize) -> Self {
+        let mut order = vec![Vec::new(); devices];
+        for (v, &d) in device_of.iter().enumerate() {
+            order[d].push(v);
+        }
+        Placement {
+            algo: algo.to_string(),
+            device_of,
+            order,
+            makespan_us: 0,
+            peak_memory_bytes: vec![0; devices],
+            transfers: None,
+            placement_seconds: 0.0,
+        }
+    }
+}
+
 /// The versioned JSON form of a [`Placement`], with node names instead of indices.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlacementFile {

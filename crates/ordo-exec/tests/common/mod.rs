@@ -79,20 +79,8 @@ pub fn problem(graph: &Graph, devices: usize) -> PlaceProblem {
 /// Each node on a random device, each device's nodes in id order (a topological order).
 pub fn random_placement(nodes: usize, devices: usize, seed: u64) -> Placement {
     let mut rng = fastrand::Rng::with_seed(seed);
-    let device_of: Vec<usize> = (0..nodes).map(|_| rng.usize(..devices)).collect();
-    let mut order = vec![Vec::new(); devices];
-    for (v, &d) in device_of.iter().enumerate() {
-        order[d].push(v);
-    }
-    Placement {
-        algo: "random".into(),
-        device_of,
-        order,
-        makespan_us: 0,
-        peak_memory_bytes: vec![0; devices],
-        transfers: None,
-        placement_seconds: 0.0,
-    }
+    let device_of = (0..nodes).map(|_| rng.usize(..devices)).collect();
+    Placement::in_id_order("random", device_of, devices)
 }
 
 /// Settings with a learning rate that makes small models learn quickly.
