@@ -23,6 +23,10 @@
 //! * Everything else in a queue is under its mutex; `sleepers` lets a push skip the
 //!   notification, a system call, when no worker sleeps. A sleeper counts itself before it
 //!   waits and the pusher reads the count under the same mutex, so no wake-up is lost.
+//! * Before it sleeps, a worker that found its queue empty looks for a while, yielding the
+//!   processor, at `hint` (the queue's length, stored under the mutex, read without it,
+//!   `Relaxed`): a hand-over to a worker still looking then costs no wake-up. The hint only
+//!   decides when to take the mutex again; whether to run, wait or stop is decided under it.
 //!
 //! Under `--cfg loom` the primitives use loom's types, and the tests in this file explore
 //! every interleaving of small cases (`RUSTFLAGS="--cfg loom" cargo test -p ordo-exec --lib
@@ -62,11 +66,21 @@ struct State {
     sleepers: usize,
 }
 
+/// Rounds a worker that finds its queue empty yields the processor, looking for work, before
+/// it sleeps: a hand-over to a device whose worker is still looking costs no wake-up. None
+/// under loom, whose model has no time.
+#[cfg(not(loom))]
+const LOOK_ROUNDS: usize = 64;
+#[cfg(loom)]
+const LOOK_ROUNDS: usize = 0;
+
 /// Tasks ready to run on one pool of workers, lowest rank first.
 #[derive(Debug, Default)]
 pub(crate) struct ReadyQueue {
     state: Mutex<State>,
     wake: Condvar,
+    /// Ready tasks, or 1 once closed: a hint that looking workers read without the lock.
+    hint: AtomicUsize,
 }
 
 impl ReadyQueue {
@@ -80,6 +94,7 @@ impl ReadyQueue {
     pub(crate) fn push(&self, rank: u32, task: u32) {
         let mut state = self.lock();
         state.ready.push(Reverse((rank, task)));
+        self.hint.store(state.ready.len(), Ordering::Relaxed);
         if state.sleepers > 0 {
             self.wake.notify_one();
         }
@@ -88,12 +103,28 @@ impl ReadyQueue {
     /// The ready task of lowest rank, waiting for one; `None` once the queue is closed.
     pub(crate) fn pop(&self) -> Option<u32> {
         let mut state = self.lock();
+        let mut looked = false;
         loop {
             if state.closed {
                 return None;
             }
             if let Some(Reverse((_, task))) = state.ready.pop() {
+                self.hint.store(state.ready.len(), Ordering::Relaxed);
                 return Some(task);
+            }
+            if !looked {
+                // Look for a while without the lock; whatever the hint says, the decision is
+                // taken again under the lock, so a stale hint costs a round, never a task.
+                drop(state);
+                for _ in 0..LOOK_ROUNDS {
+                    if self.hint.load(Ordering::Relaxed) > 0 {
+                        break;
+                    }
+                    std::thread::yield_now();
+                }
+                looked = true;
+                state = self.lock();
+                continue;
             }
             state.sleepers += 1;
             state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
@@ -104,6 +135,7 @@ impl ReadyQueue {
     /// Hands out nothing more and wakes every sleeper.
     pub(crate) fn close(&self) {
         self.lock().closed = true;
+        self.hint.store(1, Ordering::Relaxed);
         self.wake.notify_all();
     }
 }
