@@ -133,4 +133,12 @@ fn an_onnx_file_runs_at_another_batch() {
     assert_ne!(own, at_three);
     let inspected = ordo(&["inspect", path.as_str(), "--batch", "3"]);
     assert!(String::from_utf8_lossy(&inspected.stdout).contains("f32[3,3,8,8]"));
+
+    let tokens = format!("{}/../ordo-onnx/tests/fixtures/tokens.onnx", env!("CARGO_MANIFEST_DIR"));
+    let base = ["run", tokens.as_str(), "--train", "--loss", "cross-entropy", "--steps", "2"];
+    let sized = ["--batch", "3", "--seq-len", "5", "--json"];
+    let one = losses(&json(&ordo(&[&base[..], &sized, &["--devices", "cpu:1"]].concat())));
+    let two = ["--devices", "cpu:2", "--algo", "round-robin"];
+    assert_eq!(losses(&json(&ordo(&[&base[..], &sized, &two].concat()))), one);
+    assert!(one.iter().all(|l| l.is_finite()), "{one:?}");
 }

@@ -152,3 +152,19 @@ fn suspects(base: &[NodeTrace], resized: &[NodeTrace], scales: &[(usize, usize)]
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::scaled;
+
+    #[test]
+    fn shapes_scale_by_the_batch_the_sequence_or_both() {
+        let scales = [(4, 2), (6, 3), (24, 6)];
+        assert!(scaled(&[4, 6, 8], &[2, 3, 8], &scales));
+        assert!(scaled(&[24, 8], &[6, 8], &scales), "flattened batch * sequence");
+        assert!(scaled(&[8, 32], &[8, 16], &scales), "k * batch");
+        assert!(!scaled(&[4, 6], &[4, 6, 1], &scales), "rank changed");
+        assert!(!scaled(&[4, 8], &[2, 7], &scales), "a dimension that is not scaled");
+        assert!(!scaled(&[5], &[3], &scales), "not a multiple of a size");
+    }
+}

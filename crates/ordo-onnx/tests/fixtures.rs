@@ -293,3 +293,27 @@ fn importing_at_another_batch_recomputes_shapes_and_refuses_a_baked_batch() {
     assert!(err.contains("`/Reshape`") && err.contains("`/fixed_shape`"), "{err}");
     assert_eq!(at("baked_batch", Some(4)).unwrap().graph, at("baked_batch", None).unwrap().graph);
 }
+
+#[test]
+fn token_inputs_resize_in_batch_and_sequence_length() {
+    let at = |batch, seq_len| {
+        let options = ImportOptions { batch, seq_len, ..ImportOptions::default() };
+        import_file_with(path("tokens"), &options).unwrap().graph
+    };
+    let shape = |g: &ordo_ir::Graph, name: &str| g.find(name).unwrap().outputs[0].shape.clone();
+    for (batch, seq) in [(3, 5), (1, 1), (2, 9)] {
+        let g = at(Some(batch), Some(seq));
+        assert_eq!(shape(&g, "tokens"), vec![batch, seq]);
+        // Flattened by a constant [-1, 8]: batch times sequence rows.
+        assert_eq!(shape(&g, "/Reshape"), vec![batch * seq, 8]);
+        assert_eq!(g.fact(g.outputs[0]).unwrap().shape, vec![batch, seq, 4]);
+    }
+    assert_eq!(at(Some(7), None).fact(at(Some(7), None).outputs[0]).unwrap().shape, vec![7, 6, 4]);
+    assert_eq!(at(Some(2), Some(6)), at(None, None), "the file's own sizes change nothing");
+    let err = import_file_with(
+        path("mlp"),
+        &ImportOptions { seq_len: Some(3), ..ImportOptions::default() },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("no token input"), "{err}");
+}
