@@ -22,6 +22,9 @@
 //! - **Values.** The graph is structure only; [`Import::sources`] says where each parameter's
 //!   value comes from, and [`initializers`], [`read_tensor`] and [`param_values`] read them, so
 //!   that the graph can be run (`ordo conformance` runs ONNX's own node tests this way).
+//! - **Other sizes.** [`ImportOptions::batch`] and [`ImportOptions::seq_len`] import a model at
+//!   another batch size or sequence length than the file's; a model that writes its size into
+//!   a constant fails with [`OnnxError::Resize`] rather than giving a graph that mixes samples.
 //! - **Robustness.** Garbage, truncated files, unknown opsets, missing or inconsistent shapes
 //!   and cycles are errors, never panics.
 //!

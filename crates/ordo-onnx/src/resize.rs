@@ -46,8 +46,10 @@ pub(crate) fn import_resized(
     if scales.iter().all(|(old, new)| old == new) {
         return Ok(base);
     }
-    if let [(b0, b), (s0, s)] = scales[..] {
-        scales.push((b0 * s0, b * s));
+    if let [(b0, b), (s0, s)] = scales[..]
+        && let (Some(old), Some(new)) = (b0.checked_mul(s0), b.checked_mul(s))
+    {
+        scales.push((old, new));
     }
     let size = size.join(" and ");
     let fail = |message: String| OnnxError::Resize { size: size.clone(), message };
@@ -105,7 +107,10 @@ fn file_size(
 fn scaled(old: &[usize], new: &[usize], scales: &[(usize, usize)]) -> bool {
     old.len() == new.len()
         && old.iter().zip(new).all(|(&d0, &d1)| {
-            d0 == d1 || scales.iter().any(|&(s0, s1)| d0 % s0 == 0 && d0 / s0 * s1 == d1)
+            d0 == d1
+                || scales.iter().any(|&(s0, s1)| {
+                    s0 != 0 && d0 % s0 == 0 && (d0 / s0).checked_mul(s1) == Some(d1)
+                })
         })
 }
 
@@ -166,5 +171,6 @@ mod tests {
         assert!(!scaled(&[4, 6], &[4, 6, 1], &scales), "rank changed");
         assert!(!scaled(&[4, 8], &[2, 7], &scales), "a dimension that is not scaled");
         assert!(!scaled(&[5], &[3], &scales), "not a multiple of a size");
+        assert!(!scaled(&[0, 5], &[1, 5], &[(0, 1)]), "a file's size of 0 scales nothing");
     }
 }
