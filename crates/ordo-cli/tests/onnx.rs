@@ -211,8 +211,13 @@ fn bad_onnx_files_are_clear_errors_that_name_the_file() {
     for node in ["`erf` (Erf)", "`sin` (Sin)", "`scaler` (ai.onnx.ml.Scaler)"] {
         assert!(err.contains(node), "every unsupported node is listed: {err}");
     }
-    let err = error(&["inspect", &fixture("convnet.onnx"), "--batch", "4"]);
-    assert!(err.contains("fixes its input shapes"), "{err}");
+    let baked = fixture("baked_batch.onnx");
+    let err = error(&["place", &baked, "--batch", "2", "--devices", "2"]);
+    for part in [baked.as_str(), "batch 2 (the file has 4)", "`/Reshape`", "`/fixed_shape`"] {
+        assert!(err.contains(part), "a baked batch is refused naming {part}: {err}");
+    }
+    let err = error(&["inspect", &fixture("convnet.onnx"), "--seq-len", "4"]);
+    assert!(err.contains("no token input"), "{err}");
 }
 
 #[test]

@@ -116,3 +116,29 @@ fn imported_onnx_models_train_alike_on_one_and_several_devices() {
         assert_eq!(losses(&json(&ordo(&[&base[..], &three].concat()))), one, "{name}");
     }
 }
+
+#[test]
+fn an_onnx_file_runs_at_another_batch() {
+    let path = format!(
+        "{}/../ordo-onnx/tests/fixtures/weights_as_inputs.onnx",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let base = ["run", path.as_str(), "--train", "--loss", "cross-entropy", "--steps", "2"];
+    let v = json(&ordo(&[&base[..], &["--batch", "3", "--json"]].concat()));
+    let at_three = losses(&v);
+    assert_eq!(at_three.len(), 2);
+    assert!(at_three.iter().all(|l| l.is_finite()), "{at_three:?}");
+    // Another batch is another input, so another loss than at the file's batch of 4.
+    let own = losses(&json(&ordo(&[&base[..], &["--json"]].concat())));
+    assert_ne!(own, at_three);
+    let inspected = ordo(&["inspect", path.as_str(), "--batch", "3"]);
+    assert!(String::from_utf8_lossy(&inspected.stdout).contains("f32[3,3,8,8]"));
+
+    let tokens = format!("{}/../ordo-onnx/tests/fixtures/tokens.onnx", env!("CARGO_MANIFEST_DIR"));
+    let base = ["run", tokens.as_str(), "--train", "--loss", "cross-entropy", "--steps", "2"];
+    let sized = ["--batch", "3", "--seq-len", "5", "--json"];
+    let one = losses(&json(&ordo(&[&base[..], &sized, &["--devices", "cpu:1"]].concat())));
+    let two = ["--devices", "cpu:2", "--algo", "round-robin"];
+    assert_eq!(losses(&json(&ordo(&[&base[..], &sized, &two].concat()))), one);
+    assert!(one.iter().all(|l| l.is_finite()), "{one:?}");
+}

@@ -24,6 +24,8 @@ pub(crate) struct Ctx<'a> {
     pub graph_outputs: HashSet<String>,
     /// ONNX nodes already handled by a fusion with an earlier node.
     pub skip: HashSet<usize>,
+    /// Whether the data inputs were given other sizes than the file's.
+    pub resized: bool,
     /// Value of every tensor produced so far.
     values: HashMap<String, Value>,
     /// Tensors that exist in the file but have no value in the IR, with the reason.
@@ -62,6 +64,7 @@ impl<'a> Ctx<'a> {
             readers,
             graph_outputs: HashSet::new(),
             skip: HashSet::new(),
+            resized: false,
             values: HashMap::new(),
             unavailable: HashMap::new(),
             param_facts: HashMap::new(),

@@ -115,6 +115,16 @@ pub enum OnnxError {
         /// A node on the cycle.
         node: String,
     },
+    /// The model cannot be imported at the batch size or sequence length asked for (see
+    /// [`crate::ImportOptions::batch`]): it has no input to resize, or it fixes its size in a
+    /// constant.
+    #[error("importing at {size}: {message}")]
+    Resize {
+        /// The sizes asked for, with the file's (`batch 2 (the file has 32)`).
+        size: String,
+        /// What is wrong, naming the node and the constant where one is at fault.
+        message: String,
+    },
     /// The imported graph failed the IR's final validation (a bug in a mapping).
     #[error("the imported graph is invalid: {0}")]
     Ir(#[from] ordo_ir::IrError),

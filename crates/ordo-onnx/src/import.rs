@@ -26,6 +26,30 @@ pub(crate) fn import(
     name: Option<&str>,
     options: &ImportOptions,
 ) -> OnnxResult<Import> {
+    import_traced(bytes, name, options, &mut Vec::new())
+}
+
+/// The shapes one ONNX node read and produced in an import.
+#[derive(Default)]
+pub(crate) struct NodeTrace {
+    /// Its name.
+    pub name: String,
+    /// The shape of its first input.
+    pub input: Option<Vec<usize>>,
+    /// The shape of each output (`None` when it has no value, or the node was fused).
+    pub outputs: Vec<Option<Vec<usize>>>,
+    /// For a `Reshape` or `Expand`, its target shape tensor's name and value.
+    pub target: Option<(String, Vec<i64>)>,
+}
+
+/// Imports a model, recording in `traces` the shapes every ONNX node read and produced (up to
+/// the node that failed, if one did).
+pub(crate) fn import_traced(
+    bytes: &[u8],
+    name: Option<&str>,
+    options: &ImportOptions,
+    traces: &mut Vec<NodeTrace>,
+) -> OnnxResult<Import> {
     let model = ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
     let graph = model.graph.as_ref().ok_or(OnnxError::NoGraph)?;
     if graph.node.is_empty() && graph.output.is_empty() {
@@ -41,8 +65,10 @@ pub(crate) fn import(
     });
     let mut ctx = Ctx::new(&name, &graph.node);
     ctx.graph_outputs = graph.output.iter().map(|o| o.name().to_string()).collect();
+    ctx.resized = options.batch.is_some() || options.seq_len.is_some();
     let data_inputs = declare_inputs(&mut ctx, graph, options)?;
     let mut folded = 0;
+    *traces = names.iter().map(|n| NodeTrace { name: n.clone(), ..NodeTrace::default() }).collect();
     for &index in &order {
         if ctx.skip.contains(&index) {
             continue;
@@ -50,6 +76,14 @@ pub(crate) fn import(
         let proto = &graph.node[index];
         let node = Node { proto, name: names[index].clone(), opset };
         let mapper = ops::mapper(proto.op_type()).expect("checked by check_ops");
+        let trace = &mut traces[index];
+        trace.input = node.input(0).and_then(|t| ctx.peek(t)).map(Value::shape);
+        if matches!(proto.op_type(), "Reshape" | "Expand")
+            && let Some(t) = node.input(1)
+            && let Some(v) = ctx.peek(t).and_then(Value::as_const).and_then(|c| c.to_i64s())
+        {
+            trace.target = Some((t.to_string(), v));
+        }
         let before = ctx.graph.nodes.len();
         let outputs = mapper(&mut ctx, &node)?;
         if ctx.graph.nodes.len() == before {
@@ -64,6 +98,8 @@ pub(crate) fn import(
                 ),
             }
         }
+        traces[index].outputs =
+            proto.output.iter().map(|t| ctx.peek(t).map(Value::shape)).collect();
     }
     let fused = ctx.skip.len();
     finish_outputs(&mut ctx, graph, opset)?;
@@ -257,8 +293,9 @@ fn declare_inputs(
         }
     };
     for input in inputs {
-        let fact = fact_of_type(input.name(), input.r#type.as_ref())?;
+        let mut fact = fact_of_type(input.name(), input.r#type.as_ref())?;
         if data.iter().any(|d| d == input.name()) || !fact.dtype.is_float() {
+            resize_input(&mut fact, options);
             let out = ctx.push(input.name(), Op::Input, Vec::new(), Vec::new(), vec![fact.clone()]);
             ctx.set(input.name(), Value::wire(out, fact));
         } else {
@@ -269,13 +306,35 @@ fn declare_inputs(
     Ok(names)
 }
 
+/// Gives a data input the batch (dim 0) and, for a token input (integers, rank 2 or more), the
+/// sequence length (dim 1) that the options ask for.
+fn resize_input(fact: &mut TensorFact, options: &ImportOptions) {
+    if let (Some(batch), Some(d)) = (options.batch, fact.shape.first_mut()) {
+        *d = batch;
+    }
+    if let Some(seq) = options.seq_len
+        && is_token_input(fact)
+    {
+        fact.shape[1] = seq;
+    }
+}
+
+/// Whether a data input holds tokens: integers of rank 2 or more (batch, sequence, ...).
+pub(crate) fn is_token_input(fact: &TensorFact) -> bool {
+    !fact.dtype.is_float() && fact.rank() >= 2
+}
+
 /// Marks the graph outputs and checks the shapes the file declares.
 fn finish_outputs(ctx: &mut Ctx<'_>, graph: &GraphProto, opset: i64) -> OnnxResult<()> {
     let proto = NodeProto { name: Some("graph output".into()), ..NodeProto::default() };
     let node = Node { proto: &proto, name: "graph output".into(), opset };
+    // At other sizes than the file's, the declared shapes are checked by comparing with an
+    // import at the file's sizes.
+    let resized = ctx.resized;
+    let declared = |ty| if resized { None } else { declared_fact(ty) };
     for info in &graph.value_info {
         if let (Some(declared), Some(Value::View(v))) =
-            (declared_fact(info.r#type.as_ref()), ctx.peek(info.name()))
+            (declared(info.r#type.as_ref()), ctx.peek(info.name()))
         {
             check_declared(info.name(), &declared, v.fact())?;
         }
@@ -283,7 +342,7 @@ fn finish_outputs(ctx: &mut Ctx<'_>, graph: &GraphProto, opset: i64) -> OnnxResu
     for output in &graph.output {
         let outlet = ctx.materialize(&node, output.name())?;
         let fact = ctx.graph.fact(outlet).cloned().expect("materialized");
-        if let Some(declared) = declared_fact(output.r#type.as_ref()) {
+        if let Some(declared) = declared(output.r#type.as_ref()) {
             check_declared(output.name(), &declared, &fact)?;
         }
         ctx.graph.outputs.push(outlet);

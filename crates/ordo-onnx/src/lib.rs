@@ -22,6 +22,9 @@
 //! - **Values.** The graph is structure only; [`Import::sources`] says where each parameter's
 //!   value comes from, and [`initializers`], [`read_tensor`] and [`param_values`] read them, so
 //!   that the graph can be run (`ordo conformance` runs ONNX's own node tests this way).
+//! - **Other sizes.** [`ImportOptions::batch`] and [`ImportOptions::seq_len`] import a model at
+//!   another batch size or sequence length than the file's; a model that writes its size into
+//!   a constant fails with [`OnnxError::Resize`] rather than giving a graph that mixes samples.
 //! - **Robustness.** Garbage, truncated files, unknown opsets, missing or inconsistent shapes
 //!   and cycles are errors, never panics.
 //!
@@ -38,6 +41,7 @@ mod import;
 mod node;
 mod ops;
 mod proto;
+mod resize;
 mod tensor;
 mod value;
 mod values;
@@ -60,6 +64,14 @@ pub struct ImportOptions {
     /// Names of the graph inputs that are data (every other non-initializer float input is a
     /// parameter). `None` guesses as described in the crate documentation.
     pub data_inputs: Option<Vec<String>>,
+    /// Import at this batch size instead of the file's: dimension 0 of every data input is
+    /// replaced, and shape subgraphs recompute with it. The model is imported at its own size
+    /// too, and must have the same shapes with the batch scaled; a file that writes its batch
+    /// into a constant fails with [`OnnxError::Resize`] naming the node.
+    pub batch: Option<usize>,
+    /// Import at this sequence length: dimension 1 of every token input (integers of rank 2
+    /// or more, `[batch, sequence, ...]`), checked like [`ImportOptions::batch`].
+    pub seq_len: Option<usize>,
 }
 
 /// What an import produced, beyond the graph.
@@ -118,7 +130,7 @@ pub fn import_file_with(
     let bytes =
         std::fs::read(path).map_err(|source| OnnxError::Io { path: path.to_path_buf(), source })?;
     let stem = path.file_stem().and_then(|s| s.to_str());
-    import::import(&bytes, stem, options)
+    import_named(&bytes, stem, options)
 }
 
 /// Imports an ONNX model from memory; the graph takes the ONNX graph's name.
@@ -136,5 +148,17 @@ pub fn import_bytes(bytes: &[u8]) -> Result<Graph, OnnxError> {
 /// opset, [`OnnxError::UnsupportedOps`] listing every node without a mapping, and the other
 /// variants of [`OnnxError`] for missing or inconsistent shapes, cycles and malformed nodes.
 pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Import, OnnxError> {
-    import::import(bytes, None, options)
+    import_named(bytes, None, options)
+}
+
+fn import_named(
+    bytes: &[u8],
+    name: Option<&str>,
+    options: &ImportOptions,
+) -> Result<Import, OnnxError> {
+    if options.batch.is_some() || options.seq_len.is_some() {
+        resize::import_resized(bytes, name, options)
+    } else {
+        import::import(bytes, name, options)
+    }
 }

@@ -180,6 +180,15 @@ impl Value {
         Value::View(View::new(Base::Wire(outlet), fact))
     }
 
+    /// The shape of the value.
+    pub fn shape(&self) -> Vec<usize> {
+        match self {
+            Value::View(v) => v.fact().shape.clone(),
+            Value::Const(c) => c.shape.clone(),
+            Value::ParamSet { fact, .. } => fact.shape.clone(),
+        }
+    }
+
     /// The constant, if this is one.
     pub fn as_const(&self) -> Option<&ConstTensor> {
         match self {

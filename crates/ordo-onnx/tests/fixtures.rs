@@ -102,7 +102,10 @@ fn weights_as_graph_inputs_and_training_mode() {
 
 #[test]
 fn weights_as_inputs_can_be_named_explicitly() {
-    let options = ImportOptions { data_inputs: Some(vec!["input.1".into(), "fc.bias".into()]) };
+    let options = ImportOptions {
+        data_inputs: Some(vec!["input.1".into(), "fc.bias".into()]),
+        ..ImportOptions::default()
+    };
     let import = import_file_with(path("weights_as_inputs"), &options).unwrap();
     assert_eq!(import.report.data_inputs, ["input.1", "fc.bias"]);
     assert_eq!(import.report.params, 4 * 3 * 9 + 4 + 4 + 4 + 5 * 4);
@@ -258,4 +261,59 @@ fn every_parameter_has_a_source_with_its_values() {
         let from = per_dir + onnx_gate * gate;
         assert_eq!(got[ir_gate * gate..(ir_gate + 1) * gate], w[from..from + gate]);
     }
+}
+
+#[test]
+fn importing_at_another_batch_recomputes_shapes_and_refuses_a_baked_batch() {
+    let at = |name: &str, batch| {
+        import_file_with(path(name), &ImportOptions { batch, ..ImportOptions::default() })
+    };
+    // The file's batch is 4; its Reshape target comes from a Shape/Gather/Concat subgraph.
+    let own = at("weights_as_inputs", None).unwrap().graph;
+    let three = at("weights_as_inputs", Some(3)).unwrap().graph;
+    assert_eq!(own.nodes.len(), three.nodes.len());
+    let mut changed = 0;
+    for (a, b) in own.nodes.iter().zip(&three.nodes) {
+        assert_eq!(a.name, b.name);
+        for (fa, fb) in a.outputs.iter().zip(&b.outputs) {
+            if fa != fb {
+                changed += 1;
+                assert_eq!((fa.shape[0], fb.shape[0]), (4, 3), "{}: {fa} vs {fb}", a.name);
+                assert_eq!(fa.shape[1..], fb.shape[1..], "{}: {fa} vs {fb}", a.name);
+            }
+        }
+    }
+    assert!(changed >= 8, "every activation follows the batch: {changed}");
+    assert_eq!(three.fact(three.outputs[0]).unwrap().shape, vec![3, 5]);
+    assert_eq!(own.params, three.params);
+
+    let err = at("baked_batch", Some(2)).unwrap_err();
+    assert!(matches!(err, OnnxError::Resize { .. }), "{err:?}");
+    let err = err.to_string();
+    assert!(err.contains("`/Reshape`") && err.contains("`/fixed_shape`"), "{err}");
+    assert_eq!(at("baked_batch", Some(4)).unwrap().graph, at("baked_batch", None).unwrap().graph);
+}
+
+#[test]
+fn token_inputs_resize_in_batch_and_sequence_length() {
+    let at = |batch, seq_len| {
+        let options = ImportOptions { batch, seq_len, ..ImportOptions::default() };
+        import_file_with(path("tokens"), &options).unwrap().graph
+    };
+    let shape = |g: &ordo_ir::Graph, name: &str| g.find(name).unwrap().outputs[0].shape.clone();
+    for (batch, seq) in [(3, 5), (1, 1), (2, 9)] {
+        let g = at(Some(batch), Some(seq));
+        assert_eq!(shape(&g, "tokens"), vec![batch, seq]);
+        // Flattened by a constant [-1, 8]: batch times sequence rows.
+        assert_eq!(shape(&g, "/Reshape"), vec![batch * seq, 8]);
+        assert_eq!(g.fact(g.outputs[0]).unwrap().shape, vec![batch, seq, 4]);
+    }
+    assert_eq!(at(Some(7), None).fact(at(Some(7), None).outputs[0]).unwrap().shape, vec![7, 6, 4]);
+    assert_eq!(at(Some(2), Some(6)), at(None, None), "the file's own sizes change nothing");
+    let err = import_file_with(
+        path("mlp"),
+        &ImportOptions { seq_len: Some(3), ..ImportOptions::default() },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("no token input"), "{err}");
 }

@@ -42,6 +42,27 @@ proptest! {
         }
         let _ = ordo_onnx::import_bytes(&bytes);
     }
+
+    #[test]
+    fn resized_imports_of_corruptions_do_not_panic(
+        which in 0usize..6,
+        batch in 0usize..70,
+        seq_len in proptest::option::of(0usize..20),
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+    ) {
+        let all = [fixtures(), vec![fixture("tokens"), fixture("baked_batch")]].concat();
+        let mut bytes = all[which].clone();
+        for (at, value) in edits {
+            let i = at.index(bytes.len());
+            bytes[i] = value;
+        }
+        let options = ordo_onnx::ImportOptions {
+            batch: Some(batch),
+            seq_len,
+            ..ordo_onnx::ImportOptions::default()
+        };
+        let _ = ordo_onnx::import(&bytes, &options);
+    }
 }
 
 proptest! {

@@ -187,7 +187,8 @@ fn check(
 ) -> anyhow::Result<Outcome> {
     // Node tests feed every operand as a graph input: when guessing which inputs are
     // parameters fails, try them all as data.
-    let all_data = ordo_onnx::ImportOptions { data_inputs: Some(info.inputs.clone()) };
+    let all_data =
+        ordo_onnx::ImportOptions { data_inputs: Some(info.inputs.clone()), ..Default::default() };
     let import = match ordo_onnx::import(model, &ordo_onnx::ImportOptions::default()) {
         Ok(import) => import,
         Err(e) => match ordo_onnx::import(model, &all_data) {

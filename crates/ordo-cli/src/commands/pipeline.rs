@@ -37,7 +37,7 @@ impl PipelineArgs {
         if crate::onnx::is_onnx(&problem.target) {
             bail!(
                 "--pipeline splits the batch of a zoo model into micro-batches; {} fixes its \
-                 batch (an ONNX file's shapes are its own)",
+                 batch (an ONNX model is imported at one batch, the file's or --batch)",
                 problem.target
             );
         }

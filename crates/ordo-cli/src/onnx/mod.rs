@@ -11,16 +11,13 @@ pub fn is_onnx(arg: &str) -> bool {
     arg.to_ascii_lowercase().ends_with(".onnx")
 }
 
-/// Imports an ONNX file. Its shapes are fixed by the file: `--batch` and `--seq-len` are
-/// errors rather than being ignored.
+/// Imports an ONNX file, at `--batch` (dimension 0 of the data inputs) and `--seq-len`
+/// (dimension 1 of the token inputs) when given instead of the file's sizes.
 pub fn load(path: &str, batch: Option<usize>, seq_len: Option<usize>) -> anyhow::Result<Graph> {
-    if batch.is_some() || seq_len.is_some() {
-        bail!(
-            "{path}: an ONNX file fixes its input shapes; --batch and --seq-len apply to zoo \
-             models only (export the model again with the shapes you want)"
-        );
-    }
-    ordo_onnx::import_file(path).with_context(|| format!("importing {path}"))
+    let options = ordo_onnx::ImportOptions { batch, seq_len, ..Default::default() };
+    ordo_onnx::import_file_with(path, &options)
+        .map(|i| i.graph)
+        .with_context(|| format!("importing {path}"))
 }
 
 /// A loss to add to a forward graph that ends at its predictions.

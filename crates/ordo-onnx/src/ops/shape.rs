@@ -279,9 +279,16 @@ pub(crate) fn concat(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
 pub(crate) fn expand(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let target = shape_input(ctx, node, 1)?;
     match ctx.input(node, 0)? {
-        Value::Const(c) => {
-            one(Value::constant(fold::expand(&c, &target).map_err(|m| node.shape_error(m))?))
-        }
+        Value::Const(c) => match fold::expand(&c, &target) {
+            Ok(e) => one(Value::constant(e)),
+            // A constant of equal elements sized at the file's batch (an LSTM's zero initial
+            // state) is a fill of the target in a model imported at another batch.
+            Err(_) if ctx.resized && c.shape.len() <= target.len() && uniform(&c).is_some() => {
+                let x = uniform(&c).expect("checked");
+                one(Value::constant(c.with(target, ConstData::Splat(x))))
+            }
+            Err(m) => Err(node.shape_error(m)),
+        },
         other => {
             let fact = ctx.fact_of(node, &other)?;
             match fold::broadcast(&fact.shape, &target) {
@@ -293,6 +300,16 @@ pub(crate) fn expand(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
             }
         }
     }
+}
+
+/// The value of every element of a constant whose elements are all equal.
+fn uniform(c: &ConstTensor) -> Option<f64> {
+    if let ConstData::Splat(x) = c.data {
+        return Some(x);
+    }
+    let values = c.to_f64s()?;
+    let first = *values.first()?;
+    values.iter().all(|&x| x == first).then_some(first)
 }
 
 /// The dims of input `i`, whatever its kind.
