@@ -56,7 +56,7 @@ enum Command {
 /// messages name the file, node or value at fault) and exits with status 1.
 fn main() -> ExitCode {
     restore_default_sigpipe();
-    keep_freed_memory();
+    ordo_exec::keep_freed_memory();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -79,21 +79,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => commands::run::run(&args),
         Command::Profile(args) => commands::profile::run(&args),
         Command::Conformance(args) => commands::conformance::run(&args),
-    }
-}
-
-/// glibc hands large blocks (above a threshold that grows to 32 MiB) to the kernel with
-/// `mmap` and returns them on free, so every step of `ordo run` and every pass of `ordo
-/// profile` would fault in fresh zeroed pages for its large tensors, which is most of a small
-/// model's step. Serving them from the heap and keeping freed memory makes a step reuse the
-/// last step's pages, as a framework's caching allocator does.
-fn keep_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: called first thing in `main`, before any allocation from another thread;
-    // `mallopt` only changes the allocator's thresholds.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 30);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
     }
 }
 

@@ -1,7 +1,7 @@
 //! Benchmark (ignored; `cargo test --release -p ordo-cli --test accuracy -- --ignored
 //! --nocapture`): the simulator's prediction of a step against the step `ordo run` measures,
 //! with node times from `ordo profile`, for every zoo model's small variant, on one device
-//! (inorder) and on two (m-ETF).
+//! (inorder, and ooo with two workers) and on two (m-ETF).
 
 use std::process::Command;
 
@@ -17,7 +17,7 @@ fn predicted_vs_measured_step_times_of_the_small_zoo() {
     let dir = tempfile::tempdir().unwrap();
     let mut errors = Vec::new();
     println!(
-        "{:<20} {:<16} {:>12} {:>13} {:>7}",
+        "{:<20} {:<24} {:>12} {:>13} {:>7}",
         "model", "plan", "measured ms", "predicted ms", "error"
     );
     for spec in ordo_models::zoo() {
@@ -26,6 +26,7 @@ fn predicted_vs_measured_step_times_of_the_small_zoo() {
         ordo(&["profile", spec.name, "--small", "--train", "--reps", "11", "--out", profile]);
         for (label, plan) in [
             ("1 device inorder", &["--schedule", "inorder"][..]),
+            ("1 device ooo, 2 workers", &["--schedule", "ooo", "--workers", "2"]),
             ("2 devices m-etf", &["--devices", "cpu:2", "--algo", "m-etf"]),
         ] {
             let mut args = vec![
@@ -46,7 +47,7 @@ fn predicted_vs_measured_step_times_of_the_small_zoo() {
             let error = (predicted - measured) / measured;
             errors.push(error.abs());
             println!(
-                "{:<20} {label:<16} {:>12.3} {:>13.3} {:>6.1}%",
+                "{:<20} {label:<24} {:>12.3} {:>13.3} {:>6.1}%",
                 spec.name,
                 measured / 1e3,
                 predicted / 1e3,

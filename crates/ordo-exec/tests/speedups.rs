@@ -9,15 +9,21 @@
 mod common;
 
 use common::*;
-use ordo_exec::{EngineOptions, Executable, Program, TrainState, synthetic_feeds};
+use ordo_cost::StepMode;
+use ordo_exec::{
+    EngineOptions, Executable, ProfileMode, ProfileOptions, Program, TrainState, synthetic_feeds,
+};
 use ordo_ir::op::Optimizer;
 use ordo_models::Variant;
+use ordo_place::{Devices, PlaceProblem};
 use ordo_sched::{OneDeviceSchedule, Plan, build_plan, one_device_plan};
 
 const STEPS: usize = 21;
 
 /// Median step time in ms of each plan, steps interleaved.
 fn side_by_side(program: &Program, plans: &[(&str, Plan, usize)]) -> Vec<f64> {
+    // As `ordo` does; without it, page faults of fresh pages dominate and serialise workers.
+    ordo_exec::keep_freed_memory();
     let feeds = synthetic_feeds(program.graph(), 3).unwrap();
     let exes: Vec<Executable> = plans
         .iter()

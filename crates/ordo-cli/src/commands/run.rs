@@ -218,14 +218,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         bail!("--steps must be at least 1");
     }
     let Prepared { program, plan, replicas, label } = prepare(args)?;
-    let predicted = ordo_sim::simulate(
-        &plan,
-        &ordo_sim::SimOptions {
-            concurrent_kernels: false,
-            channel: ordo_sim::Channel::BaechiPytorch,
-        },
-    )
-    .context("simulating the plan")?;
+    let predicted = predict(&plan, args.workers).context("simulating the plan")?;
     let settings = RunSettings {
         seed: args.search.seed,
         hyper: ordo_exec::cpu::Hyper { lr: args.lr, ..Default::default() },
@@ -306,6 +299,27 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         println!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// The simulator's prediction of `plan` run with `workers` compute threads per device: each
+/// kernel then keeps one thread, `1 / workers` of its device, busy, and kernels of different
+/// streams run side by side up to `workers` at a time (the simulator's concurrent kernels,
+/// sharing by occupancy); transfers do not contend (each device's sends are on its
+/// communication thread, receptions need no thread).
+fn predict(plan: &Plan, workers: usize) -> Result<ordo_sim::Report, ordo_sim::SimError> {
+    let mut plan = plan.clone();
+    if workers > 1 {
+        for task in &mut plan.tasks {
+            if let ordo_sched::TaskKind::Compute { .. } = task.kind {
+                task.occupancy = 1.0 / workers as f64;
+            }
+        }
+    }
+    let options = ordo_sim::SimOptions {
+        concurrent_kernels: workers > 1,
+        channel: ordo_sim::Channel::BaechiPytorch,
+    };
+    ordo_sim::simulate(&plan, &options)
 }
 
 /// The mean of the replicas' losses (NaN when the step computed none).
