@@ -100,6 +100,9 @@ fn bad_runs_are_clear_errors() {
     let e =
         err(&["run", "resnet50", "--small", "--train", "--schedule", "ooo", "--devices", "cpu:2"]);
     assert!(e.contains("one device"), "{e}");
+    let e =
+        err(&["run", "resnet50", "--small", "--train", "--schedule", "ooo", "--order", "model"]);
+    assert!(e.contains("--order model"), "{e}");
 }
 
 #[test]

@@ -117,6 +117,9 @@ struct Prepared {
 }
 
 fn prepare(args: &Args) -> anyhow::Result<Prepared> {
+    if args.order == OrderArg::Model && (args.data_parallel.is_some() || args.schedule.is_some()) {
+        bail!("--order model applies to placed plans, not to --schedule or --data-parallel");
+    }
     let devices = match args.data_parallel {
         Some(n) => n,
         None => parse_devices(&args.devices)?,
@@ -196,9 +199,6 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
             .with_context(|| format!("scheduling `{}`", loaded.label))?;
         (plan, 1, format!("placed with {} on {devices} CPU devices", placement.algo))
     };
-    if args.order == OrderArg::Model && (args.data_parallel.is_some() || args.schedule.is_some()) {
-        bail!("--order model applies to placed plans, not to --schedule or --data-parallel");
-    }
     let program = Program::new(graph).with_context(|| format!("preparing `{}`", args.target))?;
     Ok(Prepared { program, plan, replicas, label })
 }
