@@ -55,6 +55,10 @@ pub struct Profile {
     /// What a transfer between two devices of the runtime measured, when it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<ProfileLink>,
+    /// What a step of the runtime costs outside its tasks (starting and joining its workers),
+    /// µs, when it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_overhead_us: Option<f64>,
 }
 
 /// A measured transfer between two devices: a fixed cost and a cost per byte.

@@ -36,6 +36,7 @@ fn profile_of(graph: &Graph) -> Profile {
             })
             .collect(),
         link: None,
+        step_overhead_us: None,
     }
 }
 

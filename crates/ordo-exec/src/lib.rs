@@ -19,6 +19,7 @@ mod state;
 pub use engine::{EngineOptions, Executable, StepRun, Sync, TaskSpan};
 pub use error::ExecError;
 pub use link::measure_link;
+pub use runtime_profile::step_overhead_us;
 
 /// Makes the C allocator keep memory that is freed for the next allocation: glibc hands large
 /// blocks (above a threshold that grows to 32 MiB) to the kernel with `mmap` and returns them

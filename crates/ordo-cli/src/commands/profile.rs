@@ -115,6 +115,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             crate::progress::with_spinner("measuring transfers", |_| ordo_exec::measure_link(11))?;
         Some(ProfileLink { fixed_us: comm.fixed_us, us_per_byte: comm.us_per_byte })
     };
+    let step_overhead_us = match args.calls {
+        CallsArg::Runtime => Some(ordo_exec::step_overhead_us(&program, &state, &feeds, &options)?),
+        _ => None,
+    };
     let profile = Profile {
         format: PROFILE_FORMAT.to_string(),
         model: label.clone(),
@@ -135,6 +139,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             })
             .collect(),
         link,
+        step_overhead_us,
     };
     profile.write(&args.out)?;
     print_summary(&profile);

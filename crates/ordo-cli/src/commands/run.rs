@@ -114,6 +114,8 @@ struct Prepared {
     plan: Plan,
     replicas: usize,
     label: String,
+    /// What the runtime spends on a step outside its tasks, as the profile measured it.
+    step_overhead_us: f64,
 }
 
 fn prepare(args: &Args) -> anyhow::Result<Prepared> {
@@ -200,7 +202,8 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         (plan, 1, format!("placed with {} on {devices} CPU devices", placement.algo))
     };
     let program = Program::new(graph).with_context(|| format!("preparing `{}`", args.target))?;
-    Ok(Prepared { program, plan, replicas, label })
+    let step_overhead_us = profile.and_then(|p| p.step_overhead_us).unwrap_or(0.0);
+    Ok(Prepared { program, plan, replicas, label, step_overhead_us })
 }
 
 /// Each device runs its nodes in the model's order (node ids, a topological order), and the
@@ -217,8 +220,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.steps == 0 {
         bail!("--steps must be at least 1");
     }
-    let Prepared { program, plan, replicas, label } = prepare(args)?;
-    let predicted = predict(&plan, args.workers).context("simulating the plan")?;
+    let Prepared { program, plan, replicas, label, step_overhead_us } = prepare(args)?;
+    let mut predicted = predict(&plan, args.workers).context("simulating the plan")?;
+    // What the runtime spends on a step outside its tasks, where the profile measured it.
+    predicted.step_time_us += step_overhead_us;
     let settings = RunSettings {
         seed: args.search.seed,
         hyper: ordo_exec::cpu::Hyper { lr: args.lr, ..Default::default() },

@@ -2,7 +2,7 @@
 //! and what each kind of task does. The protocol is in [`super::queue`].
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -52,6 +52,7 @@ pub(crate) struct Step<'a> {
     queues: Vec<ReadyQueue>,
     remaining: AtomicUsize,
     failure: Mutex<Option<ExecError>>,
+    stopped: AtomicBool,
     memory: Vec<Mutex<Memory>>,
     epoch: Instant,
     /// Per task, ns after the epoch.
@@ -98,6 +99,7 @@ impl<'a> Step<'a> {
             queues: (0..2 * bound.devices).map(|_| ReadyQueue::default()).collect(),
             remaining: AtomicUsize::new(n),
             failure: Mutex::new(None),
+            stopped: AtomicBool::new(false),
             memory: bound
                 .persistent
                 .iter()
@@ -144,7 +146,8 @@ impl<'a> Step<'a> {
 
     /// A worker: runs the tasks of queue `q` until it is closed.
     fn work(&self, q: usize) {
-        while let Some(t) = self.queues[q].pop() {
+        let mut next = self.queues[q].pop();
+        while let Some(t) = next {
             let t = t as usize;
             // Relaxed: read after the workers are joined, which orders everything.
             self.started[t].store(self.elapsed_ns(), Ordering::Relaxed);
@@ -153,10 +156,16 @@ impl<'a> Step<'a> {
                     .unwrap_or_else(|_| Err(self.kernel_error(t, "the kernel panicked".into())))
             });
             self.finished[t].store(self.elapsed_ns(), Ordering::Relaxed);
-            match result {
-                Ok(()) => self.complete(t),
-                Err(e) => self.fail(e),
-            }
+            next = match result {
+                Ok(()) => match self.complete(t, q) {
+                    Some(kept) if !self.stopped.load(Ordering::Relaxed) => Some(kept),
+                    _ => self.queues[q].pop(),
+                },
+                Err(e) => {
+                    self.fail(e);
+                    self.queues[q].pop()
+                }
+            };
         }
     }
 
@@ -207,8 +216,10 @@ impl<'a> Step<'a> {
     }
 
     /// Releases what the finished task held, then makes ready the successors it was the last
-    /// predecessor of; the task that finishes last closes every queue.
-    fn complete(&self, t: usize) {
+    /// predecessor of; the task that finishes last closes every queue. The first successor
+    /// made ready for the finisher's own queue `q`, when that queue looks empty, is not queued
+    /// but returned, for the finisher to run next without a hand-over.
+    fn complete(&self, t: usize, q: usize) -> Option<u32> {
         let task = &self.bound.tasks[t];
         self.free(task.device, task.workspace);
         for &b in &task.writes {
@@ -225,15 +236,21 @@ impl<'a> Step<'a> {
                 self.release(b);
             }
         }
+        let mut kept = None;
         for &s in &task.succs {
             if self.pending[s as usize].arrive() {
                 let succ = &self.bound.tasks[s as usize];
-                self.queues[succ.queue].push(succ.rank, s);
+                if kept.is_none() && succ.queue == q && self.queues[q].looks_empty() {
+                    kept = Some(s);
+                } else {
+                    self.queues[succ.queue].push(succ.rank, s);
+                }
             }
         }
         if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.close_all();
         }
+        kept
     }
 
     fn release(&self, b: u32) {
@@ -244,6 +261,9 @@ impl<'a> Step<'a> {
 
     fn fail(&self, error: ExecError) {
         lock(&self.failure).get_or_insert(error);
+        // Relaxed: a hint that stops workers from running tasks they kept; the queues, closed
+        // under their mutexes, are what stops the step.
+        self.stopped.store(true, Ordering::Relaxed);
         self.close_all();
     }
 
