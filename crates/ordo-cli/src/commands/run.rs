@@ -309,8 +309,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 /// The simulator's prediction of `plan` run with `workers` compute threads per device: each
 /// kernel then keeps one thread, `1 / workers` of its device, busy, and kernels of different
 /// streams run side by side up to `workers` at a time (the simulator's concurrent kernels,
-/// sharing by occupancy); transfers do not contend (each device's sends are on its
-/// communication thread, receptions need no thread).
+/// sharing by occupancy); transfers do not contend (the copies are short; the simulator
+/// gives them links of their own).
 fn predict(plan: &Plan, workers: usize) -> Result<ordo_sim::Report, ordo_sim::SimError> {
     let mut plan = plan.clone();
     if workers > 1 {

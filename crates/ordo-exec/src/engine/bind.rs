@@ -49,11 +49,10 @@ pub(crate) enum Work {
 pub(crate) struct BoundTask {
     pub name: String,
     pub work: Work,
-    /// The device whose memory its workspace uses and whose pool runs it (the sender of a
-    /// transfer, the first device of an all-reduce).
+    /// The device whose memory its workspace uses and whose workers run it (the sender of a
+    /// transfer, the first device of an all-reduce): on a CPU a copy or a sum needs a core as a
+    /// kernel does, so a device's workers do its communication too.
     pub device: usize,
-    /// Its ready queue: `device` for compute work, `devices + device` for communication.
-    pub queue: usize,
     /// Position in one topological order of the plan: the priority among ready tasks.
     pub rank: u32,
     /// How many tasks it waits for.
@@ -146,7 +145,7 @@ pub(crate) fn bind(program: &Program, plan: &Plan, sync: Sync) -> Result<Bound, 
     let mut tasks = Vec::with_capacity(plan.tasks.len());
     for (t, task) in plan.tasks.iter().enumerate() {
         let device = task_device(task);
-        let (work, reads, writes, comm) = match &task.kind {
+        let (work, reads, writes) = match &task.kind {
             TaskKind::Compute { .. } => {
                 let id = node_of[t].unwrap_or(NodeId(0));
                 let node = graph.node(id);
@@ -183,14 +182,14 @@ pub(crate) fn bind(program: &Program, plan: &Plan, sync: Sync) -> Result<Bound, 
                 reads.dedup();
                 let replica = if replicas > 1 { device } else { 0 };
                 let fetch = fetched.get(&id).cloned().unwrap_or_default();
-                (Work::Compute { node: id, inputs, outputs, fetch, replica }, reads, writes, false)
+                (Work::Compute { node: id, inputs, outputs, fetch, replica }, reads, writes)
             }
             TaskKind::Transfer { buffer, .. } => {
                 let to =
                     plan.buffers.iter().position(|b| b.producer.0 as usize == t).ok_or_else(
                         || mismatch(format!("transfer `{}` writes no buffer", task.name)),
                     )? as u32;
-                (Work::Transfer { from: buffer.0, to }, vec![buffer.0], vec![to], true)
+                (Work::Transfer { from: buffer.0, to }, vec![buffer.0], vec![to])
             }
             TaskKind::AllReduce { buffers } => {
                 let joined = task.streams.len().max(1);
@@ -201,14 +200,13 @@ pub(crate) fn bind(program: &Program, plan: &Plan, sync: Sync) -> Result<Bound, 
                 let mut reads: Vec<u32> = buffers.iter().map(|b| b.0).collect();
                 reads.sort_unstable();
                 reads.dedup();
-                (Work::AllReduce { groups }, reads, Vec::new(), true)
+                (Work::AllReduce { groups }, reads, Vec::new())
             }
         };
         tasks.push(BoundTask {
             name: task.name.clone(),
             work,
             device,
-            queue: if comm { devices + device } else { device },
             rank: rank[t],
             deps: preds[t].len(),
             succs: Vec::new(),

@@ -11,11 +11,11 @@
 //!   tasks behind the events it awaits ([`Sync::Events`]), or for everything the awaited
 //!   device ran up to them ([`Sync::DeviceWait`]). When its count reaches zero it goes to the
 //!   ready queue of its device, ordered by its position in the plan.
-//! * **Workers.** Each device has `workers_per_device` compute threads, which run its compute
-//!   and sub-compute tasks, and one communication thread (its copy engine), which runs the
-//!   transfers it sends and the all-reduces it leads. A stream never has two tasks in flight;
-//!   tasks of different streams of one device run side by side when the device has workers
-//!   for them.
+//! * **Workers.** Each device has `workers_per_device` threads, which run its compute and
+//!   sub-compute tasks, the transfers it sends and the all-reduces it leads (on a CPU a copy or
+//!   a sum needs a core as a kernel does; a separate copy thread would only compete with the
+//!   workers for the cores). A stream never has two tasks in flight; tasks of different
+//!   streams of one device run side by side when the device has workers for them.
 //! * **Buffers.** Values are immutable and shared ([`Arc`]): a task reads the version its
 //!   producer wrote, so no write can reach a buffer another stream still reads. An all-reduce
 //!   writes a new version in place of the old one, and the plan makes every later reader wait

@@ -96,7 +96,7 @@ impl<'a> Step<'a> {
             values: bound.buffers.iter().map(|_| Mutex::new(None)).collect(),
             readers_left: bound.buffers.iter().map(|b| AtomicUsize::new(b.readers)).collect(),
             pending: bound.tasks.iter().map(|t| Countdown::new(t.deps)).collect(),
-            queues: (0..2 * bound.devices).map(|_| ReadyQueue::default()).collect(),
+            queues: (0..bound.devices).map(|_| ReadyQueue::default()).collect(),
             remaining: AtomicUsize::new(n),
             failure: Mutex::new(None),
             stopped: AtomicBool::new(false),
@@ -111,22 +111,21 @@ impl<'a> Step<'a> {
         }
     }
 
-    /// Runs the step with `workers` compute threads per device and one communication thread
-    /// per device; returns once every task has finished or the first failure has stopped them.
+    /// Runs the step with `workers` threads per device; returns once every task has finished
+    /// or the first failure has stopped them.
     pub fn run(&self, workers: usize) -> Result<(), ExecError> {
         if self.bound.tasks.is_empty() {
             return Ok(());
         }
         for &t in &self.bound.roots {
             let task = &self.bound.tasks[t as usize];
-            self.queues[task.queue].push(task.rank, t);
+            self.queues[task.device].push(task.rank, t);
         }
         std::thread::scope(|scope| {
             for d in 0..self.bound.devices {
                 for _ in 0..workers {
                     scope.spawn(move || self.work(d));
                 }
-                scope.spawn(move || self.work(self.bound.devices + d));
             }
         });
         match lock(&self.failure).take() {
@@ -144,7 +143,7 @@ impl<'a> Step<'a> {
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    /// A worker: runs the tasks of queue `q` until it is closed.
+    /// A worker of device `q`: runs the tasks of its queue until it is closed.
     fn work(&self, q: usize) {
         let mut next = self.queues[q].pop();
         while let Some(t) = next {
@@ -240,10 +239,10 @@ impl<'a> Step<'a> {
         for &s in &task.succs {
             if self.pending[s as usize].arrive() {
                 let succ = &self.bound.tasks[s as usize];
-                if kept.is_none() && succ.queue == q && self.queues[q].looks_empty() {
+                if kept.is_none() && succ.device == q && self.queues[q].looks_empty() {
                     kept = Some(s);
                 } else {
-                    self.queues[succ.queue].push(succ.rank, s);
+                    self.queues[succ.device].push(succ.rank, s);
                 }
             }
         }
