@@ -155,15 +155,7 @@ pub fn place(
             });
         }
     }
-    Ok(Placement {
-        algo: algo.name().into(),
-        device_of,
-        order: schedule.order,
-        makespan_us: schedule.makespan_us,
-        peak_memory_bytes: schedule.peak_memory_bytes,
-        transfers: Some(schedule.transfers),
-        placement_seconds,
-    })
+    Ok(Placement::from_schedule(algo.name(), device_of, schedule, placement_seconds))
 }
 
 /// What a set of nodes needs on one device for the step: everything that stays resident plus

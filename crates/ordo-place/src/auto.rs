@@ -259,13 +259,5 @@ fn embed(
             schedule.peak_memory_bytes, problem.devices.memory
         )));
     }
-    Ok(Placement {
-        algo: placement.algo.clone(),
-        device_of,
-        order: schedule.order,
-        makespan_us: schedule.makespan_us,
-        peak_memory_bytes: schedule.peak_memory_bytes,
-        transfers: Some(schedule.transfers),
-        placement_seconds: placement.placement_seconds,
-    })
+    Ok(Placement::from_schedule(&placement.algo, device_of, schedule, placement.placement_seconds))
 }

@@ -29,6 +29,25 @@ pub struct Placement {
 }
 
 impl Placement {
+    /// The placement `device_of` as `schedule` (its simulation) runs it: the schedule's orders,
+    /// makespan, peaks and transfer order.
+    pub(crate) fn from_schedule(
+        algo: &str,
+        device_of: Vec<usize>,
+        schedule: crate::sim::Schedule,
+        placement_seconds: f64,
+    ) -> Self {
+        Placement {
+            algo: algo.to_string(),
+            device_of,
+            order: schedule.order,
+            makespan_us: schedule.makespan_us,
+            peak_memory_bytes: schedule.peak_memory_bytes,
+            transfers: Some(schedule.transfers),
+            placement_seconds,
+        }
+    }
+
     /// Node `v` on device `device_of[v]`, each device running its nodes in id order (a
     /// topological order for graphs built in order), with no predictions: for a plan chosen by
     /// hand, a measurement or a test rather than by a placer.

@@ -47,15 +47,8 @@ pub(super) fn memory_cuts(problem: &PlaceProblem) -> Option<Placement> {
         let (_, starts) = cheapest_runs(&bytes, &delays, room)?;
         let device_of = spread(problem, &bytes, &starts, room)?;
         let schedule = simulate(problem, &device_of);
-        fits(problem, &schedule.peak_memory_bytes).then(|| Placement {
-            algo: String::new(),
-            device_of,
-            order: schedule.order,
-            makespan_us: schedule.makespan_us,
-            peak_memory_bytes: schedule.peak_memory_bytes,
-            transfers: Some(schedule.transfers),
-            placement_seconds: 0.0,
-        })
+        fits(problem, &schedule.peak_memory_bytes)
+            .then(|| Placement::from_schedule("", device_of, schedule, 0.0))
     })
 }
 

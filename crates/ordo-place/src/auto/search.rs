@@ -164,15 +164,7 @@ impl Search<'_> {
             self.evaluations += 1;
             schedule = simulate(problem, &device_of);
         }
-        best.map(|(device_of, schedule)| Placement {
-            algo: String::new(),
-            device_of,
-            order: schedule.order,
-            makespan_us: schedule.makespan_us,
-            peak_memory_bytes: schedule.peak_memory_bytes,
-            transfers: Some(schedule.transfers),
-            placement_seconds: 0.0,
-        })
+        best.map(|(device_of, schedule)| Placement::from_schedule("", device_of, schedule, 0.0))
     }
 
     /// Moves `(unit, device)` suggested by the critical path of `schedule`, without repeats,

@@ -475,15 +475,6 @@ impl<'a> Engine<'a> {
         }
         let device_of = self.device_of.clone();
         let schedule = self.into_schedule();
-        let transfers = Some(schedule.transfers);
-        Ok(Placement {
-            algo: algo.to_string(),
-            device_of,
-            order: schedule.order,
-            makespan_us: schedule.makespan_us,
-            peak_memory_bytes: schedule.peak_memory_bytes,
-            transfers,
-            placement_seconds: 0.0,
-        })
+        Ok(Placement::from_schedule(algo, device_of, schedule, 0.0))
     }
 }
