@@ -44,7 +44,7 @@ impl CallsArg {
 /// Arguments of `ordo profile`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// A zoo model name (see `ordo models`).
+    /// A zoo model name (see `ordo models`) or an ONNX model (`.onnx`).
     pub target: String,
     #[command(flatten)]
     pub size: SizeArgs,

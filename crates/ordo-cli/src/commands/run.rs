@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use ordo_cost::StepMode;
 use ordo_exec::{EngineOptions, Executable, Feeds, Program, RunSettings, StepRun, TrainState};
 use ordo_place::{Devices, PlaceOptions, PlaceProblem, Placement};
 use ordo_sched::{DataParallel, Plan};
@@ -11,7 +12,7 @@ use serde_json::json;
 
 use crate::commands::simulate::ScheduleArg;
 use crate::format::{Table, bytes};
-use crate::placing::{Loaded, OptimizerArg, ProblemArgs, SearchArgs};
+use crate::placing::{Loaded, OptimizerArg, SearchArgs};
 use crate::source::{self, SizeArgs, Source};
 
 /// Cross-stream synchronisation of the runtime.
@@ -116,6 +117,8 @@ struct Prepared {
     label: String,
     /// What the runtime spends on a step outside its tasks, as the profile measured it.
     step_overhead_us: f64,
+    /// Each device's memory budget (`--memory`).
+    budget: Option<u64>,
 }
 
 fn prepare(args: &Args) -> anyhow::Result<Prepared> {
@@ -132,18 +135,9 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
             bail!("ordo run needs a model with kernels; {} is a cost graph", path.display())
         }
     };
-    let problem_args = ProblemArgs {
-        target: args.target.clone(),
-        size: args.size,
-        devices: Some(devices),
-        memory: args.memory.clone(),
-        cluster: None,
-        forward_only: !args.train,
-        train: args.train,
-        optimizer: args.optimizer,
-        profile: None,
-        loss: args.loss,
-    };
+    // The runtime runs the graph itself: its memory as the graph says (a training graph's
+    // updates in place), or the forward pass alone.
+    let mode = if args.train { StepMode::TrainingGraph } else { StepMode::ForwardOnly };
     let mut graph = if args.train {
         crate::placing::training_graph(&forward, args.optimizer.into(), args.loss)?
     } else {
@@ -151,10 +145,13 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     };
     let profile = args.profile.as_deref().map(ordo_cost::Profile::read).transpose()?;
     let cpu = ordo_cost::Cluster::builtin("cpu").context("the shipped `cpu` cluster")?;
-    let memory = match &args.memory {
-        Some(text) => ordo_cost::parse_bytes(text).with_context(|| format!("--memory {text}"))?,
-        None => u64::MAX,
+    let budget = match &args.memory {
+        Some(text) => {
+            Some(ordo_cost::parse_bytes(text).with_context(|| format!("--memory {text}"))?)
+        }
+        None => None,
     };
+    let memory = budget.unwrap_or(u64::MAX);
     let comm = profile.as_ref().and_then(ordo_cost::Profile::comm).unwrap_or(cpu.comm(0, 1));
     let problem_on = |n: usize| -> anyhow::Result<PlaceProblem> {
         let mut cost = ordo_cost::costgraph_for_cluster(&graph, &cpu);
@@ -163,7 +160,7 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
                 .with_context(|| format!("costing `{}` with {}", graph.name, path.display()))?;
         }
         let devices = Devices { memory: vec![memory; n], comm };
-        PlaceProblem::new(&cost, devices, problem_args.mode())
+        PlaceProblem::new(&cost, devices, mode)
             .with_context(|| format!("preparing `{}`", graph.name))
     };
     let one_device = |schedule: Option<ScheduleArg>| -> anyhow::Result<_> {
@@ -203,7 +200,7 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     };
     let program = Program::new(graph).with_context(|| format!("preparing `{}`", args.target))?;
     let step_overhead_us = profile.and_then(|p| p.step_overhead_us).unwrap_or(0.0);
-    Ok(Prepared { program, plan, replicas, label, step_overhead_us })
+    Ok(Prepared { program, plan, replicas, label, step_overhead_us, budget })
 }
 
 /// Each device runs its nodes in the model's order (node ids, a topological order), and the
@@ -220,7 +217,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.steps == 0 {
         bail!("--steps must be at least 1");
     }
-    let Prepared { program, plan, replicas, label, step_overhead_us } = prepare(args)?;
+    let Prepared { program, plan, replicas, label, step_overhead_us, budget } = prepare(args)?;
     let mut predicted = predict(&plan, args.workers).context("simulating the plan")?;
     // What the runtime spends on a step outside its tasks, where the profile measured it.
     predicted.step_time_us += step_overhead_us;
@@ -229,14 +226,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         hyper: ordo_exec::cpu::Hyper { lr: args.lr, ..Default::default() },
         training: true,
     };
-    let memory = args.memory.as_deref().map(ordo_cost::parse_bytes).transpose()?;
     let options = EngineOptions {
         sync: match args.sync {
             SyncArg::Events => ordo_exec::Sync::Events,
             SyncArg::DeviceWait => ordo_exec::Sync::DeviceWait,
         },
         workers_per_device: args.workers,
-        memory_budget: vec![memory; plan.devices],
+        memory_budget: vec![budget; plan.devices],
         empty_kernels: args.empty_kernels,
         settings,
     };
