@@ -1,24 +1,11 @@
 //! The `ordo` binary end to end: output, JSON, exit codes and error messages.
 
+mod common;
+
+use common::*;
+
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn ordo(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    assert!(out.status.success(), "ordo failed: {}", stderr(out));
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
-}
+use std::process::Command;
 
 #[test]
 fn models_lists_the_whole_zoo() {

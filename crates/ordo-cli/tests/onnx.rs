@@ -2,23 +2,13 @@
 //! imported forward graph, bad files, and `ordo conformance` on the repository's own cases
 //! (whose expected outputs come from onnx's reference evaluator).
 
+mod common;
+
+use common::*;
+
 use std::path::Path;
-use std::process::{Command, Output};
 
 use ordo_ir::{DType, Graph, Node, NodeId, Op, OutletId, Role, TensorFact};
-
-fn ordo(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    assert!(out.status.success(), "ordo failed: {}", stderr(out));
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
-}
 
 fn fixture(name: &str) -> String {
     format!("{}/../ordo-onnx/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))

@@ -1,19 +1,10 @@
 //! `ordo place` and `ordo compare` end to end.
 
-use std::process::{Command, Output};
+mod common;
 
-fn ordo(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs")
-}
+use common::*;
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    assert!(out.status.success(), "ordo failed: {}", stderr(out));
-    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
-}
+use std::process::Output;
 
 fn fixture(name: &str) -> String {
     format!("{}/../ordo-cost/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))

@@ -1,14 +1,14 @@
 //! `ordo profile` end to end, and `--profile` on the commands that cost a graph; `--small`.
 
+mod common;
+
+use common::*;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use ordo_cost::Profile;
 use ordo_models::Variant;
-
-fn ordo(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs")
-}
 
 fn ok(out: Output) -> String {
     let err = String::from_utf8_lossy(&out.stderr);

@@ -1,15 +1,8 @@
 //! `ordo run` end to end: losses, measured and predicted step times, traces, and errors.
 
-use std::process::{Command, Output};
+mod common;
 
-fn ordo(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs")
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    assert!(out.status.success(), "ordo failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
-}
+use common::*;
 
 fn losses(v: &serde_json::Value) -> Vec<f64> {
     v["losses"].as_array().unwrap().iter().map(|l| l.as_f64().unwrap()).collect()
