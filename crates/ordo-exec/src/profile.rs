@@ -14,12 +14,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use ordo_ir::{NodeId, Op};
+use ordo_ir::NodeId;
 
 use crate::cpu::Tensor;
 use crate::error::ExecError;
 use crate::program::{Program, RunSettings};
-use crate::sequential::fed;
+use crate::sequential::node_inputs;
 use crate::state::{Feeds, TrainState};
 
 /// The growth of the process's heap use, as a counting global allocator sees it.
@@ -186,17 +186,7 @@ impl Runner<'_> {
     ) -> Result<(f64, u64, Vec<Tensor>), ExecError> {
         let node = self.program.graph().node(id);
         let call = self.program.call(id);
-        let mut inputs: Vec<Arc<Tensor>> = Vec::with_capacity(call.inputs.len());
-        if node.op == Op::Input {
-            inputs.push(Arc::new(fed(self.feeds, &node.name, &node.outputs[0])?.clone()));
-        } else {
-            for o in &call.inputs {
-                let value = self.values[o.node.index()][o.slot as usize].clone();
-                inputs.push(value.ok_or_else(|| {
-                    ExecError::Mismatch(format!("`{}` reads a value never computed", node.name))
-                })?);
-            }
-        }
+        let inputs = node_inputs(self.program, id, self.feeds, &self.values)?;
         let inputs: Vec<&Tensor> = inputs.iter().map(|t| &**t).collect();
         let params: Vec<&Tensor> =
             call.params.iter().map(|p| &*self.state.params[p.index()]).collect();

@@ -44,6 +44,34 @@ pub(crate) fn fed<'a>(
     Ok(t)
 }
 
+/// The values node `id` reads, kept per node and output slot in `values`: for an `Input`, its
+/// fed tensor.
+///
+/// # Errors
+/// [`ExecError::Feed`] for a missing or misshapen feed; [`ExecError::Mismatch`] for an input
+/// not computed yet (a node run out of topological order).
+pub(crate) fn node_inputs(
+    program: &Program,
+    id: ordo_ir::NodeId,
+    feeds: &Feeds,
+    values: &[Vec<Option<Arc<Tensor>>>],
+) -> Result<Vec<Arc<Tensor>>, ExecError> {
+    let node = program.graph().node(id);
+    if node.op == Op::Input {
+        return Ok(vec![Arc::new(fed(feeds, &node.name, &node.outputs[0])?.clone())]);
+    }
+    program
+        .call(id)
+        .inputs
+        .iter()
+        .map(|o: &OutletId| {
+            values[o.node.index()][o.slot as usize].clone().ok_or_else(|| {
+                ExecError::Mismatch(format!("`{}` reads a value never computed", node.name))
+            })
+        })
+        .collect()
+}
+
 /// Runs step `state.step + 1` of `program` on `feeds`, node by node in topological order, then
 /// stores each update's output as its parameter's next value and counts the step.
 ///
@@ -66,17 +94,7 @@ pub fn run_step(
     for id in order {
         let node = graph.node(id);
         let call = program.call(id);
-        let value = |o: &OutletId| values[o.node.index()][o.slot as usize].clone();
-        let mut inputs: Vec<Arc<Tensor>> = Vec::with_capacity(call.inputs.len());
-        if node.op == Op::Input {
-            inputs.push(Arc::new(fed(feeds, &node.name, &node.outputs[0])?.clone()));
-        } else {
-            for o in &call.inputs {
-                inputs.push(value(o).ok_or_else(|| {
-                    ExecError::Mismatch(format!("`{}` reads a value never computed", node.name))
-                })?);
-            }
-        }
+        let inputs = node_inputs(program, id, feeds, &values)?;
         let inputs: Vec<&Tensor> = inputs.iter().map(|t| &**t).collect();
         let params: Vec<&Tensor> = call.params.iter().map(|p| &*state.params[p.index()]).collect();
         let outs = program
