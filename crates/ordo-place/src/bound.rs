@@ -29,7 +29,13 @@
 //! * **memory**: a run of consecutive nodes of the critical path whose resident bytes exceed the
 //!   largest device cannot be on one device, so some edge inside it carries a transfer: the
 //!   path's compute plus the cheapest set of its edges that leaves every run within a device
-//!   (dynamic programming).
+//!   (dynamic programming);
+//! * **segments**: the critical path cut into segments, each charged the least time any
+//!   placement can spend between its ends, whether it keeps the segment on one device or pays
+//!   transfers to move part of it ([`segments`](segments::segments)).
+
+mod cases;
+mod segments;
 
 use crate::problem::PlaceProblem;
 
@@ -49,6 +55,9 @@ pub struct LowerBounds {
     /// Per weakly connected component, the smaller of its work (all on one device) and the
     /// longest path through its cheapest-to-cut edge (some edge between devices).
     pub cut_us: u64,
+    /// The critical path cut into segments, each at least what keeping it on one device or
+    /// moving part of it away costs.
+    pub segments_us: u64,
 }
 
 impl LowerBounds {
@@ -64,6 +73,7 @@ impl LowerBounds {
             .max(self.communication_us)
             .max(self.memory_us)
             .max(self.cut_us)
+            .max(self.segments_us)
     }
 }
 
@@ -80,6 +90,7 @@ pub fn lower_bounds(problem: &PlaceProblem) -> LowerBounds {
         communication_us: communication(problem),
         memory_us: memory(problem, &head, &tail, critical_path_us),
         cut_us: cut(problem, &head, &tail),
+        segments_us: segments::segments(problem, &head, &tail, critical_path_us),
     }
 }
 
@@ -235,17 +246,20 @@ fn communication(p: &PlaceProblem) -> u64 {
     (0..n).map(|v| start[v] + p.weights[v] + after[v]).max().unwrap_or(0)
 }
 
+/// What a node keeps on its device for the whole step: persistent memory, and outputs that are
+/// retained or that nobody consumes.
+fn resident(p: &PlaceProblem, v: usize) -> u64 {
+    let m = &p.memory[v];
+    let kept = m.retain_outputs || p.out_edges[v].is_empty();
+    m.persistent.saturating_add(if kept { m.outputs } else { 0 })
+}
+
 /// The memory bound on one critical path: its compute plus the cheapest set of its edges that
 /// cuts it into runs whose resident bytes each fit the largest device.
 fn memory(p: &PlaceProblem, head: &[u64], tail: &[u64], c: u64) -> u64 {
     let capacity = p.devices.memory.iter().copied().max().unwrap_or(0);
     let Some(mut v) = (0..p.len()).find(|&v| head[v] == 0 && tail[v] == c) else { return c };
-    let resident = |v: usize| {
-        let m = &p.memory[v];
-        let kept = m.retain_outputs || p.out_edges[v].is_empty();
-        m.persistent.saturating_add(if kept { m.outputs } else { 0 })
-    };
-    let mut bytes = vec![resident(v)];
+    let mut bytes = vec![resident(p, v)];
     let mut delays = Vec::new();
     loop {
         let on_path = |e: &&usize| tail[p.edges[**e].target] + p.weights[v] == tail[v];
@@ -256,7 +270,7 @@ fn memory(p: &PlaceProblem, head: &[u64], tail: &[u64], c: u64) -> u64 {
         let cut = p.out_edges[v].iter().filter(|&&f| p.edges[f].target == w).map(|&f| delay(p, f));
         delays.push(cut.max().unwrap_or(0));
         v = w;
-        bytes.push(resident(v));
+        bytes.push(resident(p, v));
     }
     c.saturating_add(cheapest_cuts(&bytes, &delays, capacity).unwrap_or(0))
 }

@@ -2,11 +2,11 @@
 
 mod common;
 
-use common::{BYTES_AS_US, problem, random_links};
+use common::{BYTES_AS_US, graph, problem, random_links};
 use ordo_cost::ColocationGroup;
 use ordo_cost::{CommModel, CostGraph, CostLink, CostNode, StepMode, TensorRef};
 use ordo_place::{
-    Devices, PlaceProblem, lower_bounds, m_etf, m_sct, simulate, simulate_with_order,
+    Devices, LowerBounds, PlaceProblem, lower_bounds, m_etf, m_sct, simulate, simulate_with_order,
 };
 
 /// A random DAG of 1 to `max_nodes` nodes with two outputs each, links carrying one or both,
@@ -253,7 +253,7 @@ fn every_lower_bound_is_below_the_exhaustive_optimum() {
     // fit every device (a superset of the placements whose simulated peak fits), every cut edge
     // delaying its consumer by its largest tensor and transfers never queueing: below every
     // schedule of either execution model, so every bound must be below it.
-    let mut tight = 0;
+    let (mut tight, mut segments_tightest) = (0, 0);
     for seed in 0..CASES {
         let m = 2 + (seed % 2) as usize;
         let p = random_constrained(seed, 9 - m, m);
@@ -277,9 +277,16 @@ fn every_lower_bound_is_below_the_exhaustive_optimum() {
         if bounds.best_us() > p.simple_lower_bound_us() {
             tight += 1;
         }
+        let others = LowerBounds { segments_us: 0, ..bounds };
+        if bounds.segments_us > others.best_us() {
+            segments_tightest += 1;
+        }
     }
+
     // The new bounds matter: they beat max(critical path, work / devices) on many graphs.
     assert!(tight > CASES / 10, "tighter on only {tight} of {CASES}");
+    // The segment bound is the tightest of all on some of them (6 of 300 when written).
+    assert!(segments_tightest > 0, "the segment bound never the tightest");
 }
 
 #[test]
@@ -309,4 +316,90 @@ fn the_lower_bound_is_below_every_simulated_placement_that_fits() {
             }
         }
     }
+}
+
+#[test]
+fn the_segment_bound_proves_one_device_optimal_for_branches_dearer_to_move_than_to_run() {
+    // Two Inception-like modules: a fork, three branches, a join. Every tensor takes 60 µs to
+    // move and every branch at most 30 µs to run, so moving a branch away (two transfers) never
+    // pays and one device is optimal; only the segment bound sees it.
+    let nodes = [
+        ("stem", 10),
+        ("a1", 30),
+        ("a2", 20),
+        ("b1", 25),
+        ("c1", 15),
+        ("join_a", 5),
+        ("d1", 30),
+        ("e1", 20),
+        ("e2", 10),
+        ("f1", 25),
+        ("join_b", 5),
+    ];
+    let t: &[(u32, u64)] = &[(0, 60)];
+    let links = [
+        (0, 1, t),
+        (1, 2, t),
+        (0, 3, t),
+        (0, 4, t),
+        (2, 5, t),
+        (3, 5, t),
+        (4, 5, t),
+        (5, 6, t),
+        (5, 7, t),
+        (7, 8, t),
+        (5, 9, t),
+        (6, 10, t),
+        (8, 10, t),
+        (9, 10, t),
+    ];
+    let p = problem(&graph(&nodes, &links), 2);
+    let work = p.total_work_us();
+    let bounds = lower_bounds(&p);
+    assert_eq!(optimum(&p, &|e| cheapest_delay(&p, e)), work);
+    assert_eq!(bounds.segments_us, work, "{bounds:?}");
+    assert_eq!(p.lower_bound_us(), work);
+    assert!(bounds.critical_path_us.max(bounds.work_us) < work, "{bounds:?}");
+    // With transfers cheaper than the branches, moving one pays and the bound lets it.
+    let cheap: &[(u32, u64)] = &[(0, 1)];
+    let links: Vec<_> = links.iter().map(|&(s, d, _)| (s, d, cheap)).collect();
+    let p = problem(&graph(&nodes, &links), 2);
+    let optimum = optimum(&p, &|e| cheapest_delay(&p, e));
+    assert!(optimum < work);
+    assert!(lower_bounds(&p).segments_us <= optimum);
+}
+
+#[test]
+fn the_segment_bound_charges_memory_cuts_for_skip_connections() {
+    // Three residual blocks (input -> two body nodes -> add, with the input skipping to the
+    // add) whose resident bytes do not fit one device. The adds' outputs are large and the body's
+    // small, so cutting the critical path inside a block looks cheap, but the skip connection
+    // must then cross too.
+    let names = ["in", "b1", "b2", "add1", "c1", "c2", "add2", "d1", "d2", "add3"];
+    let nodes: Vec<(&str, u64)> = names.iter().map(|&n| (n, 10)).collect();
+    let big: &[(u32, u64)] = &[(0, 50)];
+    let small: &[(u32, u64)] = &[(0, 5)];
+    let mut links = Vec::new();
+    for start in [0, 3, 6] {
+        links.extend([
+            (start, start + 1, big),
+            (start + 1, start + 2, small),
+            (start + 2, start + 3, small),
+            (start, start + 3, big),
+        ]);
+    }
+    let mut g = graph(&nodes, &links);
+    for node in &mut g.nodes {
+        node.persistent_memory = 10;
+    }
+    let p = common::problem_with(&g, &[60, 60], StepMode::ForwardOnly);
+    let allowed = |device_of: &[usize]| {
+        (0..2).all(|d| device_of.iter().filter(|&&x| x == d).count() as u64 * 10 <= 60)
+    };
+    let optimum = constrained_optimum(&p, &|e| cheapest_delay(&p, e), &allowed);
+    let bounds = lower_bounds(&p);
+    assert!(bounds.best_us() <= optimum, "{bounds:?} > {optimum}");
+    let others = LowerBounds { segments_us: 0, ..bounds };
+    // When written: segments 120 against the memory bound's 105; the optimum is 130.
+    assert!(bounds.segments_us > others.best_us(), "{bounds:?}, optimum {optimum}");
 }

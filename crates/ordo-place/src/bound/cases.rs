@@ -1,0 +1,157 @@
+//! The three cases of a segment (see [`super::segments`]) and the memory runs over a chain of
+//! segments.
+
+/// What a segment from `a` to `b` costs in each case, and what its nodes keep resident.
+#[derive(Clone, Debug)]
+pub(super) struct Segment {
+    /// Total compute of the inner nodes.
+    pub(super) work: u64,
+    /// Resident bytes of the inner nodes.
+    pub(super) inner_bytes: u64,
+    /// Resident bytes of `a` and `b`.
+    pub(super) end_bytes: u64,
+    /// Compute of the critical path's inner nodes: the longest inner path.
+    pub(super) stretch: u64,
+    /// The least gap when `a` and `b` are on different devices as far as paths tell: every path
+    /// from `a` to `b` crosses, so its compute plus its cheapest edge's transfer (`u64::MAX`
+    /// when `a` and `b` must share a device).
+    pub(super) crossing: u64,
+    /// The cheapest transfer of any edge among `a`, the inner nodes and `b` that may cross.
+    pub(super) transfer: u64,
+    /// `(longest path through it, compute, resident bytes)` of each inner node that may leave
+    /// the devices of `a` and `b`, in increasing order.
+    pub(super) movable: Vec<(u64, u64, u64)>,
+}
+
+/// The least gap of a segment in each case, with no memory limit.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CaseGaps {
+    /// Case 1: everything on one device.
+    pub(super) one_device: u64,
+    /// Case 2: `a` and `b` together, some inner nodes elsewhere.
+    pub(super) some_away: u64,
+    /// Case 3: `a` and `b` on different devices.
+    pub(super) split: u64,
+}
+
+impl Segment {
+    /// The smallest gap over the three cases of [`super::segments`] on `devices` devices of
+    /// at most `cap` bytes.
+    ///
+    /// Moving every movable node whose longest path is at most `L` is the best set for that
+    /// `L`: it takes the most work and memory off the other devices at the same path cost. Case
+    /// 3 (different devices for `a` and `b`) also splits the rest between them: the nodes on
+    /// `b`'s device wait for a transfer before they run, and those on `a`'s device send to `b`
+    /// after they ran, so the gap is at least a transfer plus half the rest.
+    pub(super) fn least_gap(&self, devices: usize, cap: u64) -> u64 {
+        let gaps = self.gaps(devices, cap);
+        let best = gaps.one_device.min(gaps.some_away).min(gaps.split);
+        // No case possible means no placement fits; the critical path's stretch stays a bound.
+        if best == u64::MAX { self.stretch } else { best.max(self.stretch) }
+    }
+
+    /// The least gap in each case on `devices` devices of at most `cap` bytes (`u64::MAX`
+    /// where a case is impossible).
+    pub(super) fn gaps(&self, devices: usize, cap: u64) -> CaseGaps {
+        let t = self.transfer;
+        let bytes = self.inner_bytes.saturating_add(self.end_bytes);
+        let split = |moved: u64, freed: u64, away: Option<u64>| {
+            let fits = bytes - freed <= cap.saturating_mul(2);
+            let allowed = devices >= 2 && (away.is_none() || devices >= 3) && fits;
+            if !allowed || self.crossing == u64::MAX {
+                return u64::MAX;
+            }
+            let half = (self.work - moved).div_ceil(2).saturating_add(t);
+            let away = away.map_or(0, |through| through.saturating_add(t.saturating_mul(2)));
+            self.crossing.max(half).max(away)
+        };
+        let mut gaps = CaseGaps {
+            one_device: if bytes <= cap { self.work } else { u64::MAX },
+            some_away: u64::MAX,
+            split: split(0, 0, None),
+        };
+        let (mut moved, mut freed) = (0u64, 0u64);
+        for (k, &(through, weight, node_bytes)) in self.movable.iter().enumerate() {
+            moved += weight;
+            freed = freed.saturating_add(node_bytes);
+            if self.movable.get(k + 1).is_some_and(|n| n.0 == through) {
+                continue;
+            }
+            if devices >= 2 && t != u64::MAX && bytes - freed <= cap {
+                let away = through.saturating_add(t.saturating_mul(2));
+                gaps.some_away = gaps.some_away.min((self.work - moved).max(away));
+            }
+            gaps.split = gaps.split.min(split(moved, freed, Some(through)));
+        }
+        gaps
+    }
+
+    /// The resident bytes the inner nodes leave on `a`'s device at least when `a` and `b`
+    /// share it: all of them, less what may move away.
+    fn staying_bytes(&self) -> u64 {
+        let movable: u64 = self.movable.iter().fold(0, |sum, m| sum.saturating_add(m.2));
+        self.inner_bytes.saturating_sub(movable)
+    }
+}
+
+/// The longest chain [`memory_runs`] looks at.
+const MAX_CHAIN: usize = 4096;
+/// The memory of a device in [`memory_runs`]'s units.
+const UNITS: u64 = 256;
+
+/// A lower bound on the sum of the gaps of a chain of `segments` (segment `k` from chain node
+/// `k` to chain node `k + 1`, whose resident bytes are `node_bytes`) on `devices` devices of at
+/// most `cap` bytes each.
+///
+/// Chain nodes joined by segments whose ends share a device form a *run* on one device, which
+/// must hold the run's chain nodes and what its segments keep there: all inner nodes in case 1,
+/// those that cannot move in case 2. A run over `cap` is impossible, so some segment inside it
+/// must pay case 2 or split its ends and pay case 3. Dynamic programming over the chain and the
+/// bytes of the current run, counted in whole units of `cap / 256` rounded down, so that every
+/// placement's choice of cases stays possible and the result stays a bound.
+pub(super) fn memory_runs(
+    segments: &[Segment],
+    node_bytes: &[u64],
+    devices: usize,
+    cap: u64,
+) -> u64 {
+    debug_assert_eq!(node_bytes.len(), segments.len() + 1);
+    let inner = segments.iter().map(|s| s.inner_bytes);
+    let total = node_bytes.iter().copied().chain(inner).fold(0u64, u64::saturating_add);
+    // Everything fits one device (no run is ever cut), or the chain is too long: the chain's
+    // own bound stands.
+    if total <= cap || node_bytes.len() > MAX_CHAIN {
+        return 0;
+    }
+    let unit = (cap / UNITS).max(1);
+    let limit = (cap / unit) as usize;
+    let units = |bytes: u64| usize::try_from(bytes / unit).unwrap_or(usize::MAX);
+    // cost[u]: the least sum of gaps so far with `u` units in the current run.
+    let mut cost = vec![u64::MAX; limit + 1];
+    let Some(first) = cost.get_mut(units(node_bytes[0])) else { return 0 };
+    *first = 0;
+    for (segment, &next_bytes) in segments.iter().zip(&node_bytes[1..]) {
+        let gaps = segment.gaps(devices, u64::MAX);
+        let next = units(next_bytes);
+        let mut after = vec![u64::MAX; limit + 1];
+        let mut offer = |u: usize, value: u64| {
+            if let Some(slot) = after.get_mut(u) {
+                *slot = (*slot).min(value);
+            }
+        };
+        for (u, &so_far) in cost.iter().enumerate().filter(|c| *c.1 != u64::MAX) {
+            let keep = [
+                (gaps.one_device, units(segment.inner_bytes)),
+                (gaps.some_away, units(segment.staying_bytes())),
+            ];
+            for (gap, bytes) in keep.into_iter().filter(|k| k.0 != u64::MAX) {
+                offer(u.saturating_add(bytes).saturating_add(next), so_far.saturating_add(gap));
+            }
+            if gaps.split != u64::MAX {
+                offer(next, so_far.saturating_add(gaps.split));
+            }
+        }
+        cost = after;
+    }
+    cost.into_iter().min().filter(|&c| c != u64::MAX).unwrap_or(0)
+}
