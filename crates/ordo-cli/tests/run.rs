@@ -53,9 +53,10 @@ fn data_parallel_replicas_report_their_mean_loss() {
 }
 
 #[test]
-fn the_trace_is_in_the_simulators_format() {
+fn the_trace_is_in_the_simulators_format_and_lies_beside_the_prediction() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.json");
+    let predicted = dir.path().join("predicted.json");
     let out = ordo(&[
         "run",
         "inception_v3",
@@ -67,14 +68,27 @@ fn the_trace_is_in_the_simulators_format() {
         "m-etf",
         "--trace",
         path.to_str().unwrap(),
+        "--predicted-trace",
+        predicted.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let trace: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let events = trace["traceEvents"].as_array().unwrap();
-    let complete = events.iter().filter(|e| e["ph"] == "X").count();
-    assert!(complete > 100, "{complete} task events");
-    assert!(events.iter().any(|e| e["ph"] == "s"), "transfers are drawn as flows");
+    let tasks = |path: &std::path::Path| {
+        let trace: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let events = trace["traceEvents"].as_array().unwrap().clone();
+        assert!(events.iter().any(|e| e["ph"] == "s"), "transfers are drawn as flows");
+        let mut tasks: Vec<(String, i64)> = events
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .map(|e| (e["name"].as_str().unwrap().to_string(), e["pid"].as_i64().unwrap()))
+            .collect();
+        tasks.sort();
+        tasks
+    };
+    let (measured, simulated) = (tasks(&path), tasks(&predicted));
+    assert!(measured.len() > 100, "{} task events", measured.len());
+    // The same tasks on the same devices in both.
+    assert_eq!(measured, simulated);
 }
 
 #[test]

@@ -95,6 +95,9 @@ pub struct Args {
     /// Write the last step as a Chrome trace, in the simulator's format.
     #[arg(long, value_name = "OUT.json")]
     pub trace: Option<PathBuf>,
+    /// Write the simulator's prediction of the step as a Chrome trace, to lay beside `--trace`.
+    #[arg(long, value_name = "OUT.json")]
+    pub predicted_trace: Option<PathBuf>,
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
@@ -261,6 +264,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         std::fs::write(path, ordo_sim::chrome_trace_json(&plan, &measured_report(last)))
             .with_context(|| format!("writing {}", path.display()))?;
     }
+    if let Some(path) = &args.predicted_trace {
+        std::fs::write(path, ordo_sim::chrome_trace_json(&plan, &predicted))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     if args.json {
         let value = json!({
             "model": args.target,
@@ -296,7 +303,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         ]);
     }
     print!("{}", table.render());
-    if let Some(path) = &args.trace {
+    for path in args.trace.iter().chain(&args.predicted_trace) {
         println!("wrote {}", path.display());
     }
     Ok(())
