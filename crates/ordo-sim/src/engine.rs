@@ -108,7 +108,10 @@ struct Slot {
 /// left and none can start, and [`SimError::InvalidPlan`] when the plan refers to things that
 /// do not exist.
 pub fn simulate(plan: &Plan, options: &SimOptions) -> Result<Report, SimError> {
-    let index = Index::build(plan)?;
+    let mut index = Index::build(plan)?;
+    if options.channel == Channel::Host {
+        index.run_transfers_on_senders();
+    }
     let mut sim = Sim::new(plan, &index, *options);
     sim.run()?;
     Ok(sim.report())
@@ -258,7 +261,8 @@ impl<'a> Sim<'a> {
     fn ports_of(&self, from: usize, to: usize) -> ([usize; 2], usize) {
         match self.opts.channel {
             Channel::Duplex => ([to, to], 1),
-            Channel::BaechiTf | Channel::BaechiPytorch => ([from, to], 0),
+            // Host transfers hold their sender as kernels (`Index::run_transfers_on_senders`).
+            Channel::BaechiTf | Channel::BaechiPytorch | Channel::Host => ([from, to], 0),
         }
     }
 

@@ -45,6 +45,18 @@ pub(crate) enum Need {
     Collective,
 }
 
+impl Index {
+    /// For [`Channel::Host`](crate::Channel::Host): every transfer holds its sending device
+    /// as a kernel does.
+    pub(crate) fn run_transfers_on_senders(&mut self) {
+        for need in &mut self.need {
+            if let Need::Transfer { from, .. } = *need {
+                *need = Need::Compute(from);
+            }
+        }
+    }
+}
+
 /// The plan's relations, checked.
 pub(crate) struct Index {
     /// Per task: what it needs.

@@ -24,6 +24,10 @@ pub enum Channel {
     /// serialised (so one link carries one transfer at a time, and a device can send and receive
     /// at once).
     Duplex,
+    /// Devices that are host CPUs: a transfer is a copy made by a thread of the sending
+    /// device, so it holds the sender as a kernel does (alone, or by its occupancy with
+    /// concurrent kernels) and needs no link. This is how `ordo run`'s CPU devices move data.
+    Host,
 }
 
 /// Options of [`simulate`](crate::simulate).

@@ -9,7 +9,12 @@ use proptest::prelude::*;
 fn options() -> impl Strategy<Value = SimOptions> {
     (
         any::<bool>(),
-        prop_oneof![Just(Channel::BaechiTf), Just(Channel::BaechiPytorch), Just(Channel::Duplex)],
+        prop_oneof![
+            Just(Channel::BaechiTf),
+            Just(Channel::BaechiPytorch),
+            Just(Channel::Duplex),
+            Just(Channel::Host)
+        ],
     )
         .prop_map(|(concurrent_kernels, channel)| SimOptions { concurrent_kernels, channel })
 }

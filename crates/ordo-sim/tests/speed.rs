@@ -13,7 +13,7 @@ fn hundred_thousand_tasks_in_under_a_second() {
     let plan = common::random_plan(42, 70_000, 8, 3, 50);
     assert!(plan.tasks.len() >= 100_000, "{} tasks", plan.tasks.len());
     for concurrent_kernels in [false, true] {
-        for channel in [Channel::BaechiTf, Channel::BaechiPytorch, Channel::Duplex] {
+        for channel in [Channel::BaechiTf, Channel::BaechiPytorch, Channel::Duplex, Channel::Host] {
             let options = SimOptions { concurrent_kernels, channel };
             let start = Instant::now();
             let report = simulate(&plan, &options).unwrap();

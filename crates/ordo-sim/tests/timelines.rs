@@ -329,3 +329,37 @@ fn a_kernel_joining_midway_slows_the_running_one_from_then_on() {
     assert_eq!(report.lower_bound_us, 21.0);
     assert!(report.step_time_us >= report.lower_bound_us);
 }
+
+#[test]
+fn host_transfers_hold_their_sender() {
+    // Device 0 computes `a` (10 µs), sends it to device 1 (5 µs) and computes `c` (4 µs),
+    // ready with the send; device 1 computes `d` on what it received (3 µs).
+    let mut b = Builder::new(2);
+    let c0 = b.stream(0, StreamKind::Compute);
+    let c1 = b.stream(1, StreamKind::Compute);
+    let tx = b.stream(0, StreamKind::Tx { peer: 1 });
+    let rx = b.stream(1, StreamKind::Rx { peer: 0 });
+    let a = b.compute("a", c0, 10);
+    let buffer = b.buffer("a", 0, 8, a);
+    let send = b.transfer("a->1", buffer, tx, rx, 5);
+    b.wait(send, a);
+    b.compute("c", c0, 4);
+    let d = b.compute("d", c1, 3);
+    b.wait(d, send);
+    let plan = b.build();
+    // With a link of its own the copy runs beside `c`.
+    let report = run(&plan, Channel::BaechiPytorch);
+    assert_eq!(spans(&report), [(0.0, 10.0), (10.0, 15.0), (10.0, 14.0), (15.0, 18.0)]);
+    // A host copy takes device 0 as a kernel does: `c` (the higher id of the two ready at 10)
+    // waits for it.
+    let report = run(&plan, Channel::Host);
+    assert_eq!(spans(&report), [(0.0, 10.0), (10.0, 15.0), (15.0, 19.0), (15.0, 18.0)]);
+    assert_eq!(report.step_time_us, 19.0);
+    assert_eq!(report.busy_fraction.devices[0], 1.0);
+    assert!(report.busy_fraction.links.is_empty());
+    // With concurrent kernels the copy and `c` share the device by occupancy (1 each here,
+    // so both run at half speed from 10 on: `c` ends at 18, the copy at 19).
+    let shared = SimOptions { channel: Channel::Host, concurrent_kernels: true };
+    let report = simulate(&plan, &shared).unwrap();
+    assert_eq!(spans(&report), [(0.0, 10.0), (10.0, 19.0), (10.0, 18.0), (19.0, 22.0)]);
+}

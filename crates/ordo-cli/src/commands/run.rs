@@ -310,23 +310,23 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 }
 
 /// The simulator's prediction of `plan` run with `workers` compute threads per device: each
-/// kernel then keeps one thread, `1 / workers` of its device, busy, and kernels of different
-/// streams run side by side up to `workers` at a time (the simulator's concurrent kernels,
-/// sharing by occupancy); transfers do not contend (the copies are short; the simulator
-/// gives them links of their own).
+/// kernel or copy then keeps one thread, `1 / workers` of its device, busy, and tasks of
+/// different streams run side by side up to `workers` at a time (the simulator's concurrent
+/// kernels, sharing by occupancy); a transfer is a copy made by a worker of the sending device
+/// (the simulator's host channel).
 fn predict(plan: &Plan, workers: usize) -> Result<ordo_sim::Report, ordo_sim::SimError> {
     let mut plan = plan.clone();
     if workers > 1 {
         for task in &mut plan.tasks {
-            if let ordo_sched::TaskKind::Compute { .. } = task.kind {
+            if let ordo_sched::TaskKind::Compute { .. } | ordo_sched::TaskKind::Transfer { .. } =
+                task.kind
+            {
                 task.occupancy = 1.0 / workers as f64;
             }
         }
     }
-    let options = ordo_sim::SimOptions {
-        concurrent_kernels: workers > 1,
-        channel: ordo_sim::Channel::BaechiPytorch,
-    };
+    let options =
+        ordo_sim::SimOptions { concurrent_kernels: workers > 1, channel: ordo_sim::Channel::Host };
     ordo_sim::simulate(&plan, &options)
 }
 

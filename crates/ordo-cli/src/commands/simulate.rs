@@ -22,6 +22,8 @@ pub enum ChannelArg {
     Pytorch,
     /// Full duplex per link, receptions at one device serialised.
     Duplex,
+    /// CPU devices: a transfer is a copy that holds the sending device like a kernel.
+    Host,
 }
 
 impl From<ChannelArg> for Channel {
@@ -30,6 +32,7 @@ impl From<ChannelArg> for Channel {
             ChannelArg::Tf => Channel::BaechiTf,
             ChannelArg::Pytorch => Channel::BaechiPytorch,
             ChannelArg::Duplex => Channel::Duplex,
+            ChannelArg::Host => Channel::Host,
         }
     }
 }
