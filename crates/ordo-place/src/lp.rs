@@ -128,11 +128,12 @@ pub enum LpError {
 /// value and is no favorite.
 ///
 /// A simplex solver (Baechi's GLPK) returns a vertex of that face instead, but which vertex
-/// depends on the solver's pivoting rules and on the order of rows and columns. On Baechi's
-/// `synth_1k`, GLPK's vertex has 342 favorites and m-SCT's makespan is 344.89 ms; the
-/// `microlp` crate's simplex on this LP gives a vertex with 516 favorites (355.08 ms), and on
-/// the same LP with its bounds written as rows another one (339.46 ms); this interior point
-/// gives 186 (358.80 ms). A vertex alone therefore does not reproduce Baechi's placement.
+/// depends on the solver's pivoting rules and on how the LP is written. On Baechi's
+/// `synth_1k`, GLPK's vertex has 342 favorites and m-SCT's makespan is 344.89 ms. The
+/// `microlp` crate's simplex, given this LP with chains eliminated or not, returns vertices
+/// with 525 and 516 favorites (makespans 346.88 and 355.08 ms), and with the bounds written
+/// as rows yet another (339.46 ms); this interior point gives 186 favorites and 358.80 ms. A
+/// vertex alone therefore does not reproduce Baechi's placement.
 ///
 /// # Rounding
 ///
