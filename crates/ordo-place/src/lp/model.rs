@@ -137,32 +137,32 @@ pub(super) fn solve(
     for column in (0..weights.len()).filter(|&v| dag.in_edges(v).is_empty()).filter_map(|v| s[v]) {
         rows.push([(column, -1.0)], 0.0);
     }
-    // One precedence row per path from a kept node `u` through inner nodes to a kept node:
-    // `s_u + p_u + sum of (c_e x_e) + sum of p over the inner nodes <= s_t`.
+    // One precedence row per path from a kept node `u` through inner nodes to a kept node `t`:
+    // `s_u + p_u + sum of (c_e x_e) + sum of p over the inner nodes <= s_t`, in the order of the
+    // paths' first edges. (The fill of the solver's factorisation depends on the row order:
+    // rows by source node made the 20,000-node synthetic graph about 8% slower.)
     let mut entries = Vec::new();
-    for (u, &start) in s.iter().enumerate() {
-        let Some(start) = start else { continue };
-        for &first in dag.out_edges(u) {
-            entries.clear();
-            entries.push((start, 1.0));
-            let mut rhs = -p[u];
-            let mut e = first;
-            let end = loop {
-                let (_, v, c) = edges[e];
-                if let Some(column) = x[e] {
-                    entries.push((column, c / scale));
+    for (first, &(u, _, _)) in edges.iter().enumerate() {
+        let Some(start) = s[u] else { continue };
+        entries.clear();
+        entries.push((start, 1.0));
+        let mut rhs = -p[u];
+        let mut e = first;
+        let end = loop {
+            let (_, v, c) = edges[e];
+            if let Some(column) = x[e] {
+                entries.push((column, c / scale));
+            }
+            match s[v] {
+                Some(end) => break end,
+                None => {
+                    rhs -= p[v];
+                    e = dag.out_edges(v)[0];
                 }
-                match s[v] {
-                    Some(end) => break end,
-                    None => {
-                        rhs -= p[v];
-                        e = dag.out_edges(v)[0];
-                    }
-                }
-            };
-            entries.push((end, -1.0));
-            rows.push(entries.iter().copied(), rhs);
-        }
+            }
+        };
+        entries.push((end, -1.0));
+        rows.push(entries.iter().copied(), rhs);
     }
     for (v, &p_v) in p.iter().enumerate() {
         // Rows with one edge (`x >= 0`) are already bounds.
