@@ -113,8 +113,8 @@ pub(super) fn solve(
     // A node with one in-edge and one out-edge has its start time in exactly two precedence
     // rows, one bounding it below and one above: eliminating it (adding the two rows) leaves
     // the same optimum over the other variables. Whole chains collapse into one row. On the
-    // model graphs, most of whose nodes are such, this halves the LP's time; it changes no
-    // favorite on Baechi's sample models. (Eliminating every node with one in-edge, copying
+    // model graphs, most of whose nodes are such, this cuts the LP's time by 25-65%; Baechi's
+    // sample models keep their number of favorites and their m-SCT makespans. (Eliminating every node with one in-edge, copying
     // the path into each out-edge's row, made the layered synthetic graphs no faster.)
     let inner =
         |v: usize| eliminate_chains && dag.in_edges(v).len() == 1 && dag.out_edges(v).len() == 1;
