@@ -116,14 +116,24 @@ pub enum LpError {
 /// ```
 ///
 /// Rows implied by the others (`s_v >= 0` for a node with a predecessor, `s_v + p_v <= w` for a
-/// node with a successor, the degree rows of nodes with one edge) are left out; the optimum is
-/// the same. An edge that is the only out-edge of its source and the only in-edge of its
-/// target is in no degree row, so lowering its `x` never hurts: it is fixed at `x = 0`. Times
-/// are scaled so that the longest path with every edge charged is 1, and the LP is solved by
-/// an interior-point method to a duality gap of about 1e-6 of that. Its values are therefore
-/// near but not on their bounds, and where the optimum is not unique they lie inside the face
-/// of optimal solutions rather than at a vertex: an edge whose `x` does not matter to the
-/// makespan gets a middling value and is no favorite.
+/// node with a successor, the degree rows of nodes with one edge) are left out, and the start
+/// time of a node with one in-edge and one out-edge is eliminated (its two precedence rows are
+/// added into one, so a chain of such nodes gives one row); the optimum is the same. An edge
+/// that is the only out-edge of its source and the only in-edge of its target is in no degree
+/// row, so lowering its `x` never hurts: it is fixed at `x = 0`. Times are scaled so that the
+/// longest path with every edge charged is 1, and the LP is solved by an interior-point method
+/// to a duality gap of about 1e-6 of that. Its values are therefore near but not on their
+/// bounds, and where the optimum is not unique they lie inside the face of optimal solutions
+/// rather than at a vertex: an edge whose `x` does not matter to the makespan gets a middling
+/// value and is no favorite.
+///
+/// A simplex solver (Baechi's GLPK) returns a vertex of that face instead, but which vertex
+/// depends on the solver's pivoting rules and on how the LP is written. On Baechi's
+/// `synth_1k`, GLPK's vertex has 342 favorites and m-SCT's makespan is 344.89 ms. The
+/// `microlp` crate's simplex, given this LP with chains eliminated or not, returns vertices
+/// with 525 and 516 favorites (makespans 346.88 and 355.08 ms), and with the bounds written
+/// as rows yet another (339.46 ms); this interior point gives 186 favorites and 358.80 ms. A
+/// vertex alone therefore does not reproduce Baechi's placement.
 ///
 /// # Rounding
 ///
@@ -176,7 +186,7 @@ pub fn favorite_children(
             conflicts_resolved: 0,
         });
     }
-    let relaxation = model::solve(&dag, weights, edges, charged)?;
+    let relaxation = model::solve(&dag, weights, edges, charged, true)?;
     let candidates = edges
         .iter()
         .zip(&relaxation.x)

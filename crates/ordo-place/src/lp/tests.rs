@@ -252,6 +252,25 @@ fn dag(
     })
 }
 
+/// A random DAG whose edges run through chains of 0 to 3 new nodes: nodes with one in-edge and
+/// one out-edge, whose start times the LP eliminates.
+fn chained_dag() -> impl Strategy<Value = (Vec<f64>, Vec<(usize, usize, f64)>)> {
+    let chain = (0usize..4, 0.0..100.0, 0.0..150.0);
+    (dag(8, 12), prop::collection::vec(chain, 12)).prop_map(|((mut weights, edges), chains)| {
+        let mut chained = Vec::new();
+        for (&(u, v, c), &(length, p, inner_cost)) in edges.iter().zip(&chains) {
+            let (mut from, mut cost) = (u, c);
+            for _ in 0..length {
+                weights.push(p);
+                chained.push((from, weights.len() - 1, cost));
+                (from, cost) = (weights.len() - 1, inner_cost);
+            }
+            chained.push((from, v, cost));
+        }
+        (weights, chained)
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
@@ -312,6 +331,17 @@ proptest! {
         } else {
             prop_assert_eq!(r.child[0], Some(1));
         }
+    }
+
+    /// The LP with chain nodes eliminated has the optimum of the LP with every start time.
+    #[test]
+    fn eliminating_chains_keeps_the_optimum((weights, edges) in chained_dag()) {
+        prop_assume!(!edges.is_empty());
+        let dag = graph::Dag::new(weights.len(), &edges).unwrap();
+        let scale = dag.longest_path(&weights, &edges, |_| 1.0);
+        let reduced = model::solve(&dag, &weights, &edges, scale, true).unwrap();
+        let full = model::solve(&dag, &weights, &edges, scale, false).unwrap();
+        prop_assert!(close(reduced.makespan, full.makespan), "{} != {}", reduced.makespan, full.makespan);
     }
 
     /// Valid graphs with times from 1e-300 to 1e300 µs solve or fail cleanly.
