@@ -71,13 +71,14 @@ struct State {
     sleepers: usize,
 }
 
-/// Rounds a worker that finds its queue empty yields the processor, looking for work, before
-/// it sleeps: a hand-over to a device whose worker is still looking costs no wake-up. None
-/// under loom, whose model has no time.
+/// How long a worker that finds its queue empty looks for work, yielding the processor, before
+/// it sleeps: a hand-over to a device whose worker is still looking costs no wake-up (about
+/// 10 µs, more on a virtual machine, and the woken core then runs its first kernel cold). One
+/// millisecond covers the waits between devices inside a step of the zoo's small models, and
+/// bounds what an idle worker spends when devices outnumber cores (its yields then give the
+/// processor to the workers that have work). None under loom, whose model has no time.
 #[cfg(not(loom))]
-const LOOK_ROUNDS: usize = 64;
-#[cfg(loom)]
-const LOOK_ROUNDS: usize = 0;
+const LOOK_FOR: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Tasks ready to run on one pool of workers, lowest rank first.
 #[derive(Debug, Default)]
@@ -121,12 +122,7 @@ impl ReadyQueue {
                 // Look for a while without the lock; whatever the hint says, the decision is
                 // taken again under the lock, so a stale hint costs a round, never a task.
                 drop(state);
-                for _ in 0..LOOK_ROUNDS {
-                    if self.hint.load(Ordering::Relaxed) > 0 {
-                        break;
-                    }
-                    std::thread::yield_now();
-                }
+                self.look();
                 looked = true;
                 state = self.lock();
                 continue;
@@ -136,6 +132,19 @@ impl ReadyQueue {
             state.sleepers -= 1;
         }
     }
+
+    /// Yields the processor until the hint shows work (or the queue closed), for at most
+    /// [`LOOK_FOR`].
+    #[cfg(not(loom))]
+    fn look(&self) {
+        let since = std::time::Instant::now();
+        while self.hint.load(Ordering::Relaxed) == 0 && since.elapsed() < LOOK_FOR {
+            std::thread::yield_now();
+        }
+    }
+
+    #[cfg(loom)]
+    fn look(&self) {}
 
     /// Whether the queue holds no ready task, as far as a look without the lock can tell.
     pub(crate) fn looks_empty(&self) -> bool {
