@@ -211,9 +211,11 @@ impl Profile {
     }
 }
 
-/// Costs `graph`'s nodes with `profile`: each node's `weight` becomes its measured time rounded
-/// up to a whole µs (at least 1, as the format requires) and its `temporary_memory` the
-/// measured temporary bytes. Output and persistent memory, occupancy and links stay as they
+/// Costs `graph`'s nodes with `profile`: each node's `weight` becomes its measured time in whole
+/// µs (at least 1, as the format requires) and its `temporary_memory` the measured temporary
+/// bytes. Times are rounded with error diffusion in graph order (each node's rounding error is
+/// carried to the next), so a step of hundreds of few-µs kernels sums to its measured time
+/// instead of gaining half a µs per node, as rounding each one up or to the nearest would. Output and persistent memory, occupancy and links stay as they
 /// were. The graph's `cost_model` metadata then names the profile.
 ///
 /// # Errors
@@ -267,9 +269,12 @@ pub fn apply_profile(graph: &mut CostGraph, profile: &Profile) -> Result<(), Pro
             details: listing(&names),
         });
     }
+    let mut carried = 0.0;
     for node in &mut graph.nodes {
         let measured = by_name[node.name.as_str()];
-        node.weight = (measured.time_us.ceil() as u64).max(1);
+        let exact = measured.time_us + carried;
+        node.weight = (exact.round().max(1.0)) as u64;
+        carried = exact - node.weight as f64;
         node.temporary_memory = measured.temporary_bytes;
     }
     let description = format!(
