@@ -33,8 +33,8 @@ fn predicted_vs_measured_step_times_of_the_small_zoo() {
     let dir = tempfile::tempdir().unwrap();
     let mut errors = Vec::new();
     println!(
-        "{:<20} {:<24} {:>12} {:>13} {:>7}  {}",
-        "model", "plan", "measured ms", "predicted ms", "error", "measured medians ms"
+        "{:<20} {:<24} {:>12} {:>13} {:>7}  measured medians ms",
+        "model", "plan", "measured ms", "predicted ms", "error"
     );
     for spec in ordo_models::zoo() {
         // Per plan, each round's (measured median, prediction) in µs.
