@@ -15,7 +15,8 @@
 //!   sub-compute tasks, the transfers it sends and the all-reduces it leads (on a CPU a copy or
 //!   a sum needs a core as a kernel does; a separate copy thread would only compete with the
 //!   workers for the cores). A stream never has two tasks in flight; tasks of different
-//!   streams of one device run side by side when the device has workers for them.
+//!   streams of one device run side by side when the device has workers for them. The threads
+//!   start with the first step and serve every later one (`pool.rs`).
 //! * **Buffers.** Values are immutable and shared ([`Arc`]): a task reads the version its
 //!   producer wrote, so no write can reach a buffer another stream still reads. An all-reduce
 //!   writes a new version in place of the old one, and the plan makes every later reader wait
@@ -30,9 +31,10 @@
 //!   so a step always ends.
 //!
 //! The synchronisation protocol and its memory orderings are written down in `queue.rs`, and
-//! model-checked with loom.
+//! model-checked with loom; how a step is lent to the pool's threads, in `pool.rs`.
 
 mod bind;
+mod pool;
 mod queue;
 mod step;
 
@@ -108,6 +110,25 @@ pub struct Executable {
     program: Program,
     bound: Bound,
     options: EngineOptions,
+    workers: Workers,
+}
+
+/// The worker threads of an [`Executable`], started by its first step and kept for the next
+/// ones (see `pool.rs`). A clone starts its own.
+#[derive(Default)]
+struct Workers(std::sync::OnceLock<pool::Pool>);
+
+impl Clone for Workers {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl std::fmt::Debug for Workers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let started = self.0.get().map_or(0, pool::Pool::workers);
+        f.debug_struct("Workers").field("started", &started).finish()
+    }
 }
 
 impl Executable {
@@ -124,7 +145,7 @@ impl Executable {
             return Err(ExecError::Config("a device needs at least one worker thread".into()));
         }
         let bound = bind::bind(&program, plan, options.sync)?;
-        Ok(Self { program, bound, options })
+        Ok(Self { program, bound, options, workers: Workers::default() })
     }
 
     /// The program.
@@ -167,8 +188,12 @@ impl Executable {
             &o.memory_budget,
             o.empty_kernels,
         );
+        let pool = self
+            .workers
+            .0
+            .get_or_init(|| pool::Pool::new(self.bound.devices.max(1) * o.workers_per_device));
         let started = std::time::Instant::now();
-        step.run(o.workers_per_device)?;
+        step.run(pool, o.workers_per_device)?;
         let wall_us = started.elapsed().as_secs_f64() * 1e6;
         let span = |ns: &std::sync::atomic::AtomicU64| {
             ns.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e3

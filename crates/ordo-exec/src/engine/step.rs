@@ -9,6 +9,7 @@ use std::time::Instant;
 use ordo_ir::{Op, ParamId};
 
 use super::bind::{Bound, Work};
+use super::pool::Pool;
 use super::queue::{Countdown, ReadyQueue};
 use crate::cpu::{Data, KernelError, Tensor};
 use crate::error::ExecError;
@@ -111,9 +112,10 @@ impl<'a> Step<'a> {
         }
     }
 
-    /// Runs the step with `workers` threads per device; returns once every task has finished
-    /// or the first failure has stopped them.
-    pub fn run(&self, workers: usize) -> Result<(), ExecError> {
+    /// Runs the step on `pool`, `workers` of its threads per device (worker `i` serves device
+    /// `i / workers`); returns once every task has finished or the first failure has stopped
+    /// them.
+    pub fn run(&self, pool: &Pool, workers: usize) -> Result<(), ExecError> {
         if self.bound.tasks.is_empty() {
             return Ok(());
         }
@@ -121,13 +123,7 @@ impl<'a> Step<'a> {
             let task = &self.bound.tasks[t as usize];
             self.queues[task.device].push(task.rank, t);
         }
-        std::thread::scope(|scope| {
-            for d in 0..self.bound.devices {
-                for _ in 0..workers {
-                    scope.spawn(move || self.work(d));
-                }
-            }
-        });
+        pool.run(&|i| self.work(i / workers));
         match lock(&self.failure).take() {
             Some(e) => Err(e),
             None => Ok(()),
