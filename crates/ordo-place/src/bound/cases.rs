@@ -18,8 +18,10 @@ pub(super) struct Segment {
     pub(super) crossing: u64,
     /// The cheapest transfer of any edge among `a`, the inner nodes and `b` that may cross.
     pub(super) transfer: u64,
-    /// `(longest path through it, compute, resident bytes)` of each inner node that may leave
-    /// the devices of `a` and `b`, in increasing order.
+    /// `(least path cost when it is away, compute, resident bytes)` of each inner node that may
+    /// leave the devices of `a` and `b`, in increasing order; the path cost is the longest path
+    /// from `a` through the node to `b` plus the cheapest transfer on a path into it and the
+    /// cheapest on a path out of it (it crosses devices before and after the node).
     pub(super) movable: Vec<(u64, u64, u64)>,
 }
 
@@ -38,8 +40,8 @@ impl Segment {
     /// The smallest gap over the three cases of [`super::segments`] on `devices` devices of
     /// at most `cap` bytes.
     ///
-    /// Moving every movable node whose longest path is at most `L` is the best set for that
-    /// `L`: it takes the most work and memory off the other devices at the same path cost. Case
+    /// Moving every movable node whose path cost is at most `L` is the best set for that `L`:
+    /// it takes the most work and memory off the ends' devices at the same path cost. Case
     /// 3 (different devices for `a` and `b`) also splits the rest between them: the nodes on
     /// `b`'s device wait for a transfer before they run, and those on `a`'s device send to `b`
     /// after they ran, so the gap is at least a transfer plus half the rest.
@@ -62,7 +64,7 @@ impl Segment {
                 return u64::MAX;
             }
             let half = (self.work - moved).div_ceil(2).saturating_add(t);
-            let away = away.map_or(0, |through| through.saturating_add(t.saturating_mul(2)));
+            let away = away.unwrap_or(0);
             self.crossing.max(half).max(away)
         };
         let mut gaps = CaseGaps {
@@ -71,28 +73,58 @@ impl Segment {
             split: split(0, 0, None),
         };
         let (mut moved, mut freed) = (0u64, 0u64);
-        for (k, &(through, weight, node_bytes)) in self.movable.iter().enumerate() {
+        for (k, &(away, weight, node_bytes)) in self.movable.iter().enumerate() {
             moved += weight;
             freed = freed.saturating_add(node_bytes);
-            if self.movable.get(k + 1).is_some_and(|n| n.0 == through) {
+            if self.movable.get(k + 1).is_some_and(|n| n.0 == away) {
                 continue;
             }
-            if devices >= 2 && t != u64::MAX && bytes - freed <= cap {
-                let away = through.saturating_add(t.saturating_mul(2));
+            if devices >= 2 && away != u64::MAX && bytes - freed <= cap {
                 gaps.some_away = gaps.some_away.min((self.work - moved).max(away));
             }
-            gaps.split = gaps.split.min(split(moved, freed, Some(through)));
+            gaps.split = gaps.split.min(split(moved, freed, Some(away)));
         }
         gaps
     }
 
-    /// The resident bytes the inner nodes leave on `a`'s device at least when `a` and `b`
-    /// share it: all of them, less what may move away.
-    fn staying_bytes(&self) -> u64 {
-        let movable: u64 = self.movable.iter().fold(0, |sum, m| sum.saturating_add(m.2));
-        self.inner_bytes.saturating_sub(movable)
+    /// The ways to keep `a` and `b` on one device without a memory limit, as `(least gap,
+    /// fewest resident bytes of inner nodes left on that device)`: everything there (case 1),
+    /// or the movable nodes of path cost up to each `L` away (case 2). At most [`MENU`]
+    /// entries: where there are more, neighbours are merged into one entry with the smaller
+    /// gap and the fewer bytes of the two, which no placement can beat, so the menu stays a
+    /// relaxation.
+    fn together_menu(&self, devices: usize) -> Vec<(u64, u64)> {
+        let mut menu = vec![(self.work, self.inner_bytes)];
+        let (mut moved, mut freed) = (0u64, 0u64);
+        for (k, &(away, weight, node_bytes)) in self.movable.iter().enumerate() {
+            moved += weight;
+            freed = freed.saturating_add(node_bytes);
+            if devices < 2
+                || away == u64::MAX
+                || self.movable.get(k + 1).is_some_and(|n| n.0 == away)
+            {
+                continue;
+            }
+            menu.push(((self.work - moved).max(away), self.inner_bytes.saturating_sub(freed)));
+        }
+        // Keep the entries no other beats in both gap and bytes, by increasing gap.
+        menu.sort_unstable();
+        let mut front: Vec<(u64, u64)> = Vec::new();
+        for (gap, bytes) in menu {
+            if front.last().is_none_or(|&(_, fewest)| bytes < fewest) {
+                front.push((gap, bytes));
+            }
+        }
+        let per = front.len().div_ceil(MENU);
+        front
+            .chunks(per.max(1))
+            .map(|c| (c[0].0, c.iter().map(|e| e.1).min().unwrap_or(0)))
+            .collect()
     }
 }
+
+/// The most ways per segment [`memory_runs`] weighs.
+const MENU: usize = 16;
 
 /// The longest chain [`memory_runs`] looks at.
 const MAX_CHAIN: usize = 4096;
@@ -105,7 +137,8 @@ const UNITS: u64 = 256;
 ///
 /// Chain nodes joined by segments whose ends share a device form a *run* on one device, which
 /// must hold the run's chain nodes and what its segments keep there: all inner nodes in case 1,
-/// those that cannot move in case 2. A run over `cap` is impossible, so some segment inside it
+/// those that do not move in case 2 (each segment weighs its menu of gaps against bytes kept,
+/// [`Segment::together_menu`]). A run over `cap` is impossible, so some segment inside it
 /// must pay case 2 or split its ends and pay case 3. Dynamic programming over the chain and the
 /// bytes of the current run, counted in whole units of `cap / 256` rounded down, so that every
 /// placement's choice of cases stays possible and the result stays a bound.
@@ -132,6 +165,7 @@ pub(super) fn memory_runs(
     *first = 0;
     for (segment, &next_bytes) in segments.iter().zip(&node_bytes[1..]) {
         let gaps = segment.gaps(devices, u64::MAX);
+        let menu = segment.together_menu(devices);
         let next = units(next_bytes);
         let mut after = vec![u64::MAX; limit + 1];
         let mut offer = |u: usize, value: u64| {
@@ -140,11 +174,8 @@ pub(super) fn memory_runs(
             }
         };
         for (u, &so_far) in cost.iter().enumerate().filter(|c| *c.1 != u64::MAX) {
-            let keep = [
-                (gaps.one_device, units(segment.inner_bytes)),
-                (gaps.some_away, units(segment.staying_bytes())),
-            ];
-            for (gap, bytes) in keep.into_iter().filter(|k| k.0 != u64::MAX) {
+            for &(gap, bytes) in &menu {
+                let bytes = units(bytes);
                 offer(u.saturating_add(bytes).saturating_add(next), so_far.saturating_add(gap));
             }
             if gaps.split != u64::MAX {

@@ -9,9 +9,9 @@
 //!    so the gap is at least their total work (impossible when their resident bytes exceed the
 //!    largest device);
 //! 2. `a` and `b` share a device `d` and a set `S` of inner nodes is elsewhere: `d` runs the rest,
-//!    and every path from `a` through a node of `S` to `b` leaves `d` and comes back, paying two
-//!    transfers, so the gap is at least `max(work - work(S), longest path through S + 2 t)`,
-//!    where `t` is the smallest transfer of the segment's edges;
+//!    and every path from `a` through a node `v` of `S` to `b` leaves `d` before `v` and comes
+//!    back after it, so the gap is at least `max(work - work(S), max over v in S of (longest
+//!    path through v + cheapest transfer on a path into v + cheapest on a path out of v))`;
 //! 3. `a` and `b` are on different devices: every path from `a` to `b` crosses, the critical
 //!    path's stretch between them included, so the gap is at least that stretch plus its
 //!    cheapest edge's transfer.
@@ -135,6 +135,10 @@ struct Scratch {
     /// to the end's start.
     from_start: Vec<u64>,
     to_end: Vec<u64>,
+    /// The cheapest transfer on any path from the start to each node, and from each node to
+    /// the end (`u64::MAX` where no edge may cross).
+    cheapest_in: Vec<u64>,
+    cheapest_out: Vec<u64>,
     stack: Vec<usize>,
 }
 
@@ -147,6 +151,8 @@ impl Scratch {
             members: Vec::new(),
             from_start: vec![0; n],
             to_end: vec![0; n],
+            cheapest_in: vec![u64::MAX; n],
+            cheapest_out: vec![u64::MAX; n],
             stack: Vec::new(),
         }
     }
@@ -230,19 +236,26 @@ impl Scratch {
         let (a, b) = (path[i], path[j]);
         let (inside, stamp) = (&self.inside, self.stamp);
         let is_inner = |v: usize| inside[v] == stamp && v != b;
+        let crossable = |e: usize| {
+            let edge = &p.edges[e];
+            if p.group_of[edge.source] == p.group_of[edge.target] { u64::MAX } else { delay(p, e) }
+        };
         let mut smallest_transfer = u64::MAX;
         for &v in inner {
-            let mut best = 0;
+            let (mut best, mut cheapest) = (0, u64::MAX);
             for &e in &p.in_edges[v] {
                 let s = p.edges[e].source;
                 if is_inner(s) {
                     best = best.max(self.from_start[s]);
+                    cheapest = cheapest.min(self.cheapest_in[s]);
                 }
-                if (s == a || is_inner(s)) && p.group_of[s] != p.group_of[v] {
-                    smallest_transfer = smallest_transfer.min(delay(p, e));
+                if s == a || is_inner(s) {
+                    smallest_transfer = smallest_transfer.min(crossable(e));
+                    cheapest = cheapest.min(crossable(e));
                 }
             }
             self.from_start[v] = best + p.weights[v];
+            self.cheapest_in[v] = cheapest;
         }
         for &e in &p.in_edges[b] {
             let s = p.edges[e].source;
@@ -251,21 +264,31 @@ impl Scratch {
             }
         }
         for &v in inner.iter().rev() {
-            let after = p.out_edges[v]
-                .iter()
-                .map(|&e| p.edges[e].target)
-                .filter(|&t| is_inner(t))
-                .map(|t| self.to_end[t])
-                .max()
-                .unwrap_or(0);
+            let (mut after, mut cheapest) = (0, u64::MAX);
+            for &e in &p.out_edges[v] {
+                let t = p.edges[e].target;
+                if is_inner(t) {
+                    after = after.max(self.to_end[t]);
+                    cheapest = cheapest.min(self.cheapest_out[t]);
+                }
+                if t == b || is_inner(t) {
+                    cheapest = cheapest.min(crossable(e));
+                }
+            }
             self.to_end[v] = after + p.weights[v];
+            self.cheapest_out[v] = cheapest;
         }
+        // A node away from the ends' device lies on a path from `a` to `b` that leaves that
+        // device before it and comes back after it.
         let mut movable: Vec<(u64, u64, u64)> = inner
             .iter()
             .filter(|&&v| p.group_of[v] != p.group_of[a] && p.group_of[v] != p.group_of[b])
             .map(|&v| {
                 let through = self.from_start[v] + self.to_end[v] - p.weights[v];
-                (through, p.weights[v], resident(p, v))
+                let away = through
+                    .saturating_add(self.cheapest_in[v])
+                    .saturating_add(self.cheapest_out[v]);
+                (away, p.weights[v], resident(p, v))
             })
             .collect();
         movable.sort_unstable();
