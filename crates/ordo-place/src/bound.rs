@@ -32,10 +32,14 @@
 //!   (dynamic programming);
 //! * **segments**: the critical path cut into segments, each charged the least time any
 //!   placement can spend between its ends, whether it keeps the segment on one device or pays
-//!   transfers to move part of it ([`segments`](segments::segments)).
+//!   transfers to move part of it ([`segments`](segments::segments));
+//! * **channels**: the segment bound whose memory runs also count a fourth fact, true of both
+//!   models as well: a device has one channel that sends and receives one tensor at a time, so
+//!   the tensors a split sends out of a device queue there ([`tensor_cut`]).
 
 mod cases;
 mod segments;
+mod tensor_cut;
 
 use crate::problem::PlaceProblem;
 
@@ -58,6 +62,10 @@ pub struct LowerBounds {
     /// The critical path cut into segments, each at least what keeping it on one device or
     /// moving part of it away costs.
     pub segments_us: u64,
+    /// The segment bound whose memory runs also charge the transfers that queue at a device's
+    /// channel (a device sends and receives one tensor at a time, in both execution models):
+    /// at least `segments_us`.
+    pub channels_us: u64,
 }
 
 impl LowerBounds {
@@ -74,6 +82,7 @@ impl LowerBounds {
             .max(self.memory_us)
             .max(self.cut_us)
             .max(self.segments_us)
+            .max(self.channels_us)
     }
 }
 
@@ -83,6 +92,7 @@ pub fn lower_bounds(problem: &PlaceProblem) -> LowerBounds {
     let tail = tails(problem);
     let critical_path_us = (0..problem.len()).map(|v| head[v] + tail[v]).max().unwrap_or(0);
     let devices = problem.devices.count().max(1) as u64;
+    let (segments_us, channels_us) = segments::segments(problem, &head, &tail, critical_path_us);
     LowerBounds {
         critical_path_us,
         work_us: problem.total_work_us().div_ceil(devices),
@@ -90,7 +100,8 @@ pub fn lower_bounds(problem: &PlaceProblem) -> LowerBounds {
         communication_us: communication(problem),
         memory_us: memory(problem, &head, &tail, critical_path_us),
         cut_us: cut(problem, &head, &tail),
-        segments_us: segments::segments(problem, &head, &tail, critical_path_us),
+        segments_us,
+        channels_us,
     }
 }
 

@@ -18,11 +18,15 @@ pub(super) struct Segment {
     pub(super) crossing: u64,
     /// The cheapest transfer of any edge among `a`, the inner nodes and `b` that may cross.
     pub(super) transfer: u64,
-    /// `(least path cost when it is away, compute, resident bytes)` of each inner node that may
-    /// leave the devices of `a` and `b`, in increasing order; the path cost is the longest path
+    /// With transfers queueing at a device's channel: the least gap when `a` and `b` are on
+    /// different devices, the cheapest set of tensors cutting every path
+    /// ([`super::tensor_cut`]); 0 where not counted.
+    pub(super) first_sends: u64,
+    /// `(least path cost when it is away, compute, resident bytes, node)` of each inner node
+    /// that may leave the devices of `a` and `b`, in increasing order; the path cost is the longest path
     /// from `a` through the node to `b` plus the cheapest transfer on a path into it and the
     /// cheapest on a path out of it (it crosses devices before and after the node).
-    pub(super) movable: Vec<(u64, u64, u64)>,
+    pub(super) movable: Vec<(u64, u64, u64, usize)>,
 }
 
 /// The least gap of a segment in each case, with no memory limit.
@@ -65,7 +69,7 @@ impl Segment {
             }
             let half = (self.work - moved).div_ceil(2).saturating_add(t);
             let away = away.unwrap_or(0);
-            self.crossing.max(half).max(away)
+            self.crossing.max(half).max(away).max(self.first_sends)
         };
         let mut gaps = CaseGaps {
             one_device: if bytes <= cap { self.work } else { u64::MAX },
@@ -73,7 +77,7 @@ impl Segment {
             split: split(0, 0, None),
         };
         let (mut moved, mut freed) = (0u64, 0u64);
-        for (k, &(away, weight, node_bytes)) in self.movable.iter().enumerate() {
+        for (k, &(away, weight, node_bytes, _)) in self.movable.iter().enumerate() {
             moved += weight;
             freed = freed.saturating_add(node_bytes);
             if self.movable.get(k + 1).is_some_and(|n| n.0 == away) {
@@ -96,7 +100,7 @@ impl Segment {
     fn together_menu(&self, devices: usize) -> Vec<(u64, u64)> {
         let mut menu = vec![(self.work, self.inner_bytes)];
         let (mut moved, mut freed) = (0u64, 0u64);
-        for (k, &(away, weight, node_bytes)) in self.movable.iter().enumerate() {
+        for (k, &(away, weight, node_bytes, _)) in self.movable.iter().enumerate() {
             moved += weight;
             freed = freed.saturating_add(node_bytes);
             if devices < 2

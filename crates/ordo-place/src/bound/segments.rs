@@ -25,6 +25,7 @@
 use crate::problem::PlaceProblem;
 
 use super::cases::{Segment, memory_runs};
+use super::tensor_cut::SegmentCuts;
 use super::{delay, resident};
 
 /// How many critical-path nodes ahead a segment may end.
@@ -34,11 +35,13 @@ const MAX_REGION: usize = 512;
 
 /// The segment bound of `p` (see the [module documentation](self)), given the longest compute
 /// path ending just before (`head`) and starting with (`tail`) each node: the best chain of
-/// segments with each segment's least gap, and the memory runs over that chain.
-pub(super) fn segments(p: &PlaceProblem, head: &[u64], tail: &[u64], c: u64) -> u64 {
+/// segments with each segment's least gap, and the memory runs over the path's waists; then
+/// the same with the memory runs charging the transfers that queue at a device's channel
+/// ([`super::tensor_cut`]), which only the second number may count on.
+pub(super) fn segments(p: &PlaceProblem, head: &[u64], tail: &[u64], c: u64) -> (u64, u64) {
     let path = critical_path(p, head, tail, c);
     if path.is_empty() {
-        return 0;
+        return (0, 0);
     }
     let (devices, cap) = (p.devices.count(), p.devices.memory.iter().copied().max().unwrap_or(0));
     let mut scratch = Scratch::new(p.len());
@@ -55,18 +58,21 @@ pub(super) fn segments(p: &PlaceProblem, head: &[u64], tail: &[u64], c: u64) -> 
     let last = path.len() - 1;
     let after = tail[path[last]] - p.weights[path[last]];
     let chain = finish[last].saturating_add(after);
-    chain.max(memory_chain(p, &path, head[path[0]], after, &mut scratch))
+    let plain = chain.max(memory_chain(p, &path, (head[path[0]], after), false, &mut scratch));
+    let queued = memory_chain(p, &path, (head[path[0]], after), true, &mut scratch);
+    (plain, plain.max(queued))
 }
 
 /// The memory runs ([`memory_runs`]) over the chain of the critical path's waists: its nodes
 /// that no edge jumps over in topological order (the ends of residual blocks and Inception
 /// modules), where splitting the path means sending everything that crosses there. Waists
-/// too far apart get critical-path nodes in between.
+/// too far apart get critical-path nodes in between. With `channels`, splits and moves pay the
+/// transfers that queue at the device's channel ([`super::tensor_cut`]).
 fn memory_chain(
     p: &PlaceProblem,
     path: &[usize],
-    before: u64,
-    after: u64,
+    (before, after): (u64, u64),
+    channels: bool,
     scratch: &mut Scratch,
 ) -> u64 {
     let (devices, cap) = (p.devices.count(), p.devices.memory.iter().copied().max().unwrap_or(0));
@@ -95,7 +101,18 @@ fn memory_chain(
             return 0;
         }
         let end = next.unwrap_or(last).min(reach);
-        segments.push(scratch.segment(p, path, start, end));
+        let mut segment = scratch.segment(p, path, start, end);
+        if channels {
+            let (a, b) = (path[start], path[end]);
+            let cuts = SegmentCuts::new(p, a, &scratch.members[..scratch.members.len() - 1], b);
+            segment.first_sends = cuts.cut(a, b);
+            for entry in &mut segment.movable {
+                let channel = cuts.cut(a, entry.3).saturating_add(cuts.cut(entry.3, b));
+                entry.0 = entry.0.max(channel);
+            }
+            segment.movable.sort_unstable();
+        }
+        segments.push(segment);
         chain.push(end);
     }
     let node_bytes: Vec<u64> = chain.iter().map(|&k| resident(p, path[k])).collect();
@@ -280,7 +297,7 @@ impl Scratch {
         }
         // A node away from the ends' device lies on a path from `a` to `b` that leaves that
         // device before it and comes back after it.
-        let mut movable: Vec<(u64, u64, u64)> = inner
+        let mut movable: Vec<(u64, u64, u64, usize)> = inner
             .iter()
             .filter(|&&v| p.group_of[v] != p.group_of[a] && p.group_of[v] != p.group_of[b])
             .map(|&v| {
@@ -288,7 +305,7 @@ impl Scratch {
                 let away = through
                     .saturating_add(self.cheapest_in[v])
                     .saturating_add(self.cheapest_out[v]);
-                (away, p.weights[v], resident(p, v))
+                (away, p.weights[v], resident(p, v), v)
             })
             .collect();
         movable.sort_unstable();
@@ -315,6 +332,7 @@ impl Scratch {
             stretch,
             crossing,
             transfer: smallest_transfer,
+            first_sends: 0,
             movable,
         }
     }
