@@ -76,6 +76,11 @@ fn memory_chain(
     scratch: &mut Scratch,
 ) -> u64 {
     let (devices, cap) = (p.devices.count(), p.devices.memory.iter().copied().max().unwrap_or(0));
+    let total = (0..p.len()).map(|v| resident(p, v)).fold(0u64, u64::saturating_add);
+    if total <= cap {
+        // Memory never forces a split.
+        return 0;
+    }
     // jumps[r]: how many edges jump over topological rank r, leaving out the edges of sources
     // other than the path's (labels that only the loss reads jump over everything).
     let mut jumps = vec![0i64; p.len() + 1];
