@@ -22,16 +22,15 @@
 //! job is taken under the mutex, which orders everything the caller wrote before publishing).
 //!
 //! [`Executable`]: super::Executable
+//! [`LOOK_FOR`]: super::queue::LOOK_FOR
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
-/// How long an idle worker looks for the next step before it sleeps.
-const LOOK_FOR: Duration = Duration::from_millis(1);
+use super::queue::look_until;
 
 /// A job lent to the workers for one run. The lifetime is erased: see [`Pool::run`].
 type Job = &'static (dyn Fn(usize) + Sync);
@@ -134,10 +133,7 @@ impl Drop for Pool {
 fn work(shared: &Shared, index: usize) {
     let mut seen = 0;
     loop {
-        let since = Instant::now();
-        while shared.generation.load(Ordering::Relaxed) == seen && since.elapsed() < LOOK_FOR {
-            std::thread::yield_now();
-        }
+        look_until(|| shared.generation.load(Ordering::Relaxed) != seen);
         let mut state = shared.lock();
         while state.generation == seen && !state.stop {
             state = shared.start.wait(state).unwrap_or_else(|p| p.into_inner());

@@ -71,14 +71,27 @@ struct State {
     sleepers: usize,
 }
 
-/// How long a worker that finds its queue empty looks for work, yielding the processor, before
-/// it sleeps: a hand-over to a device whose worker is still looking costs no wake-up (about
-/// 10 µs, more on a virtual machine, and the woken core then runs its first kernel cold). One
-/// millisecond covers the waits between devices inside a step of the zoo's small models, and
-/// bounds what an idle worker spends when devices outnumber cores (its yields then give the
-/// processor to the workers that have work). None under loom, whose model has no time.
+/// How long an idle worker looks for work, yielding the processor, before it sleeps (on its
+/// queue, or in the pool between steps): a hand-over to a worker still looking costs no
+/// wake-up (about 10 µs, more on a virtual machine, and the woken core then runs its first
+/// kernel cold). One millisecond covers the waits between devices inside a step of the zoo's
+/// small models, and bounds what an idle worker spends when devices outnumber cores (its yields
+/// then give the processor to the workers that have work).
 #[cfg(not(loom))]
-const LOOK_FOR: std::time::Duration = std::time::Duration::from_millis(1);
+pub(crate) const LOOK_FOR: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Yields the processor until `found` says there is something to do, for at most
+/// [`LOOK_FOR`]. Nothing under loom, whose model has no time.
+#[cfg(not(loom))]
+pub(crate) fn look_until(found: impl Fn() -> bool) {
+    let since = std::time::Instant::now();
+    while !found() && since.elapsed() < LOOK_FOR {
+        std::thread::yield_now();
+    }
+}
+
+#[cfg(loom)]
+pub(crate) fn look_until(_found: impl Fn() -> bool) {}
 
 /// Tasks ready to run on one pool of workers, lowest rank first.
 #[derive(Debug, Default)]
@@ -122,7 +135,7 @@ impl ReadyQueue {
                 // Look for a while without the lock; whatever the hint says, the decision is
                 // taken again under the lock, so a stale hint costs a round, never a task.
                 drop(state);
-                self.look();
+                look_until(|| self.hint.load(Ordering::Relaxed) > 0);
                 looked = true;
                 state = self.lock();
                 continue;
@@ -132,19 +145,6 @@ impl ReadyQueue {
             state.sleepers -= 1;
         }
     }
-
-    /// Yields the processor until the hint shows work (or the queue closed), for at most
-    /// [`LOOK_FOR`].
-    #[cfg(not(loom))]
-    fn look(&self) {
-        let since = std::time::Instant::now();
-        while self.hint.load(Ordering::Relaxed) == 0 && since.elapsed() < LOOK_FOR {
-            std::thread::yield_now();
-        }
-    }
-
-    #[cfg(loom)]
-    fn look(&self) {}
 
     /// Whether the queue holds no ready task, as far as a look without the lock can tell.
     pub(crate) fn looks_empty(&self) -> bool {
