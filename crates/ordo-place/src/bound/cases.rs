@@ -76,19 +76,25 @@ impl Segment {
             some_away: u64::MAX,
             split: split(0, 0, None),
         };
-        let (mut moved, mut freed) = (0u64, 0u64);
-        for (k, &(away, weight, node_bytes, _)) in self.movable.iter().enumerate() {
-            moved += weight;
-            freed = freed.saturating_add(node_bytes);
-            if self.movable.get(k + 1).is_some_and(|n| n.0 == away) {
-                continue;
-            }
+        for (away, moved, freed) in self.prefixes() {
             if devices >= 2 && away != u64::MAX && bytes - freed <= cap {
                 gaps.some_away = gaps.some_away.min((self.work - moved).max(away));
             }
             gaps.split = gaps.split.min(split(moved, freed, Some(away)));
         }
         gaps
+    }
+
+    /// For each path cost `L` among the movable nodes, in increasing order: `(L, compute,
+    /// resident bytes)` of all movable nodes of path cost at most `L` (the sets the cases
+    /// weigh).
+    fn prefixes(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        let mut sums = (0u64, 0u64);
+        self.movable.iter().enumerate().filter_map(move |(k, &(away, weight, bytes, _))| {
+            sums = (sums.0 + weight, sums.1.saturating_add(bytes));
+            let last_of_its_cost = self.movable.get(k + 1).is_none_or(|n| n.0 != away);
+            last_of_its_cost.then_some((away, sums.0, sums.1))
+        })
     }
 
     /// The ways to keep `a` and `b` on one device without a memory limit, as `(least gap,
@@ -99,17 +105,11 @@ impl Segment {
     /// relaxation.
     fn together_menu(&self, devices: usize) -> Vec<(u64, u64)> {
         let mut menu = vec![(self.work, self.inner_bytes)];
-        let (mut moved, mut freed) = (0u64, 0u64);
-        for (k, &(away, weight, node_bytes, _)) in self.movable.iter().enumerate() {
-            moved += weight;
-            freed = freed.saturating_add(node_bytes);
-            if devices < 2
-                || away == u64::MAX
-                || self.movable.get(k + 1).is_some_and(|n| n.0 == away)
-            {
-                continue;
-            }
-            menu.push(((self.work - moved).max(away), self.inner_bytes.saturating_sub(freed)));
+        if devices >= 2 {
+            let away = self.prefixes().filter(|p| p.0 != u64::MAX);
+            menu.extend(away.map(|(away, moved, freed)| {
+                ((self.work - moved).max(away), self.inner_bytes.saturating_sub(freed))
+            }));
         }
         // Keep the entries no other beats in both gap and bytes, by increasing gap.
         menu.sort_unstable();
@@ -169,7 +169,8 @@ pub(super) fn memory_runs(
     *first = 0;
     for (segment, &next_bytes) in segments.iter().zip(&node_bytes[1..]) {
         let gaps = segment.gaps(devices, u64::MAX);
-        let menu = segment.together_menu(devices);
+        let menu: Vec<(u64, usize)> =
+            segment.together_menu(devices).into_iter().map(|(gap, b)| (gap, units(b))).collect();
         let next = units(next_bytes);
         let mut after = vec![u64::MAX; limit + 1];
         let mut offer = |u: usize, value: u64| {
@@ -179,7 +180,6 @@ pub(super) fn memory_runs(
         };
         for (u, &so_far) in cost.iter().enumerate().filter(|c| *c.1 != u64::MAX) {
             for &(gap, bytes) in &menu {
-                let bytes = units(bytes);
                 offer(u.saturating_add(bytes).saturating_add(next), so_far.saturating_add(gap));
             }
             if gaps.split != u64::MAX {

@@ -58,28 +58,47 @@ pub(super) fn segments(p: &PlaceProblem, head: &[u64], tail: &[u64], c: u64) -> 
     let last = path.len() - 1;
     let after = tail[path[last]] - p.weights[path[last]];
     let chain = finish[last].saturating_add(after);
-    let plain = chain.max(memory_chain(p, &path, (head[path[0]], after), false, &mut scratch));
-    let queued = memory_chain(p, &path, (head[path[0]], after), true, &mut scratch);
+    let Some(WaistChain { nodes, mut segments, inners }) = waist_chain(p, &path, &mut scratch)
+    else {
+        return (chain, chain);
+    };
+    // The chain's own compute and what lies before and after it, around the gaps.
+    let around = |gaps: u64| {
+        if gaps == 0 {
+            return 0;
+        }
+        let compute: u64 = nodes.iter().map(|&k| p.weights[path[k]]).sum();
+        head[path[0]].saturating_add(compute).saturating_add(gaps).saturating_add(after)
+    };
+    let node_bytes: Vec<u64> = nodes.iter().map(|&k| resident(p, path[k])).collect();
+    let plain = chain.max(around(memory_runs(&segments, &node_bytes, devices, cap)));
+    for ((segment, inner), ends) in segments.iter_mut().zip(&inners).zip(nodes.windows(2)) {
+        queue_at_channels(p, segment, (path[ends[0]], path[ends[1]]), inner);
+    }
+    let queued = around(memory_runs(&segments, &node_bytes, devices, cap));
     (plain, plain.max(queued))
 }
 
-/// The memory runs ([`memory_runs`]) over the chain of the critical path's waists: its nodes
-/// that no edge jumps over in topological order (the ends of residual blocks and Inception
-/// modules), where splitting the path means sending everything that crosses there. Waists
-/// too far apart get critical-path nodes in between. With `channels`, splits and moves pay the
-/// transfers that queue at the device's channel ([`super::tensor_cut`]).
-fn memory_chain(
-    p: &PlaceProblem,
-    path: &[usize],
-    (before, after): (u64, u64),
-    channels: bool,
-    scratch: &mut Scratch,
-) -> u64 {
-    let (devices, cap) = (p.devices.count(), p.devices.memory.iter().copied().max().unwrap_or(0));
+/// What [`waist_chain`] finds.
+struct WaistChain {
+    /// Positions on the critical path, first and last included.
+    nodes: Vec<usize>,
+    /// The segment between each two consecutive nodes.
+    segments: Vec<Segment>,
+    /// Each segment's inner nodes.
+    inners: Vec<Vec<usize>>,
+}
+
+/// The chain for [`memory_runs`]: the critical path's waists, its nodes that no edge jumps over
+/// in topological order (the ends of residual blocks and Inception modules), where splitting
+/// the path means sending everything that crosses there; waists too far apart get
+/// critical-path nodes in between; `None` when memory never forces a split (everything fits
+/// one device) or a window is too large.
+fn waist_chain(p: &PlaceProblem, path: &[usize], scratch: &mut Scratch) -> Option<WaistChain> {
+    let cap = p.devices.memory.iter().copied().max().unwrap_or(0);
     let total = (0..p.len()).map(|v| resident(p, v)).fold(0u64, u64::saturating_add);
     if total <= cap {
-        // Memory never forces a split.
-        return 0;
+        return None;
     }
     // jumps[r]: how many edges jump over topological rank r, leaving out the edges of sources
     // other than the path's (labels that only the loss reads jump over everything).
@@ -98,35 +117,38 @@ fn memory_chain(
     }
     let last = path.len() - 1;
     let waist = |k: usize| k == last || jumps[p.topo_rank[path[k]]] == 0;
-    let (mut chain, mut segments) = (vec![0], Vec::new());
+    let (mut chain, mut segments, mut inners) = (vec![0], Vec::new(), Vec::new());
     while let Some(&start) = chain.last().filter(|&&k| k < last) {
         let next = (start + 1..=last).find(|&k| waist(k) || k - start >= MAX_SPAN / 2);
         let reach = scratch.window(p, path, start);
         if reach == start {
-            return 0;
+            return None;
         }
         let end = next.unwrap_or(last).min(reach);
-        let mut segment = scratch.segment(p, path, start, end);
-        if channels {
-            let (a, b) = (path[start], path[end]);
-            let cuts = SegmentCuts::new(p, a, &scratch.members[..scratch.members.len() - 1], b);
-            segment.first_sends = cuts.cut(a, b);
-            for entry in &mut segment.movable {
-                let channel = cuts.cut(a, entry.3).saturating_add(cuts.cut(entry.3, b));
-                entry.0 = entry.0.max(channel);
-            }
-            segment.movable.sort_unstable();
-        }
-        segments.push(segment);
+        segments.push(scratch.segment(p, path, start, end));
+        // The members less the end, which sorts last.
+        inners.push(scratch.members[..scratch.members.len() - 1].to_vec());
         chain.push(end);
     }
-    let node_bytes: Vec<u64> = chain.iter().map(|&k| resident(p, path[k])).collect();
-    let compute: u64 = chain.iter().map(|&k| p.weights[path[k]]).sum();
-    let runs = memory_runs(&segments, &node_bytes, devices, cap);
-    if runs == 0 {
-        return 0;
+    Some(WaistChain { nodes: chain, segments, inners })
+}
+
+/// Charges `segment` (from `a` to `b` around `inner`) the transfers that queue at a device's
+/// channel ([`super::tensor_cut`]): a split pays a minimum cut between its ends, and a node
+/// moved off the ends' device the cuts into and out of it.
+fn queue_at_channels(
+    p: &PlaceProblem,
+    segment: &mut Segment,
+    (a, b): (usize, usize),
+    inner: &[usize],
+) {
+    let cuts = SegmentCuts::new(p, a, inner, b);
+    segment.first_sends = cuts.cut(a, b);
+    for entry in &mut segment.movable {
+        let channel = cuts.cut(a, entry.3).saturating_add(cuts.cut(entry.3, b));
+        entry.0 = entry.0.max(channel);
     }
-    before.saturating_add(compute).saturating_add(runs).saturating_add(after)
+    segment.movable.sort_unstable();
 }
 
 /// One longest path of compute, from a source to a sink.
@@ -281,8 +303,8 @@ impl Scratch {
         }
         for &e in &p.in_edges[b] {
             let s = p.edges[e].source;
-            if (s == a || is_inner(s)) && p.group_of[s] != p.group_of[b] {
-                smallest_transfer = smallest_transfer.min(delay(p, e));
+            if s == a || is_inner(s) {
+                smallest_transfer = smallest_transfer.min(crossable(e));
             }
         }
         for &v in inner.iter().rev() {
