@@ -39,6 +39,7 @@
 
 mod cases;
 mod segments;
+mod sides;
 mod tensor_cut;
 
 use crate::problem::PlaceProblem;
@@ -118,7 +119,7 @@ fn heads(p: &PlaceProblem) -> Vec<u64> {
 }
 
 /// Longest compute path starting with each node, its own weight included.
-fn tails(p: &PlaceProblem) -> Vec<u64> {
+pub(crate) fn tails(p: &PlaceProblem) -> Vec<u64> {
     let mut tail = vec![0u64; p.len()];
     for &v in p.topo_order.iter().rev() {
         let after = p.out_edges[v].iter().map(|&e| tail[p.edges[e].target]).max().unwrap_or(0);

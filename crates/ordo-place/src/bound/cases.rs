@@ -22,6 +22,10 @@ pub(super) struct Segment {
     /// different devices, the cheapest set of tensors cutting every path
     /// ([`super::tensor_cut`]); 0 where not counted.
     pub(super) first_sends: u64,
+    /// With transfers queueing at a device's channel: `(gap, bytes on a's device, bytes on
+    /// b's device)` of the ways to split the segment ([`super::sides`]); empty where not
+    /// counted (a split then keeps nothing on either side).
+    pub(super) split_menu: Vec<(u64, u64, u64)>,
     /// `(least path cost when it is away, compute, resident bytes, node)` of each inner node
     /// that may leave the devices of `a` and `b`, in increasing order; the path cost is the longest path
     /// from `a` through the node to `b` plus the cheapest transfer on a path into it and the
@@ -132,49 +136,72 @@ const MENU: usize = 16;
 
 /// The longest chain [`memory_runs`] looks at.
 const MAX_CHAIN: usize = 4096;
-/// The memory of a device in [`memory_runs`]'s units.
-const UNITS: u64 = 256;
+/// The DP's states over the whole chain: a device holds `STATES / chain length` units, between
+/// [`MIN_UNITS`] and [`MAX_UNITS`].
+const STATES: usize = 1 << 20;
+/// The fewest units a device holds in [`memory_runs`].
+const MIN_UNITS: usize = 256;
+/// The most units a device holds in [`memory_runs`].
+const MAX_UNITS: usize = 4096;
 
 /// A lower bound on the sum of the gaps of a chain of `segments` (segment `k` from chain node
-/// `k` to chain node `k + 1`, whose resident bytes are `node_bytes`) on `devices` devices of at
-/// most `cap` bytes each.
+/// `k` to chain node `k + 1`, whose resident bytes and bytes allocated at its start are
+/// `node_bytes`) on `devices` devices of at most `cap` bytes each.
 ///
 /// Chain nodes joined by segments whose ends share a device form a *run* on one device, which
 /// must hold the run's chain nodes and what its segments keep there: all inner nodes in case 1,
 /// those that do not move in case 2 (each segment weighs its menu of gaps against bytes kept,
 /// [`Segment::together_menu`]). A run over `cap` is impossible, so some segment inside it
-/// must pay case 2 or split its ends and pay case 3. Dynamic programming over the chain and the
-/// bytes of the current run, counted in whole units of `cap / 256` rounded down, so that every
-/// placement's choice of cases stays possible and the result stays a bound.
+/// must pay case 2 or split its ends and pay case 3; with a split menu
+/// ([`Segment::split_menu`]), a split adds what `a`'s side keeps to the run it ends and starts
+/// the next with what `b`'s side keeps. Dynamic programming over the chain and the
+/// bytes of the current run, counted in whole units of `cap / 256` to `cap / 4096` (finer for shorter chains) rounded
+/// down, so that every
+/// placement's choice of cases stays possible and the result stays a bound. When a chain node
+/// starts, everything its run kept so far has started (its inner nodes and earlier chain nodes
+/// are its ancestors), so the run so far and what the node allocates at its start must fit.
 pub(super) fn memory_runs(
     segments: &[Segment],
-    node_bytes: &[u64],
+    node_bytes: &[(u64, u64)],
     devices: usize,
     cap: u64,
 ) -> u64 {
     debug_assert_eq!(node_bytes.len(), segments.len() + 1);
     let inner = segments.iter().map(|s| s.inner_bytes);
-    let total = node_bytes.iter().copied().chain(inner).fold(0u64, u64::saturating_add);
+    let resident = node_bytes.iter().map(|b| b.0);
+    let total = resident.chain(inner).fold(0u64, u64::saturating_add);
     // Everything fits one device (no run is ever cut), or the chain is too long: the chain's
     // own bound stands.
     if total <= cap || node_bytes.len() > MAX_CHAIN {
         return 0;
     }
-    let unit = (cap / UNITS).max(1);
+    let units_per_device = (STATES / node_bytes.len()).clamp(MIN_UNITS, MAX_UNITS) as u64;
+    let unit = (cap / units_per_device).max(1);
     let limit = (cap / unit) as usize;
     let units = |bytes: u64| usize::try_from(bytes / unit).unwrap_or(usize::MAX);
     // cost[u]: the least sum of gaps so far with `u` units in the current run.
     let mut cost = vec![u64::MAX; limit + 1];
-    let Some(first) = cost.get_mut(units(node_bytes[0])) else { return 0 };
-    *first = 0;
-    for (segment, &next_bytes) in segments.iter().zip(&node_bytes[1..]) {
+    let first = units(node_bytes[0].0);
+    let Some(slot) = cost.get_mut(first).filter(|_| first + units(node_bytes[0].1) <= limit) else {
+        return 0;
+    };
+    *slot = 0;
+    for (segment, &(next_bytes, next_start)) in segments.iter().zip(&node_bytes[1..]) {
         let gaps = segment.gaps(devices, u64::MAX);
         let menu: Vec<(u64, usize)> =
             segment.together_menu(devices).into_iter().map(|(gap, b)| (gap, units(b))).collect();
-        let next = units(next_bytes);
+        let (next, room) = (units(next_bytes), limit.saturating_sub(units(next_start)));
+        let splits: Vec<(u64, usize, usize)> = if gaps.split == u64::MAX {
+            Vec::new()
+        } else if segment.split_menu.is_empty() {
+            vec![(gaps.split, 0, 0)]
+        } else {
+            let entry = |&(gap, a, b): &(u64, u64, u64)| (gap.max(gaps.split), units(a), units(b));
+            segment.split_menu.iter().map(entry).collect()
+        };
         let mut after = vec![u64::MAX; limit + 1];
         let mut offer = |u: usize, value: u64| {
-            if let Some(slot) = after.get_mut(u) {
+            if let Some(slot) = after.get_mut(u).filter(|_| u <= room) {
                 *slot = (*slot).min(value);
             }
         };
@@ -182,8 +209,12 @@ pub(super) fn memory_runs(
             for &(gap, bytes) in &menu {
                 offer(u.saturating_add(bytes).saturating_add(next), so_far.saturating_add(gap));
             }
-            if gaps.split != u64::MAX {
-                offer(next, so_far.saturating_add(gaps.split));
+            // A split adds what `a`'s side keeps to this run, and starts the next with `b`
+            // and what `b`'s side keeps.
+            for &(gap, on_a, on_b) in &splits {
+                if u.saturating_add(on_a) <= limit {
+                    offer(next.saturating_add(on_b), so_far.saturating_add(gap));
+                }
             }
         }
         cost = after;

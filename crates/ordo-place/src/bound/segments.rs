@@ -25,6 +25,7 @@
 use crate::problem::PlaceProblem;
 
 use super::cases::{Segment, memory_runs};
+use super::sides::Sides;
 use super::tensor_cut::SegmentCuts;
 use super::{delay, resident};
 
@@ -32,6 +33,9 @@ use super::{delay, resident};
 const MAX_SPAN: usize = 32;
 /// The most nodes a segment may hold; longer windows are not tried from that start.
 const MAX_REGION: usize = 512;
+/// Segments with fewer inner nodes than this count what each side of a split keeps
+/// ([`super::sides`]).
+const SIDES_NODES: usize = 64;
 
 /// The segment bound of `p` (see the [module documentation](self)), given the longest compute
 /// path ending just before (`head`) and starting with (`tail`) each node: the best chain of
@@ -70,13 +74,22 @@ pub(super) fn segments(p: &PlaceProblem, head: &[u64], tail: &[u64], c: u64) -> 
         let compute: u64 = nodes.iter().map(|&k| p.weights[path[k]]).sum();
         head[path[0]].saturating_add(compute).saturating_add(gaps).saturating_add(after)
     };
-    let node_bytes: Vec<u64> = nodes.iter().map(|&k| resident(p, path[k])).collect();
+    let node_bytes: Vec<(u64, u64)> =
+        nodes.iter().map(|&k| (resident(p, path[k]), at_start(p, path[k]))).collect();
     let plain = chain.max(around(memory_runs(&segments, &node_bytes, devices, cap)));
     for ((segment, inner), ends) in segments.iter_mut().zip(&inners).zip(nodes.windows(2)) {
-        queue_at_channels(p, segment, (path[ends[0]], path[ends[1]]), inner);
+        queue_at_channels(p, segment, (path[ends[0]], path[ends[1]]), inner, devices);
     }
     let queued = around(memory_runs(&segments, &node_bytes, devices, cap));
     (plain, plain.max(queued))
+}
+
+/// What a node allocates when it starts beyond what it keeps resident: its temporary memory, and
+/// its outputs unless they stay.
+fn at_start(p: &PlaceProblem, v: usize) -> u64 {
+    let m = &p.memory[v];
+    let kept = m.retain_outputs || p.out_edges[v].is_empty();
+    m.temporary.saturating_add(if kept { 0 } else { m.outputs })
 }
 
 /// What [`waist_chain`] finds.
@@ -134,13 +147,15 @@ fn waist_chain(p: &PlaceProblem, path: &[usize], scratch: &mut Scratch) -> Optio
 }
 
 /// Charges `segment` (from `a` to `b` around `inner`) the transfers that queue at a device's
-/// channel ([`super::tensor_cut`]): a split pays a minimum cut between its ends, and a node
-/// moved off the ends' device the cuts into and out of it.
+/// channel ([`super::tensor_cut`]): a split pays a minimum cut between its ends and keeps on
+/// each side what [`super::sides`] proves it must, and a node moved off the ends' device pays
+/// the cuts into and out of it.
 fn queue_at_channels(
     p: &PlaceProblem,
     segment: &mut Segment,
     (a, b): (usize, usize),
     inner: &[usize],
+    devices: usize,
 ) {
     let cuts = SegmentCuts::new(p, a, inner, b);
     segment.first_sends = cuts.cut(a, b);
@@ -149,6 +164,12 @@ fn queue_at_channels(
         entry.0 = entry.0.max(channel);
     }
     segment.movable.sort_unstable();
+    let least = segment.gaps(devices, u64::MAX).split;
+    // The sides take a few dozen minimum cuts: blocks and modules get them, the large windows
+    // of unstructured graphs do not (their splits then keep nothing on either side).
+    if least != u64::MAX && inner.len() < SIDES_NODES {
+        segment.split_menu = Sides::new(p, a, inner, b).menu(least, segment.transfer);
+    }
 }
 
 /// One longest path of compute, from a source to a sink.
@@ -360,6 +381,7 @@ impl Scratch {
             crossing,
             transfer: smallest_transfer,
             first_sends: 0,
+            split_menu: Vec::new(),
             movable,
         }
     }

@@ -22,7 +22,8 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::problem::PlaceProblem;
 
-const UNLIMITED: u64 = u64::MAX / 4;
+/// An arc no cut may take.
+pub(super) const UNLIMITED: u64 = u64::MAX / 4;
 
 /// A segment's edges as a flow network, for minimum cuts between its nodes.
 pub(super) struct SegmentCuts {
@@ -71,7 +72,7 @@ impl SegmentCuts {
 
 /// A flow network (Dinic's algorithm).
 #[derive(Clone)]
-struct Flow {
+pub(super) struct Flow {
     /// Per node, its arcs (indices into `to` and `left`).
     arcs: Vec<Vec<usize>>,
     to: Vec<usize>,
@@ -79,7 +80,7 @@ struct Flow {
 }
 
 impl Flow {
-    fn new(nodes: usize) -> Self {
+    pub(super) fn new(nodes: usize) -> Self {
         Self { arcs: vec![Vec::new(); nodes], to: Vec::new(), left: Vec::new() }
     }
 
@@ -89,7 +90,7 @@ impl Flow {
     }
 
     /// An arc and its reverse (arc `k ^ 1`).
-    fn add(&mut self, from: usize, to: usize, capacity: u64) {
+    pub(super) fn add(&mut self, from: usize, to: usize, capacity: u64) {
         for (u, v, c) in [(from, to, capacity), (to, from, 0)] {
             self.arcs[u].push(self.to.len());
             self.to.push(v);
@@ -97,7 +98,7 @@ impl Flow {
         }
     }
 
-    fn max_flow(&mut self, source: usize, sink: usize) -> u64 {
+    pub(super) fn max_flow(&mut self, source: usize, sink: usize) -> u64 {
         let mut total = 0u64;
         while let Some(level) = self.levels(source, sink) {
             let mut next = vec![0; self.arcs.len()];
@@ -113,6 +114,24 @@ impl Flow {
             }
         }
         total
+    }
+
+    /// The nodes `source` reaches over arcs with capacity left: after [`Flow::max_flow`], the
+    /// source side of a minimum cut.
+    pub(super) fn reachable(&self, source: usize) -> Vec<bool> {
+        let mut near = vec![false; self.arcs.len()];
+        near[source] = true;
+        let mut stack = vec![source];
+        while let Some(u) = stack.pop() {
+            for &k in &self.arcs[u] {
+                let v = self.to[k];
+                if self.left[k] > 0 && !near[v] {
+                    near[v] = true;
+                    stack.push(v);
+                }
+            }
+        }
+        near
     }
 
     /// Breadth-first levels from `source` over arcs with capacity left; `None` when `sink` is
