@@ -7,6 +7,10 @@ use crate::sim::{Schedule, simulate};
 
 /// Random moves that restart the search from a local optimum.
 const KICK_MOVES: usize = 2;
+/// Simulations without a better placement after which a search stops and leaves the rest of
+/// its budget to the next one (a start that is already a deep local optimum, such as the
+/// memory cuts on the zoo's Transformer, would otherwise spend half the budget for nothing).
+const STALL: usize = 1_000;
 
 /// What a move carries to another device: a colocation group, or a chain (a maximal path whose
 /// inner links are each node's only successor and the next one's only predecessor, such as a
@@ -122,6 +126,7 @@ impl Search<'_> {
             best_us = schedule.makespan_us;
             best = Some((device_of.clone(), schedule.clone()));
         }
+        let (mut stalled_at, mut since) = (best_us, self.evaluations);
         while self.evaluations < self.budget && best_us > self.bound {
             let mut step: Option<(Vec<usize>, Schedule)> = None;
             for (unit, device) in self.proposals(&device_of, &schedule) {
@@ -150,7 +155,14 @@ impl Search<'_> {
                 }
                 continue;
             }
-            // A local optimum: go on from the best placement so far, shaken by random moves.
+            // A local optimum: go on from the best placement so far, shaken by random moves,
+            // unless that has not helped for a while.
+            if best_us < stalled_at {
+                (stalled_at, since) = (best_us, self.evaluations);
+            }
+            if self.evaluations - since > STALL {
+                break;
+            }
             device_of = best.as_ref().map_or(&start.device_of, |b| &b.0).clone();
             for _ in 0..KICK_MOVES {
                 let unit = if rng.bool() {
