@@ -555,6 +555,27 @@ fn the_lower_bound_is_below_every_schedule_of_a_training_step_on_tiny_graphs() {
     }
 }
 
+/// Asserts that every bound of `p` is below the fastest schedule the models give (when one
+/// fits); whether the channel-aware bound is above the segment bound.
+fn below_the_models(p: &PlaceProblem, seed: u64) -> bool {
+    let (bounds, best) = (lower_bounds(p), models_optimum(p));
+    if best == u64::MAX {
+        return false;
+    }
+    assert!(bounds.best_us() <= best, "seed {seed}: {bounds:?} > {best}");
+    bounds.channels_us > bounds.segments_us
+}
+
+/// `g`'s training step on `devices` devices, each holding a random amount between an even
+/// share and all of the graph's resident bytes.
+fn tight_training(g: &CostGraph, devices: usize, rng: &mut fastrand::Rng) -> PlaceProblem {
+    let training = StepMode::Training { optimizer: ordo_ir::op::Optimizer::SgdMomentum };
+    let unlimited = common::problem_with(g, &vec![u64::MAX / 4; devices], training);
+    let total: u64 = unlimited.memory.iter().map(|m| m.resident_bytes()).sum();
+    let cap = rng.u64(total / devices as u64..total);
+    common::problem_with(g, &vec![cap; devices], training)
+}
+
 #[test]
 fn the_split_sides_of_residual_blocks_stay_below_every_schedule_of_a_training_step() {
     // Two residual blocks (the first with a downsampling branch) whose training step does not
@@ -572,7 +593,6 @@ fn the_split_sides_of_residual_blocks_stay_below_every_schedule_of_a_training_st
         &[(8, 0)],
         &[],
     ];
-    let training = StepMode::Training { optimizer: ordo_ir::op::Optimizer::SgdMomentum };
     let mut tighter = 0;
     for seed in 0..CASES / 3 {
         let mut rng = fastrand::Rng::with_seed(seed);
@@ -590,15 +610,8 @@ fn the_split_sides_of_residual_blocks_stay_below_every_schedule_of_a_training_st
             node.output_memory = vec![bytes];
             node.persistent_memory = rng.u64(0..10);
         }
-        let unlimited = common::problem_with(&g, &[u64::MAX / 4; 2], training);
-        let total: u64 = unlimited.memory.iter().map(|m| m.resident_bytes()).sum();
-        let cap = rng.u64(total / 2..total);
-        let p = common::problem_with(&g, &[cap, cap], training);
-        let (bounds, best) = (lower_bounds(&p), models_optimum(&p));
-        if best != u64::MAX {
-            assert!(bounds.best_us() <= best, "seed {seed}: {bounds:?} > {best}");
-            tighter += usize::from(bounds.channels_us > bounds.segments_us);
-        }
+        let p = tight_training(&g, 2, &mut rng);
+        tighter += usize::from(below_the_models(&p, seed));
     }
     assert!(tighter > 0, "the channel-aware bound never mattered");
     eprintln!("channel-aware tighter on {tighter}");
@@ -608,7 +621,6 @@ fn the_split_sides_of_residual_blocks_stay_below_every_schedule_of_a_training_st
 fn the_split_sides_of_random_modules_stay_below_every_schedule_of_a_training_step() {
     // A fork feeding two or three branches of one or two nodes that join, then a tail node:
     // Inception's modules in small, with random times, sizes and memory, training step.
-    let training = StepMode::Training { optimizer: ordo_ir::op::Optimizer::SgdMomentum };
     let mut tighter = 0;
     for seed in 0..CASES / 3 {
         let mut rng = fastrand::Rng::with_seed(seed);
@@ -640,15 +652,8 @@ fn the_split_sides_of_random_modules_stay_below_every_schedule_of_a_training_ste
         }
         // Three devices where the graph is small enough to try every placement on them.
         let devices = if names.len() <= 7 { 2 + rng.usize(0..2) } else { 2 };
-        let unlimited = common::problem_with(&g, &vec![u64::MAX / 4; devices], training);
-        let total: u64 = unlimited.memory.iter().map(|m| m.resident_bytes()).sum();
-        let cap = rng.u64(total / devices as u64..total);
-        let p = common::problem_with(&g, &vec![cap; devices], training);
-        let (bounds, best) = (lower_bounds(&p), models_optimum(&p));
-        if best != u64::MAX {
-            assert!(bounds.best_us() <= best, "seed {seed}: {bounds:?} > {best}");
-            tighter += usize::from(bounds.channels_us > bounds.segments_us);
-        }
+        let p = tight_training(&g, devices, &mut rng);
+        tighter += usize::from(below_the_models(&p, seed));
     }
     eprintln!("channel-aware tighter on {tighter}");
 }
@@ -704,11 +709,7 @@ fn the_channel_aware_bound_charges_a_split_the_sends_its_channel_queues() {
         let total: u64 = g.nodes.iter().map(|n| n.persistent_memory).sum();
         let cap = rng.u64(total / 2..total);
         let p = common::problem_with(&g, &[cap, cap], StepMode::ForwardOnly);
-        let (bounds, best) = (lower_bounds(&p), models_optimum(&p));
-        if best != u64::MAX {
-            assert!(bounds.best_us() <= best, "seed {seed}: {bounds:?} > {best}");
-            tighter += usize::from(bounds.channels_us > bounds.segments_us);
-        }
+        tighter += usize::from(below_the_models(&p, seed));
     }
     assert!(tighter > 0, "the channel-aware bound never mattered");
     eprintln!("channel-aware tighter on {tighter}");
