@@ -101,7 +101,7 @@ pub(super) struct Sides {
     cuts_left: std::cell::Cell<usize>,
 }
 
-/// A line `memory units >= (value - n · G) / d` below which no side of gap `G` lies.
+/// A line `weight >= (value - n · G) / d` below which no side of gap `G` lies.
 #[derive(Clone, Copy, Debug)]
 struct Line {
     value: u128,
@@ -145,11 +145,11 @@ enum Solved {
     Unknown,
 }
 
-/// A minimum cut: its value, and the transfer time and memory units of a set that attains it.
+/// A minimum cut: its value, and the transfer time and weight of a set that attains it.
 struct Cut {
     value: u128,
     comm_us: u64,
-    mem: u64,
+    weight: u64,
 }
 
 impl Sides {
@@ -322,7 +322,7 @@ impl Sides {
         let mut cut = |n: u128, d: u128| match self.cut(side, kind, n, d, crosses) {
             Solved::Cut(cut) => {
                 lines.push(Line { value: cut.value, n, d });
-                Ok((cut.comm_us, cut.mem, cut.value))
+                Ok((cut.comm_us, cut.weight, cut.value))
             }
             Solved::Infeasible => Err(None),
             Solved::Unknown => Err(Some(())),
@@ -353,9 +353,9 @@ impl Sides {
         Some(Hull { lines, least_comm: first.0, fewest, corners })
     }
 
-    /// The minimum of `d · memory units + n · transfer time` over the sets of `side` that no tensor
-    /// outside `crosses` leaves (or enters); `None` when the sums could overflow or no such
-    /// set exists.
+    /// The minimum of `d · weight + n · transfer time` over the sets of `side` that no tensor
+    /// outside `crosses` leaves (or enters), the weight of `kind` (on `b`'s side, memory
+    /// counts the copies received too).
     fn cut(
         &self,
         side: Side,
@@ -424,8 +424,8 @@ impl Sides {
         let comm_us = crossing().map(|t| t.comm_us).sum();
         let received: u64 = if copies { crossing().map(|t| t.kept_mem).sum() } else { 0 };
         let kept = |v: &usize| if side == Side::B { !near[*v] } else { near[*v] };
-        let mem = received + (0..weights.len()).filter(kept).map(|v| weights[v]).sum::<u64>();
-        Solved::Cut(Cut { value: u128::from(value), comm_us, mem })
+        let weight = received + (0..weights.len()).filter(kept).map(|v| weights[v]).sum::<u64>();
+        Solved::Cut(Cut { value: u128::from(value), comm_us, weight })
     }
 }
 
@@ -436,7 +436,7 @@ struct Branched {
 }
 
 impl Branched {
-    /// The fewest memory units of a set of `side` whose crossing tensors take at most `limit`
+    /// The least weight of a set of `side` whose crossing tensors take at most `limit`
     /// (`u64::MAX` when no set can): a set crosses no tensor above the time left, and at most
     /// one above half of it; each choice of that one (or none) is a branch, the time left
     /// shrinks by the one chosen, and each branch's own hull bounds the sets in it.
@@ -503,20 +503,20 @@ impl Branched {
     }
 }
 
-/// The lower hull of a side's sets in (transfer time, memory units).
+/// The lower hull of a side's sets in (transfer time, weight).
 struct Hull {
     /// Lines below which no set lies.
     lines: Vec<Line>,
     /// The least transfer time of any set.
     least_comm: u64,
-    /// The fewest memory units of any set.
+    /// The least weight of any set.
     fewest: u64,
     /// Transfer times of the hull's corners.
     corners: Vec<u64>,
 }
 
 impl Hull {
-    /// The fewest memory units of a set whose transfer time is at most `limit` (`u64::MAX`
+    /// The least weight of a set whose transfer time is at most `limit` (`u64::MAX`
     /// when no set's is).
     fn fewest_within(&self, limit: u64) -> u64 {
         if self.least_comm > limit {
@@ -526,7 +526,7 @@ impl Hull {
     }
 }
 
-/// The fewest memory units any side of transfer time at most `gap` holds, by `lines`.
+/// The least weight any side of transfer time at most `gap` holds, by `lines`.
 fn bound(lines: &[Line], gap: u64) -> u64 {
     lines
         .iter()
