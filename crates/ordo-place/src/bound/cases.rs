@@ -182,7 +182,9 @@ pub(super) fn memory_runs(
     // cost[u]: the least sum of gaps so far with `u` units in the current run.
     let mut cost = vec![u64::MAX; limit + 1];
     let first = units(node_bytes[0].0);
-    let Some(slot) = cost.get_mut(first).filter(|_| first + units(node_bytes[0].1) <= limit) else {
+    let Some(slot) =
+        cost.get_mut(first).filter(|_| first.saturating_add(units(node_bytes[0].1)) <= limit)
+    else {
         return 0;
     };
     *slot = 0;
