@@ -26,7 +26,6 @@ use crate::problem::PlaceProblem;
 
 use super::cases::{Segment, memory_runs};
 use super::sides::Sides;
-use super::tensor_cut::SegmentCuts;
 use super::{delay, resident};
 
 /// How many critical-path nodes ahead a segment may end.
@@ -157,10 +156,10 @@ fn queue_at_channels(
     inner: &[usize],
     devices: usize,
 ) {
-    let cuts = SegmentCuts::new(p, a, inner, b);
-    segment.first_sends = cuts.cut(a, b);
+    let sides = Sides::new(p, a, inner, b);
+    segment.first_sends = sides.separating(a, b);
     for entry in &mut segment.movable {
-        let channel = cuts.cut(a, entry.3).saturating_add(cuts.cut(entry.3, b));
+        let channel = sides.separating(a, entry.3).saturating_add(sides.separating(entry.3, b));
         entry.0 = entry.0.max(channel);
     }
     segment.movable.sort_unstable();
@@ -168,7 +167,7 @@ fn queue_at_channels(
     // The sides take a few dozen minimum cuts: blocks and modules get them, the large windows
     // of unstructured graphs do not (their splits then keep nothing on either side).
     if least != u64::MAX && inner.len() < SIDES_NODES {
-        segment.split_menu = Sides::new(p, a, inner, b).menu(least, segment.transfer);
+        segment.split_menu = sides.menu(least, segment.transfer);
     }
 }
 

@@ -88,6 +88,8 @@ struct TensorNode {
 /// A segment as a network of its nodes (`0` is `a`, then the inner nodes, the last `b`) and
 /// one node per tensor.
 pub(super) struct Sides {
+    /// Each member's place in the network.
+    index: std::collections::HashMap<usize, usize>,
     arcs: Vec<Arc>,
     /// Edges without tensors between nodes that may be apart: they cross for free.
     free: Vec<(usize, usize)>,
@@ -99,6 +101,8 @@ pub(super) struct Sides {
     unit: u64,
     /// Minimum cuts left to compute ([`CUTS_PER_SEGMENT`]).
     cuts_left: std::cell::Cell<usize>,
+    /// The network at transfer times, built by the first [`Sides::separating`].
+    transfers: std::cell::OnceCell<Flow>,
 }
 
 /// A line `weight >= (value - n · G) / d` below which no side of gap `G` lies.
@@ -206,7 +210,8 @@ impl Sides {
         work[0] = 0;
         *work.last_mut().expect("b is a member") = 0;
         let cuts_left = std::cell::Cell::new(CUTS_PER_SEGMENT);
-        Self { arcs, free, weights: [mem, work], tensors, unit, cuts_left }
+        let transfers = std::cell::OnceCell::new();
+        Self { index, arcs, free, weights: [mem, work], tensors, unit, cuts_left, transfers }
     }
 
     /// The split's menu for gaps of at least `least`: `(gap, bytes on a's device, bytes on
@@ -284,7 +289,9 @@ impl Sides {
         let mut entries = Vec::new();
         for arc in &self.arcs {
             let Arc::Never { from, to } = *arc else { continue };
-            let Some(t) = self.tensors.iter().find(|t| t.node == from) else { continue };
+            // Tensor nodes follow the members.
+            let tensor = from.checked_sub(self.weights[0].len());
+            let Some(t) = tensor.and_then(|k| self.tensors.get(k)) else { continue };
             let forced = Some((t.producer, to));
             let least_cut = match self.cut_forcing(Side::A, Kind::Work, (1, 0), &all, forced) {
                 Solved::Cut(cut) => cut.comm_us,
@@ -307,6 +314,29 @@ impl Sides {
             consumer_inner: to != last,
         }));
         entries
+    }
+
+    /// The least total transfer time of a set of tensors cutting every path from `u` to `v`
+    /// (nodes of the segment; [`super::tensor_cut`]); [`UNLIMITED`] or more when none can.
+    pub(super) fn separating(&self, u: usize, v: usize) -> u64 {
+        let transfers = self.transfers.get_or_init(|| self.network(&|t| self.tensors[t].comm_us));
+        transfers.clone().max_flow(self.index[&u], self.index[&v])
+    }
+
+    /// The segment's network: each producer to its tensors' nodes at `capacity(tensor)`, each
+    /// tensor's node to its consumers and each colocated edge never cut (an edge without
+    /// tensors crosses for free: no arc).
+    fn network(&self, capacity: &dyn Fn(usize) -> u64) -> Flow {
+        let mut flow = Flow::new(self.weights[0].len() + self.tensors.len());
+        for arc in &self.arcs {
+            match *arc {
+                Arc::Send { from, tensor } => {
+                    flow.add(from, self.tensors[tensor].node, capacity(tensor));
+                }
+                Arc::Never { from, to } => flow.add(from, to, UNLIMITED),
+            }
+        }
+        flow
     }
 
     /// The lower hull of one side's sets (transfer time, weight) among those that no tensor
@@ -391,17 +421,9 @@ impl Sides {
             return Solved::Unknown;
         }
         let (source, sink) = (0, weights.len() - 1);
-        let mut flow = Flow::new(weights.len() + self.tensors.len());
-        for arc in &self.arcs {
-            match *arc {
-                Arc::Send { from, tensor } => {
-                    let t = &self.tensors[tensor];
-                    let capacity = if crosses(tensor) { tensor_cost(t) as u64 } else { UNLIMITED };
-                    flow.add(from, t.node, capacity);
-                }
-                Arc::Never { from, to } => flow.add(from, to, UNLIMITED),
-            }
-        }
+        let mut flow = self.network(&|tensor| {
+            if crosses(tensor) { tensor_cost(&self.tensors[tensor]) as u64 } else { UNLIMITED }
+        });
         for (v, &weight) in weights.iter().enumerate().filter(|&(_, &weight)| weight > 0) {
             let capacity = (d * u128::from(weight)) as u64;
             match side {

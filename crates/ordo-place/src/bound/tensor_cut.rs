@@ -17,58 +17,14 @@
 //! sends the former and receives the latter one at a time.
 //!
 //! Unlike the other bounds, these rest on transfers queueing at a device's channel.
+//!
+//! The segment's network is [`super::sides::Sides`]'s ([`super::sides::Sides::separating`]);
+//! this module holds the maximum flow that cuts it.
 
-use std::collections::{HashMap, VecDeque};
-
-use crate::problem::PlaceProblem;
+use std::collections::VecDeque;
 
 /// An arc no cut may take.
 pub(super) const UNLIMITED: u64 = u64::MAX / 4;
-
-/// A segment's edges as a flow network, for minimum cuts between its nodes.
-pub(super) struct SegmentCuts {
-    index: HashMap<usize, usize>,
-    flow: Flow,
-}
-
-impl SegmentCuts {
-    /// The network of the edges among `a`, `inner` and `b`.
-    pub(super) fn new(p: &PlaceProblem, a: usize, inner: &[usize], b: usize) -> Self {
-        let nodes: Vec<usize> =
-            std::iter::once(a).chain(inner.iter().copied()).chain([b]).collect();
-        let index: HashMap<usize, usize> = nodes.iter().enumerate().map(|(k, &v)| (v, k)).collect();
-        let mut flow = Flow::new(nodes.len());
-        let mut tensor_node: HashMap<usize, usize> = HashMap::new();
-        for (from, &v) in nodes.iter().enumerate().filter(|&(_, &v)| v != b) {
-            for &e in &p.out_edges[v] {
-                let edge = &p.edges[e];
-                let Some(&to) = index.get(&edge.target) else { continue };
-                if p.group_of[v] == p.group_of[edge.target] {
-                    // They share a device: nothing between them crosses.
-                    flow.add(from, to, UNLIMITED);
-                } else if edge.tensors.is_empty() {
-                    flow.add(from, to, 0);
-                }
-                for &t in &edge.tensors {
-                    let node = *tensor_node.entry(t).or_insert_with(|| {
-                        let node = flow.node();
-                        flow.add(from, node, p.tensors[t].comm_us);
-                        node
-                    });
-                    flow.add(node, to, UNLIMITED);
-                }
-            }
-        }
-        Self { index, flow }
-    }
-
-    /// The least total transfer time of a set of tensors cutting every path from `u` to `v`
-    /// (nodes of the segment); `u64::MAX / 4` or more when none can.
-    pub(super) fn cut(&self, u: usize, v: usize) -> u64 {
-        let mut flow = self.flow.clone();
-        flow.max_flow(self.index[&u], self.index[&v])
-    }
-}
 
 /// A flow network (Dinic's algorithm).
 #[derive(Clone)]
@@ -82,11 +38,6 @@ pub(super) struct Flow {
 impl Flow {
     pub(super) fn new(nodes: usize) -> Self {
         Self { arcs: vec![Vec::new(); nodes], to: Vec::new(), left: Vec::new() }
-    }
-
-    fn node(&mut self) -> usize {
-        self.arcs.push(Vec::new());
-        self.arcs.len() - 1
     }
 
     /// An arc and its reverse (arc `k ^ 1`).
