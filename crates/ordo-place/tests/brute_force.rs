@@ -583,34 +583,11 @@ fn the_split_sides_of_residual_blocks_stay_below_every_schedule_of_a_training_st
     // fit one device: a split must either send a block's input or carry the rest of the block
     // and the copies it receives to the second device, which the channel-aware bound counts.
     let names = ["s", "c1", "c2", "add1", "ds", "c3", "c4", "add2", "out"];
-    let ports: [&[(usize, usize)]; 9] = [
-        &[(1, 0), (4, 0)],
-        &[(2, 0)],
-        &[(3, 0)],
-        &[(5, 0), (7, 0)],
-        &[(3, 0)],
-        &[(6, 0)],
-        &[(7, 0)],
-        &[(8, 0)],
-        &[],
-    ];
+    let edges = [(0, 1), (0, 4), (1, 2), (2, 3), (3, 5), (3, 7), (4, 3), (5, 6), (6, 7), (7, 8)];
     let mut tighter = 0;
     for seed in 0..CASES / 3 {
         let mut rng = fastrand::Rng::with_seed(seed);
-        let outputs: Vec<u64> = (0..names.len()).map(|_| rng.u64(1..60)).collect();
-        let mut links = Vec::new();
-        let tensors: Vec<[(u32, u64); 1]> = outputs.iter().map(|&b| [(0, b)]).collect();
-        for (source, targets) in ports.iter().enumerate() {
-            for &(target, _) in *targets {
-                links.push((source, target, &tensors[source][..]));
-            }
-        }
-        let nodes: Vec<(&str, u64)> = names.iter().map(|&n| (n, rng.u64(1..40))).collect();
-        let mut g = graph(&nodes, &links);
-        for (node, &bytes) in g.nodes.iter_mut().zip(&outputs) {
-            node.output_memory = vec![bytes];
-            node.persistent_memory = rng.u64(0..10);
-        }
+        let g = sized_graph(&mut rng, &names, &edges);
         let p = tight_training(&g, 2, &mut rng);
         tighter += usize::from(below_the_models(&p, seed));
     }
@@ -642,15 +619,7 @@ fn the_split_sides_of_random_modules_stay_below_every_schedule_of_a_training_ste
         edges.extend(ends.iter().map(|&e| (e, join)));
         names.push("tail".into());
         edges.push((join, join + 1));
-        let outputs: Vec<u64> = (0..names.len()).map(|_| rng.u64(1..60)).collect();
-        let tensors: Vec<[(u32, u64); 1]> = outputs.iter().map(|&b| [(0, b)]).collect();
-        let links: Vec<_> = edges.iter().map(|&(s, t)| (s, t, &tensors[s][..])).collect();
-        let nodes: Vec<(&str, u64)> = names.iter().map(|n| (n.as_str(), rng.u64(1..40))).collect();
-        let mut g = graph(&nodes, &links);
-        for (node, &bytes) in g.nodes.iter_mut().zip(&outputs) {
-            node.output_memory = vec![bytes];
-            node.persistent_memory = rng.u64(0..10);
-        }
+        let g = sized_graph(&mut rng, &names, &edges);
         // Three devices where the graph is small enough to try every placement on them.
         let devices = if names.len() <= 7 { 2 + rng.usize(0..2) } else { 2 };
         let p = tight_training(&g, devices, &mut rng);
@@ -687,10 +656,20 @@ fn random_blocks(rng: &mut fastrand::Rng, blocks: usize) -> CostGraph {
             node(&mut names, &mut edges, &ends)
         };
     }
+    sized_graph(rng, &names, &edges)
+}
+
+/// The graph of `names` and `edges` (each node's one output tensor to all its consumers), with
+/// random output sizes, times and persistent memory.
+fn sized_graph<N: AsRef<str>>(
+    rng: &mut fastrand::Rng,
+    names: &[N],
+    edges: &[(usize, usize)],
+) -> CostGraph {
     let outputs: Vec<u64> = (0..names.len()).map(|_| rng.u64(1..60)).collect();
     let tensors: Vec<[(u32, u64); 1]> = outputs.iter().map(|&b| [(0, b)]).collect();
     let links: Vec<_> = edges.iter().map(|&(s, t)| (s, t, &tensors[s][..])).collect();
-    let nodes: Vec<(&str, u64)> = names.iter().map(|n| (n.as_str(), rng.u64(1..40))).collect();
+    let nodes: Vec<(&str, u64)> = names.iter().map(|n| (n.as_ref(), rng.u64(1..40))).collect();
     let mut g = graph(&nodes, &links);
     for (node, &bytes) in g.nodes.iter_mut().zip(&outputs) {
         node.output_memory = vec![bytes];

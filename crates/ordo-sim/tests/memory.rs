@@ -11,10 +11,7 @@ use ordo_sim::{SimOptions, simulate};
 fn plan(retain_a: bool) -> Plan {
     let mut b = Builder::new(2);
     b.plan.persistent_bytes = vec![1000, 2000];
-    let c0 = b.stream(0, StreamKind::Compute);
-    let c1 = b.stream(1, StreamKind::Compute);
-    let tx = b.stream(0, StreamKind::Tx { peer: 1 });
-    let rx = b.stream(1, StreamKind::Rx { peer: 0 });
+    let (c0, c1, tx, rx) = b.linked_pair();
     let a = b.compute("a", c0, 10);
     let bt = b.compute("b", c0, 10);
     let ba = b.buffer("A", 0, 100, a);

@@ -181,10 +181,7 @@ fn two_sends_from_one_device() {
 #[test]
 fn events_and_streams_chain_across_devices() {
     let mut b = Builder::new(2);
-    let c0 = b.stream(0, StreamKind::Compute);
-    let c1 = b.stream(1, StreamKind::Compute);
-    let tx = b.stream(0, StreamKind::Tx { peer: 1 });
-    let rx = b.stream(1, StreamKind::Rx { peer: 0 });
+    let (c0, c1, tx, rx) = b.linked_pair();
     let a = b.compute("a", c0, 10);
     b.compute("x", c1, 3);
     let ba = b.buffer("a", 0, 8, a);
@@ -335,10 +332,7 @@ fn host_transfers_hold_their_sender() {
     // Device 0 computes `a` (10 µs), sends it to device 1 (5 µs) and computes `c` (4 µs),
     // ready with the send; device 1 computes `d` on what it received (3 µs).
     let mut b = Builder::new(2);
-    let c0 = b.stream(0, StreamKind::Compute);
-    let c1 = b.stream(1, StreamKind::Compute);
-    let tx = b.stream(0, StreamKind::Tx { peer: 1 });
-    let rx = b.stream(1, StreamKind::Rx { peer: 0 });
+    let (c0, c1, tx, rx) = b.linked_pair();
     let a = b.compute("a", c0, 10);
     let buffer = b.buffer("a", 0, 8, a);
     let send = b.transfer("a->1", buffer, tx, rx, 5);

@@ -32,6 +32,16 @@ impl Builder {
         StreamId(self.plan.streams.len() as u32 - 1)
     }
 
+    /// A compute stream on device 0 and on device 1, and the tx / rx pair from 0 to 1, in that
+    /// order: `(c0, c1, tx, rx)`.
+    pub fn linked_pair(&mut self) -> (StreamId, StreamId, StreamId, StreamId) {
+        let c0 = self.stream(0, StreamKind::Compute);
+        let c1 = self.stream(1, StreamKind::Compute);
+        let tx = self.stream(0, StreamKind::Tx { peer: 1 });
+        let rx = self.stream(1, StreamKind::Rx { peer: 0 });
+        (c0, c1, tx, rx)
+    }
+
     fn push(&mut self, name: &str, kind: TaskKind, streams: Vec<StreamId>, dur: u64) -> TaskId {
         let id = TaskId(self.plan.tasks.len() as u32);
         for s in &streams {
