@@ -240,6 +240,12 @@ impl Sides {
         }
         let entries = self.entries();
         let mut branched = Branched::default();
+        let every: Vec<usize> = (0..self.tensors.len()).collect();
+        for (kind, pair) in hulls.iter().enumerate() {
+            for (side, hull) in pair.iter().enumerate() {
+                branched.hulls.insert((side, kind, every.clone()), hull.clone());
+            }
+        }
         // The corners of the branches' hulls are gaps where the fewest bytes change too.
         for &gap in gaps.iter().filter(|&&g| g > least) {
             for side in [Side::A, Side::B] {
@@ -526,6 +532,7 @@ impl Branched {
 }
 
 /// The lower hull of a side's sets in (transfer time, weight).
+#[derive(Clone)]
 struct Hull {
     /// Lines below which no set lies.
     lines: Vec<Line>,
