@@ -262,8 +262,19 @@ fn communication(p: &PlaceProblem) -> u64 {
 /// retained or that nobody consumes.
 fn resident(p: &PlaceProblem, v: usize) -> u64 {
     let m = &p.memory[v];
-    let kept = m.retain_outputs || p.out_edges[v].is_empty();
-    m.persistent.saturating_add(if kept { m.outputs } else { 0 })
+    m.persistent.saturating_add(if outputs_kept(p, v) { m.outputs } else { 0 })
+}
+
+/// What a node allocates when it starts beyond what it keeps resident: its temporary memory, and
+/// its outputs unless they stay.
+fn at_start(p: &PlaceProblem, v: usize) -> u64 {
+    let m = &p.memory[v];
+    m.temporary.saturating_add(if outputs_kept(p, v) { 0 } else { m.outputs })
+}
+
+/// Whether a node's outputs stay to the end of the step: retained, or read by nobody.
+fn outputs_kept(p: &PlaceProblem, v: usize) -> bool {
+    p.memory[v].retain_outputs || p.out_edges[v].is_empty()
 }
 
 /// The memory bound on one critical path: its compute plus the cheapest set of its edges that

@@ -26,7 +26,7 @@ use crate::problem::PlaceProblem;
 
 use super::cases::{Segment, memory_runs};
 use super::sides::Sides;
-use super::{delay, resident};
+use super::{at_start, delay, resident};
 
 /// How many critical-path nodes ahead a segment may end.
 const MAX_SPAN: usize = 32;
@@ -81,14 +81,6 @@ pub(super) fn segments(p: &PlaceProblem, head: &[u64], tail: &[u64], c: u64) -> 
     }
     let queued = around(memory_runs(&segments, &node_bytes, devices, cap));
     (plain, plain.max(queued))
-}
-
-/// What a node allocates when it starts beyond what it keeps resident: its temporary memory, and
-/// its outputs unless they stay.
-fn at_start(p: &PlaceProblem, v: usize) -> u64 {
-    let m = &p.memory[v];
-    let kept = m.retain_outputs || p.out_edges[v].is_empty();
-    m.temporary.saturating_add(if kept { 0 } else { m.outputs })
 }
 
 /// What [`waist_chain`] finds.
