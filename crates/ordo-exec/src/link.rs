@@ -8,7 +8,7 @@
 
 use ordo_cost::{CommModel, StepMode};
 use ordo_ir::{GraphBuilder, TensorFact};
-use ordo_place::{Devices, PlaceProblem, Placement};
+use ordo_problem::{Devices, PlaceProblem, Placement};
 
 use crate::engine::{EngineOptions, Executable};
 use crate::error::ExecError;

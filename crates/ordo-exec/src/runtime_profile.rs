@@ -3,7 +3,7 @@
 
 use ordo_cost::StepMode;
 use ordo_ir::Role;
-use ordo_place::{Devices, PlaceProblem, Placement};
+use ordo_problem::{Devices, PlaceProblem, Placement};
 
 use crate::engine::{EngineOptions, Executable, StepRun};
 use crate::error::ExecError;

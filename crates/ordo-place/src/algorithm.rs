@@ -8,10 +8,10 @@ use ordo_cost::{NodeMemory, StepMode};
 
 use crate::baselines;
 use crate::error::PlaceError;
-use crate::placement::Placement;
-use crate::problem::PlaceProblem;
 use crate::reduce;
 use crate::topo::{self, Capacity};
+use ordo_problem::PlaceProblem;
+use ordo_problem::Placement;
 
 /// A placement algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -155,7 +155,7 @@ pub fn place(
             });
         }
     }
-    Ok(Placement::from_schedule(algo.name(), device_of, schedule, placement_seconds))
+    Ok(schedule.into_placement(algo.name(), device_of, placement_seconds))
 }
 
 /// What a set of nodes needs on one device for the step: everything that stays resident plus

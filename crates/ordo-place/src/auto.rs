@@ -46,9 +46,9 @@ use std::time::Instant;
 
 use crate::algorithm::{Algorithm, PlaceOptions, place};
 use crate::error::PlaceError;
-use crate::placement::Placement;
-use crate::problem::PlaceProblem;
 use crate::sim::simulate;
+use ordo_problem::PlaceProblem;
+use ordo_problem::Placement;
 use search::{Chains, Search, fits};
 
 /// Graph elements (nodes plus edges) one second of search simulates, for a graph of
@@ -170,7 +170,7 @@ pub fn place_auto(
     let rate = elements_per_second(elements);
     let budget = (options.budget_seconds.max(0.0) * rate / elements) as usize;
     let chains = Chains::new(problem);
-    let bound = problem.lower_bound_us();
+    let bound = crate::bound::lower_bounds(problem).best_us();
     let (mut best, mut from) = (first, winner);
     let (mut moves, mut evaluations, mut left) = (0, 0, 0);
     for (i, (label, placement)) in starts.iter().enumerate() {
@@ -269,5 +269,5 @@ fn embed(
             schedule.peak_memory_bytes, problem.devices.memory
         )));
     }
-    Ok(Placement::from_schedule(&placement.algo, device_of, schedule, placement.placement_seconds))
+    Ok(schedule.into_placement(&placement.algo, device_of, placement.placement_seconds))
 }

@@ -7,8 +7,8 @@
 
 use crate::algorithm::{MemoryNeed, check_fits, group_need};
 use crate::error::PlaceError;
-use crate::problem::PlaceProblem;
 use crate::received::Received;
+use ordo_problem::PlaceProblem;
 
 /// Everything on device 0.
 ///

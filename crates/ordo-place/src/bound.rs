@@ -42,7 +42,7 @@ mod segments;
 mod sides;
 mod tensor_cut;
 
-use crate::problem::PlaceProblem;
+use ordo_problem::PlaceProblem;
 
 /// The lower bounds of a problem, in µs (see the [module documentation](self)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -6,14 +6,9 @@ pub enum PlaceError {
     /// No devices were given.
     #[error("no devices to place on: give at least one device")]
     NoDevices,
-    /// More devices than the placers support.
-    #[error("{count} devices asked for; the placers support at most {max}")]
-    TooManyDevices {
-        /// Devices asked for.
-        count: usize,
-        /// [`ordo_cost::MAX_DEVICES`].
-        max: usize,
-    },
+    /// The cost graph and devices do not make a placement problem.
+    #[error(transparent)]
+    Problem(#[from] ordo_problem::ProblemError),
     /// A node (or its colocation group) needs more memory than any device has.
     #[error(
         "node `{node}` needs {needed} bytes but the largest device has {available} ({shortfall} short)"
@@ -58,12 +53,6 @@ pub enum PlaceError {
         /// Its memory in bytes.
         limit: u64,
     },
-    /// The graph has a cycle.
-    #[error("the graph has a cycle through node `{node}`")]
-    Cycle {
-        /// A node on the cycle.
-        node: String,
-    },
     /// An algorithm name that is not known.
     #[error("unknown algorithm `{name}`; known: {known}")]
     UnknownAlgorithm {
@@ -75,7 +64,7 @@ pub enum PlaceError {
     /// The favorite-child LP of m-SCT failed (the LP error's message).
     #[error("m-SCT: the favorite-child LP failed: {0}")]
     Lp(String),
-    /// A malformed problem: an edge to a missing node, a NaN cost, mismatched lengths.
+    /// A malformed request: a placement or favourite list that does not fit the problem.
     #[error("invalid placement problem: {0}")]
     Invalid(String),
 }

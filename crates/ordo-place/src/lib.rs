@@ -8,8 +8,6 @@ pub mod bound;
 mod error;
 pub mod etf;
 pub mod lp;
-mod placement;
-mod problem;
 mod received;
 pub mod reduce;
 pub mod sct;
@@ -23,9 +21,10 @@ pub use auto::{AutoOptions, AutoPlacement, place_auto};
 pub use bound::{LowerBounds, lower_bounds};
 pub use error::PlaceError;
 pub use etf::m_etf;
-pub use placement::{Placement, PlacementFile};
-pub use problem::{Devices, Edge, PlaceProblem, Tensor, baechi_topo_order};
+pub use ordo_problem::{
+    Devices, Edge, PlaceProblem, Placement, PlacementFile, ProblemError, Tensor, baechi_topo_order,
+};
 pub use reduce::{Reduced, expand};
 pub use sct::{m_sct, m_sct_with_favorites};
-pub use sim::{Schedule, makespan_with_order, simulate, simulate_with_order};
+pub use sim::{Schedule, makespan_with_order, placement_file, simulate, simulate_with_order};
 pub use topo::{Capacity, m_topo};

@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use crate::problem::PlaceProblem;
+use ordo_problem::PlaceProblem;
 
 /// Marks a node not placed yet.
 const UNPLACED: usize = usize::MAX;

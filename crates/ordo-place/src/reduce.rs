@@ -15,7 +15,7 @@ use ordo_cost::{NodeMemory, StepMode};
 use ordo_ir::Role;
 
 use crate::error::PlaceError;
-use crate::problem::{Edge, PlaceProblem, Tensor};
+use ordo_problem::{Edge, PlaceProblem, Tensor};
 
 /// A reduced problem and, for every node of the original, the node that stands for it.
 #[derive(Clone, Debug)]
@@ -62,7 +62,7 @@ pub fn coplace(problem: &PlaceProblem) -> Reduced {
 /// `a` each time its end is fused away, and merging parallel edges compares their tensor lists.
 ///
 /// # Errors
-/// [`PlaceError::Cycle`] only if `problem` itself has one.
+/// [`ProblemError::Cycle`](ordo_problem::ProblemError::Cycle) (as [`PlaceError::Problem`]) only if `problem` itself has one.
 pub fn fuse(problem: &PlaceProblem) -> Result<Reduced, PlaceError> {
     fuse_groups(problem, &problem.group_of, &problem.groups)
 }

@@ -36,8 +36,8 @@ use crate::algorithm::check_fits;
 use crate::error::PlaceError;
 use crate::etf::Engine;
 use crate::lp;
-use crate::placement::Placement;
-use crate::problem::PlaceProblem;
+use ordo_problem::PlaceProblem;
+use ordo_problem::Placement;
 
 /// Places `problem` with m-SCT (see the [module documentation](self)). An edge is a favorite
 /// when its LP value is below `threshold`; Baechi's placer uses 0.1. A threshold of 0 or less

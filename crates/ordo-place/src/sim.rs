@@ -48,7 +48,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::error::PlaceError;
-use crate::problem::PlaceProblem;
+use ordo_problem::{PlaceProblem, Placement, PlacementFile};
 
 /// A simulated execution of a placement.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,6 +66,35 @@ pub struct Schedule {
     /// Every transfer, `(tensor index, receiving device)`, in the order it was booked on the
     /// channels.
     pub transfers: Vec<(usize, usize)>,
+}
+
+impl Schedule {
+    /// The placement `device_of` as this schedule (its simulation) runs it: the schedule's
+    /// orders, makespan, peaks and transfer order.
+    pub fn into_placement(
+        self,
+        algo: &str,
+        device_of: Vec<usize>,
+        placement_seconds: f64,
+    ) -> Placement {
+        Placement {
+            algo: algo.to_string(),
+            device_of,
+            order: self.order,
+            makespan_us: self.makespan_us,
+            peak_memory_bytes: self.peak_memory_bytes,
+            transfers: Some(self.transfers),
+            placement_seconds,
+        }
+    }
+}
+
+/// The file form of `placement`, with Baechi's simulated makespan of it and the problem's
+/// lower bound ([`crate::lower_bounds`]) filled in.
+pub fn placement_file(problem: &PlaceProblem, placement: &Placement) -> PlacementFile {
+    let baechi_makespan_us = simulate(problem, &placement.device_of).makespan_us;
+    let lower_bound_us = crate::bound::lower_bounds(problem).best_us();
+    PlacementFile::new(problem, placement, baechi_makespan_us, lower_bound_us)
 }
 
 /// Simulates `problem` placed by `device_of` (a device index per node) with Baechi's

@@ -30,8 +30,8 @@ use ordo_cost::StepMode;
 
 use crate::algorithm::{MemoryNeed, check_fits, group_need};
 use crate::error::PlaceError;
-use crate::problem::PlaceProblem;
 use crate::received::Received;
+use ordo_problem::PlaceProblem;
 
 /// Which limit m-TOPO fills each device up to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -49,7 +49,7 @@ fn auto_is_never_worse_than_a_fast_placer_fits_and_respects_the_bound() {
                 let placement = &auto.placement;
                 assert!(placement.makespan_us <= *best.unwrap(), "{name} x{devices}");
                 // The bound holds for every placement that fits, the fast placers' included.
-                let bound = problem.lower_bound_us();
+                let bound = ordo_place::lower_bounds(&problem).best_us();
                 assert!(bound >= problem.simple_lower_bound_us());
                 for (algo, makespan) in &auto.candidates {
                     if let Ok(makespan) = makespan {
@@ -120,7 +120,8 @@ fn auto_against_the_fast_placers() {
                     .iter()
                     .filter_map(|(a, r)| r.as_ref().ok().map(|m| (*m, a.name())))
                     .min();
-                let (simple, bound) = (problem.simple_lower_bound_us(), problem.lower_bound_us());
+                let (simple, bound) =
+                    (problem.simple_lower_bound_us(), ordo_place::lower_bounds(&problem).best_us());
                 let ms = |us: u64| us as f64 / 1e3;
                 let step = auto.placement.makespan_us;
                 let gain = fast.map_or(0.0, |(m, _)| (1.0 - step as f64 / m as f64) * 100.0);

@@ -129,7 +129,7 @@ fn no_placement_beats_the_exhaustive_optimum() {
         let optimum = optimum(&p, &cheapest);
         let free = optimum_without_communication(&p);
         assert!(p.simple_lower_bound_us() <= free && free <= optimum, "seed {seed}");
-        assert!(p.lower_bound_us() <= optimum, "seed {seed}");
+        assert!(ordo_place::lower_bounds(&p).best_us() <= optimum, "seed {seed}");
         let etf = m_etf(&p).unwrap();
         let sct = m_sct(&p, 0.1).unwrap();
         for (what, makespan) in [
@@ -322,7 +322,7 @@ fn every_lower_bound_is_below_the_exhaustive_optimum() {
         // (below).
         let unqueued = LowerBounds { channels_us: 0, ..bounds };
         assert!(unqueued.best_us() <= optimum, "seed {seed}: {bounds:?} > optimum {optimum}");
-        assert_eq!(bounds.best_us(), p.lower_bound_us());
+        assert_eq!(bounds.best_us(), ordo_place::lower_bounds(&p).best_us());
         assert!(p.simple_lower_bound_us() <= bounds.best_us());
         if bounds.best_us() > p.simple_lower_bound_us() {
             tight += 1;
@@ -343,7 +343,7 @@ fn every_lower_bound_is_below_the_exhaustive_optimum() {
 fn the_lower_bound_is_below_every_simulated_placement_that_fits() {
     for seed in 0..CASES {
         let p = random_constrained(seed, 40, 2 + (seed % 3) as usize);
-        let bound = p.lower_bound_us();
+        let bound = ordo_place::lower_bounds(&p).best_us();
         let mut rng = fastrand::Rng::with_seed(seed);
         for _ in 0..20 {
             let mut device_of: Vec<usize> =
@@ -408,7 +408,7 @@ fn the_segment_bound_proves_one_device_optimal_for_branches_dearer_to_move_than_
     let bounds = lower_bounds(&p);
     assert_eq!(optimum(&p, &|e| cheapest_delay(&p, e)), work);
     assert_eq!(bounds.segments_us, work, "{bounds:?}");
-    assert_eq!(p.lower_bound_us(), work);
+    assert_eq!(ordo_place::lower_bounds(&p).best_us(), work);
     assert!(bounds.critical_path_us.max(bounds.work_us) < work, "{bounds:?}");
     // With transfers cheaper than the branches, moving one pays and the bound lets it.
     let cheap: &[(u32, u64)] = &[(0, 1)];
@@ -691,7 +691,7 @@ fn the_lower_bound_is_below_auto_and_every_fast_placer_on_chains_of_blocks() {
         let blocks = rng.usize(3..=8);
         let g = random_blocks(&mut rng, blocks);
         let p = tight_training(&g, 3 + rng.usize(0..2), &mut rng);
-        let bound = p.lower_bound_us();
+        let bound = ordo_place::lower_bounds(&p).best_us();
         let Ok(auto) = place_auto(&p, &options) else { continue };
         assert!(auto.placement.makespan_us >= bound, "seed {seed}: auto below {bound}");
         for (algo, makespan) in &auto.candidates {

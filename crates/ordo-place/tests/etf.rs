@@ -251,8 +251,8 @@ fn check(p: &PlaceProblem, placement: &Placement) -> Result<(), TestCaseError> {
         prop_assert!(placement.peak_memory_bytes[d] <= p.devices.memory[d]);
     }
     let simulated = simulate(p, &placement.device_of);
-    prop_assert!(placement.makespan_us >= p.lower_bound_us());
-    prop_assert!(simulated.makespan_us >= p.lower_bound_us());
+    prop_assert!(placement.makespan_us >= ordo_place::lower_bounds(p).best_us());
+    prop_assert!(simulated.makespan_us >= ordo_place::lower_bounds(p).best_us());
     if p.memory.iter().all(|memory| memory.retain_outputs) {
         // Outputs never freed: the peak does not depend on the timeline.
         for d in 0..m {

@@ -9,7 +9,7 @@ use ordo_ir::Role;
 use ordo_ir::op::Optimizer;
 use ordo_ir::training::training_graph;
 use ordo_place::reduce::{coplace, fuse, reduce};
-use ordo_place::{Devices, PlaceError, PlaceProblem};
+use ordo_place::{Devices, PlaceProblem, ProblemError};
 
 const TRAINING: StepMode = StepMode::Training { optimizer: Optimizer::Adam };
 
@@ -111,7 +111,7 @@ fn a_bad_layer_is_refused_naming_the_node() {
         cost.nodes[0].role = layer_role;
         assert!(cost.validate("mem").is_err(), "{expected}");
         let err = PlaceProblem::new(&cost, Devices::uniform(2, u64::MAX), TRAINING).unwrap_err();
-        assert!(matches!(&err, PlaceError::Invalid(m) if m == expected), "{err:?}");
+        assert!(matches!(&err, ProblemError::Invalid(m) if m == expected), "{err:?}");
     }
 }
 

@@ -180,8 +180,10 @@ fn check(p: &PlaceProblem, placement: &Placement) -> Result<(), TestCaseError> {
     for d in 0..m {
         prop_assert!(placement.peak_memory_bytes[d] <= p.devices.memory[d]);
     }
-    prop_assert!(placement.makespan_us >= p.lower_bound_us());
-    prop_assert!(simulate(p, &placement.device_of).makespan_us >= p.lower_bound_us());
+    prop_assert!(placement.makespan_us >= ordo_place::lower_bounds(p).best_us());
+    prop_assert!(
+        simulate(p, &placement.device_of).makespan_us >= ordo_place::lower_bounds(p).best_us()
+    );
     Ok(())
 }
 

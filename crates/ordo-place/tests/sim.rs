@@ -203,7 +203,7 @@ proptest! {
             }
             prop_assert!(listed.iter().all(|&l| l));
             prop_assert_eq!(s.makespan_us, s.finish_us.iter().copied().max().unwrap_or(0));
-            prop_assert!(s.makespan_us >= p.lower_bound_us());
+            prop_assert!(s.makespan_us >= ordo_place::lower_bounds(&p).best_us());
             let persistent: u64 = (0..p.len()).filter(|&v| device_of[v] == 0).map(|v| p.memory[v].persistent).sum();
             prop_assert!(s.peak_memory_bytes[0] >= persistent);
         }

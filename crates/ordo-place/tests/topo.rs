@@ -136,7 +136,10 @@ fn node_too_large_names_node_need_and_shortfall() {
 fn zero_devices() {
     let g = chain();
     let devices = Devices::uniform(0, 100);
-    assert!(matches!(PlaceProblem::new(&g, devices, FORWARD), Err(PlaceError::NoDevices)));
+    assert!(matches!(
+        PlaceProblem::new(&g, devices, FORWARD),
+        Err(ordo_place::ProblemError::NoDevices)
+    ));
     let mut p = problem(&g, &[100], FORWARD);
     p.devices.memory.clear();
     assert!(matches!(m_topo(&p, Capacity::Uniform), Err(PlaceError::NoDevices)));

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use ordo_place::{PlaceProblem, Placement};
+use ordo_problem::{PlaceProblem, Placement};
 
 use crate::error::SchedError;
 use crate::plan::{

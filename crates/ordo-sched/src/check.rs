@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use ordo_place::PlaceProblem;
+use ordo_problem::PlaceProblem;
 
 use crate::error::SchedError;
 use crate::plan::{Plan, TaskKind};

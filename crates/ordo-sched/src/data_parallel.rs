@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use ordo_cost::CommModel;
 use ordo_ir::Role;
-use ordo_place::{PlaceProblem, Placement};
+use ordo_problem::{PlaceProblem, Placement};
 
 use crate::build::build_plan_on_streams;
 use crate::error::SchedError;

@@ -7,6 +7,9 @@ use std::path::PathBuf;
 /// `stream 3 (device 0 tx->1)`, events as `event 2 (after a)`.
 #[derive(Debug, thiserror::Error)]
 pub enum SchedError {
+    /// A derived problem (unrolled steps, micro-batches) is not a valid problem.
+    #[error(transparent)]
+    Problem(#[from] ordo_problem::ProblemError),
     /// The placement does not fit the problem (lengths, device indices, orders).
     #[error("placement does not match the problem: {0}")]
     Placement(String),

@@ -2,7 +2,7 @@
 //! the weight gradients beside the critical path.
 
 use ordo_ir::Role;
-use ordo_place::{PlaceProblem, Placement};
+use ordo_problem::{PlaceProblem, Placement};
 
 use crate::build::build_plan_on_streams;
 use crate::error::SchedError;

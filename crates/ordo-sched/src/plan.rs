@@ -125,7 +125,7 @@ pub struct Task {
     #[serde(default)]
     pub workspace_bytes: u64,
     /// Share of its device a compute task keeps busy while it runs, in `(0, 1]` (the node's
-    /// [`ordo_place::PlaceProblem::occupancy`]); 1 for a transfer, and when a plan file has
+    /// [`ordo_problem::PlaceProblem::occupancy`]); 1 for a transfer, and when a plan file has
     /// none. A simulator that runs kernels of different streams at once lets kernels whose
     /// occupancies sum to at most 1 run side by side at full speed.
     #[serde(default = "full_occupancy")]

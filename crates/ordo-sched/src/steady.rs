@@ -3,7 +3,7 @@
 //! steady state.
 
 use ordo_ir::Role;
-use ordo_place::{Edge, PlaceProblem, Tensor, baechi_topo_order};
+use ordo_problem::{Edge, PlaceProblem, Tensor};
 
 use crate::error::SchedError;
 
@@ -72,10 +72,6 @@ pub fn unroll(problem: &PlaceProblem, steps: usize) -> Result<PlaceProblem, Sche
         out.out_edges[e.source].push(k);
         out.in_edges[e.target].push(k);
     }
-    out.topo_order = baechi_topo_order(&out).map_err(|e| SchedError::Placement(e.to_string()))?;
-    out.topo_rank = vec![0; out.len()];
-    for (rank, &v) in out.topo_order.iter().enumerate() {
-        out.topo_rank[v] = rank;
-    }
+    out.set_topo_order()?;
     Ok(out)
 }

@@ -1,6 +1,6 @@
 //! Simulating a pipeline-parallel training step.
 
-use ordo_place::PlaceProblem;
+use ordo_problem::PlaceProblem;
 use ordo_sched::{Pipeline, PipelinePlan, pipeline_plan};
 
 use crate::{Report, SimError, SimOptions, simulate};

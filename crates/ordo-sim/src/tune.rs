@@ -1,7 +1,7 @@
 //! Schedules chosen by the simulator: which layers' weight gradients to defer into the next
 //! step's forward pass.
 
-use ordo_place::PlaceProblem;
+use ordo_problem::PlaceProblem;
 use ordo_sched::{
     DataParallel, OneDeviceSchedule, Plan, SchedError, data_parallel_plan, layers_with_weights,
     steady_plan,

@@ -1,6 +1,6 @@
 //! `ordo compare MODEL|COSTGRAPH --devices N`: every algorithm side by side.
 
-use ordo_place::{Algorithm, PlaceOptions, PlacementFile};
+use ordo_place::{Algorithm, PlaceOptions};
 use serde_json::json;
 
 use crate::commands::data_parallel::{self, DataParallelArgs};
@@ -111,13 +111,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             note: String::new(),
         },
     });
-    let lower_bound = problem.lower_bound_us();
+    let lower_bound = ordo_place::lower_bounds(problem).best_us();
     if args.json {
         let rows: Vec<_> = results
             .iter()
             .map(|row| match &row.placement {
                 Ok(p) => {
-                    let mut out = serde_json::to_value(PlacementFile::new(problem, p))
+                    let mut out = serde_json::to_value(ordo_place::placement_file(problem, p))
                         .expect("a placement serialises");
                     out["simulated_step_us"] = match &row.simulated {
                         Ok(us) => json!(us),

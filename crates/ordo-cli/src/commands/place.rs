@@ -36,7 +36,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let options = PlaceOptions { sct_threshold: args.sct_threshold, reduce: args.reduce };
     let placed = loaded.place(&args.algo, &options, &args.search)?;
     let placement = placed.placement;
-    let file = PlacementFile::new(&loaded.problem, &placement);
+    let file = ordo_place::placement_file(&loaded.problem, &placement);
     if let Some(path) = &args.json
         && write_json(path, &file)?
     {

@@ -4,9 +4,9 @@
 
 use crate::algorithm::MemoryNeed;
 use crate::bound::cheapest_runs;
-use crate::placement::Placement;
-use crate::problem::PlaceProblem;
 use crate::sim::simulate;
+use ordo_problem::PlaceProblem;
+use ordo_problem::Placement;
 
 use super::search::fits;
 
@@ -71,7 +71,7 @@ fn cut_order(problem: &PlaceProblem, order: &[usize]) -> Option<Placement> {
         let device_of = spread(problem, order, &bytes, &starts, room)?;
         let schedule = simulate(problem, &device_of);
         fits(problem, &schedule.peak_memory_bytes)
-            .then(|| Placement::from_schedule("", device_of, schedule, 0.0))
+            .then(|| schedule.into_placement("", device_of, 0.0))
     })
 }
 

@@ -1,9 +1,9 @@
 //! The local search of `auto`: moves of colocation groups and chains along the critical path of
 //! the simulated step, with random restarts.
 
-use crate::placement::Placement;
-use crate::problem::PlaceProblem;
 use crate::sim::{Schedule, simulate};
+use ordo_problem::PlaceProblem;
+use ordo_problem::Placement;
 
 /// Random moves that restart the search from a local optimum.
 const KICK_MOVES: usize = 2;
@@ -176,7 +176,7 @@ impl Search<'_> {
             self.evaluations += 1;
             schedule = simulate(problem, &device_of);
         }
-        best.map(|(device_of, schedule)| Placement::from_schedule("", device_of, schedule, 0.0))
+        best.map(|(device_of, schedule)| schedule.into_placement("", device_of, 0.0))
     }
 
     /// Moves `(unit, device)` suggested by the critical path of `schedule`, without repeats,

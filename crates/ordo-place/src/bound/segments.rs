@@ -22,7 +22,7 @@
 //! Inception under Baechi's communication model), this proves one device optimal for it, which
 //! neither the critical path nor the work bound can see.
 
-use crate::problem::PlaceProblem;
+use ordo_problem::PlaceProblem;
 
 use super::cases::{Segment, memory_runs};
 use super::sides::Sides;
@@ -107,8 +107,7 @@ fn waist_chain(p: &PlaceProblem, path: &[usize], scratch: &mut Scratch) -> Optio
     // jumps[r]: how many edges jump over topological rank r, leaving out the edges of sources
     // other than the path's (labels that only the loss reads jump over everything).
     let mut jumps = vec![0i64; p.len() + 1];
-    let jumping =
-        |e: &&crate::problem::Edge| e.source == path[0] || !p.in_edges[e.source].is_empty();
+    let jumping = |e: &&ordo_problem::Edge| e.source == path[0] || !p.in_edges[e.source].is_empty();
     for edge in p.edges.iter().filter(jumping) {
         let (from, to) = (p.topo_rank[edge.source], p.topo_rank[edge.target]);
         if to > from + 1 {

@@ -47,7 +47,7 @@
 //! computed stays at what it is without it, so the menu only gets less tight.
 
 use super::tensor_cut::{Flow, UNLIMITED};
-use crate::problem::PlaceProblem;
+use ordo_problem::PlaceProblem;
 
 /// The most minimum cuts per side for the hull.
 const MAX_CUTS: usize = 12;

@@ -7,9 +7,9 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::error::PlaceError;
-use crate::placement::Placement;
-use crate::problem::PlaceProblem;
 use crate::sim::{Links, Schedule, memory_peaks};
+use ordo_problem::PlaceProblem;
+use ordo_problem::Placement;
 
 /// Marks an unplaced node.
 pub(crate) const NONE: usize = usize::MAX;
@@ -475,6 +475,6 @@ impl<'a> Engine<'a> {
         }
         let device_of = self.device_of.clone();
         let schedule = self.into_schedule();
-        Ok(Placement::from_schedule(algo, device_of, schedule, 0.0))
+        Ok(schedule.into_placement(algo, device_of, 0.0))
     }
 }

@@ -90,8 +90,8 @@ use std::time::Instant;
 
 use crate::algorithm::check_fits;
 use crate::error::PlaceError;
-use crate::placement::Placement;
-use crate::problem::PlaceProblem;
+use ordo_problem::PlaceProblem;
+use ordo_problem::Placement;
 
 /// Places `problem` with m-ETF (see the [module documentation](self)).
 ///

@@ -2,7 +2,7 @@
 
 use crate::error::PlaceError;
 use crate::etf::Engine;
-use crate::problem::PlaceProblem;
+use ordo_problem::PlaceProblem;
 
 /// Runs m-ETF's event loop with every choice made already: each device runs the ops of
 /// `order[d]` in that order, and at each event the free devices whose next op is due (its

@@ -421,9 +421,9 @@ fn layered_dag_is_valid_and_solves() {
 fn lp_timing() {
     for n in [1_000, 10_000] {
         // The synth graph as `crate::sct::m_sct` hands it to the LP (4 devices).
-        let problem = crate::problem::PlaceProblem::new(
+        let problem = ordo_problem::PlaceProblem::new(
             &ordo_cost::synth(n, 1),
-            crate::problem::Devices::uniform(4, u64::MAX),
+            ordo_problem::Devices::uniform(4, u64::MAX),
             ordo_cost::StepMode::ForwardOnly,
         )
         .unwrap();

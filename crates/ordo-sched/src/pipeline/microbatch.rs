@@ -2,7 +2,7 @@
 //! gradients accumulated across the copies, one update per parameter.
 
 use ordo_ir::Role;
-use ordo_place::{Edge, PlaceProblem, Tensor, baechi_topo_order};
+use ordo_problem::{Edge, PlaceProblem, Tensor};
 
 use crate::error::SchedError;
 
@@ -177,11 +177,7 @@ pub fn micro_batch(
     }
     out.group_of = (0..total).collect();
     out.groups = (0..total).map(|v| vec![v]).collect();
-    out.topo_order = baechi_topo_order(&out).map_err(|e| SchedError::Placement(e.to_string()))?;
-    out.topo_rank = vec![0; total];
-    for (r, &v) in out.topo_order.iter().enumerate() {
-        out.topo_rank[v] = r;
-    }
+    out.set_topo_order()?;
     Ok(MicroBatched { problem: out, original, micro_batch: batch_of })
 }
 
@@ -190,7 +186,7 @@ mod tests {
     use super::*;
     use ordo_cost::StepMode;
     use ordo_ir::op::Optimizer;
-    use ordo_place::Devices;
+    use ordo_problem::Devices;
 
     /// The sample MLP's training graph (Adam) on one device.
     fn mlp() -> PlaceProblem {

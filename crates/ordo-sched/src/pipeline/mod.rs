@@ -52,7 +52,7 @@ mod units;
 pub use microbatch::{MicroBatched, micro_batch, runs_once_per_step};
 pub use units::{PipelineUnits, balanced_split, block_of, pipeline_units};
 
-use ordo_place::{PlaceProblem, Placement};
+use ordo_problem::{PlaceProblem, Placement};
 
 use crate::build::build_plan_on_streams;
 use crate::error::SchedError;

@@ -29,25 +29,6 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// The placement `device_of` as `schedule` (its simulation) runs it: the schedule's orders,
-    /// makespan, peaks and transfer order.
-    pub(crate) fn from_schedule(
-        algo: &str,
-        device_of: Vec<usize>,
-        schedule: crate::sim::Schedule,
-        placement_seconds: f64,
-    ) -> Self {
-        Placement {
-            algo: algo.to_string(),
-            device_of,
-            order: schedule.order,
-            makespan_us: schedule.makespan_us,
-            peak_memory_bytes: schedule.peak_memory_bytes,
-            transfers: Some(schedule.transfers),
-            placement_seconds,
-        }
-    }
-
     /// Node `v` on device `device_of[v]`, each device running its nodes in id order (a
     /// topological order for graphs built in order), with no predictions: for a plan chosen by
     /// hand, a measurement or a test rather than by a placer.
@@ -91,7 +72,7 @@ pub struct PlacementFile {
     /// `makespan_us`, which follows the placer's own order.
     pub baechi_makespan_us: u64,
     /// No placement that fits the memory limits finishes sooner: the largest of
-    /// [`crate::bound::lower_bounds`], in µs.
+    /// `ordo_place::lower_bounds`, in µs.
     pub lower_bound_us: u64,
     /// `max(critical path, total work / devices)` in µs: the classic bound, at most
     /// `lower_bound_us` (0 in files written before it was recorded).
@@ -109,8 +90,15 @@ impl PlacementFile {
     /// The format tag of this version.
     pub const FORMAT: &'static str = "ordo.placement/1";
 
-    /// The file form of `placement` for `problem`.
-    pub fn new(problem: &PlaceProblem, placement: &Placement) -> Self {
+    /// The file form of `placement` for `problem`, with the analyses a file records beside it:
+    /// Baechi's simulated makespan of the placement and the problem's lower bound (both
+    /// computed by `ordo-place`, whose `placement_file` fills them in).
+    pub fn new(
+        problem: &PlaceProblem,
+        placement: &Placement,
+        baechi_makespan_us: u64,
+        lower_bound_us: u64,
+    ) -> Self {
         let name = |v: &usize| problem.names[*v].clone();
         Self {
             format: Self::FORMAT.to_string(),
@@ -129,8 +117,8 @@ impl PlacementFile {
                 .collect(),
             order: placement.order.iter().map(|o| o.iter().map(name).collect()).collect(),
             makespan_us: placement.makespan_us,
-            baechi_makespan_us: crate::sim::simulate(problem, &placement.device_of).makespan_us,
-            lower_bound_us: problem.lower_bound_us(),
+            baechi_makespan_us,
+            lower_bound_us,
             simple_lower_bound_us: problem.simple_lower_bound_us(),
             peak_memory_bytes: placement.peak_memory_bytes.clone(),
             memory_limit_bytes: problem.devices.memory.clone(),

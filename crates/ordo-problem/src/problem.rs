@@ -5,7 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use ordo_cost::{CommModel, CostGraph, NodeMemory, StepMode, node_memory};
 use ordo_ir::Role;
 
-use crate::error::PlaceError;
+use crate::error::ProblemError;
 
 /// The devices to place on. All pairs of devices are linked alike (Baechi's model).
 #[derive(Clone, Debug, PartialEq)]
@@ -105,16 +105,16 @@ impl PlaceProblem {
     /// link model replaces the file's times; with Baechi's default model they are equal.
     ///
     /// # Errors
-    /// [`PlaceError::NoDevices`], [`PlaceError::TooManyDevices`], [`PlaceError::Cycle`], or
-    /// [`PlaceError::Invalid`] for a link to a missing node or a `layer` that
+    /// [`ProblemError::NoDevices`], [`ProblemError::TooManyDevices`], [`ProblemError::Cycle`], or
+    /// [`ProblemError::Invalid`] for a link to a missing node or a `layer` that
     /// [`CostGraph::validate`] refuses (on a forward node, naming a missing node or one that
     /// is not forward).
-    pub fn new(graph: &CostGraph, devices: Devices, mode: StepMode) -> Result<Self, PlaceError> {
+    pub fn new(graph: &CostGraph, devices: Devices, mode: StepMode) -> Result<Self, ProblemError> {
         if devices.count() == 0 {
-            return Err(PlaceError::NoDevices);
+            return Err(ProblemError::NoDevices);
         }
         if devices.count() > ordo_cost::MAX_DEVICES {
-            return Err(PlaceError::TooManyDevices {
+            return Err(ProblemError::TooManyDevices {
                 count: devices.count(),
                 max: ordo_cost::MAX_DEVICES,
             });
@@ -130,7 +130,7 @@ impl PlaceProblem {
         for link in &graph.links {
             let endpoint = |id: u64| {
                 index.get(&id).copied().ok_or_else(|| {
-                    PlaceError::Invalid(format!(
+                    ProblemError::Invalid(format!(
                         "link {} -> {} names node {id}, which does not exist",
                         link.source, link.target
                     ))
@@ -179,11 +179,12 @@ impl PlaceProblem {
         Ok(problem)
     }
 
-    /// Fills `topo_order` with Baechi's topological order and `topo_rank` with its inverse.
+    /// Fills `topo_order` with Baechi's topological order and `topo_rank` with its inverse:
+    /// for a problem derived from another by rewriting its nodes and edges.
     ///
     /// # Errors
-    /// [`PlaceError::Cycle`], as [`baechi_topo_order`].
-    pub(crate) fn set_topo_order(&mut self) -> Result<(), PlaceError> {
+    /// [`ProblemError::Cycle`], as [`baechi_topo_order`].
+    pub fn set_topo_order(&mut self) -> Result<(), ProblemError> {
         self.topo_order = baechi_topo_order(self)?;
         self.topo_rank = vec![0; self.len()];
         for (rank, &node) in self.topo_order.iter().enumerate() {
@@ -218,16 +219,11 @@ impl PlaceProblem {
         finish.into_iter().max().unwrap_or(0)
     }
 
-    /// `max(critical path, total work / devices)`: no placement can finish sooner.
+    /// `max(critical path, total work / devices)`: no placement can finish sooner (the tighter
+    /// bounds that account for transfers and memory are `ordo_place::lower_bounds`).
     pub fn simple_lower_bound_us(&self) -> u64 {
         let per_device = self.total_work_us().div_ceil(self.devices.count() as u64);
         self.critical_path_us().max(per_device)
-    }
-
-    /// The largest of [`crate::bound::lower_bounds`]: no placement that fits the memory limits
-    /// can finish sooner. At least [`PlaceProblem::simple_lower_bound_us`].
-    pub fn lower_bound_us(&self) -> u64 {
-        crate::bound::lower_bounds(self).best_us()
     }
 }
 
@@ -237,8 +233,8 @@ impl PlaceProblem {
 /// m-SCT break ties by it, so it must be exactly this order.
 ///
 /// # Errors
-/// [`PlaceError::Cycle`] naming a node left over.
-pub fn baechi_topo_order(problem: &PlaceProblem) -> Result<Vec<usize>, PlaceError> {
+/// [`ProblemError::Cycle`] naming a node left over.
+pub fn baechi_topo_order(problem: &PlaceProblem) -> Result<Vec<usize>, ProblemError> {
     let n = problem.len();
     let mut indegree: Vec<usize> = problem.in_edges.iter().map(Vec::len).collect();
     let mut queue: VecDeque<usize> = (0..n).filter(|&v| indegree[v] == 0).collect();
@@ -255,7 +251,7 @@ pub fn baechi_topo_order(problem: &PlaceProblem) -> Result<Vec<usize>, PlaceErro
     }
     if order.len() < n {
         let stuck = (0..n).find(|&v| indegree[v] > 0).expect("a node is left over");
-        return Err(PlaceError::Cycle { node: problem.names[stuck].clone() });
+        return Err(ProblemError::Cycle { node: problem.names[stuck].clone() });
     }
     Ok(order)
 }
@@ -264,14 +260,14 @@ pub fn baechi_topo_order(problem: &PlaceProblem) -> Result<Vec<usize>, PlaceErro
 fn layers(
     graph: &CostGraph,
     index: &HashMap<u64, usize>,
-) -> Result<Vec<Option<usize>>, PlaceError> {
+) -> Result<Vec<Option<usize>>, ProblemError> {
     graph
         .nodes
         .iter()
         .map(|node| {
             let Some(layer) = node.layer else { return Ok(None) };
             let fail = |problem: String| {
-                PlaceError::Invalid(format!(
+                ProblemError::Invalid(format!(
                     "node {} ({:?}): attribute \"layer\" {problem}",
                     node.id, node.name
                 ))
