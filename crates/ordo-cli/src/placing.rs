@@ -2,10 +2,11 @@
 //! memory mode.
 
 use anyhow::{Context, bail};
-use ordo_cost::{Cluster, CostGraph, Optimizer, StepMode};
-use ordo_place::{Algorithm, Devices, PlaceOptions, PlaceProblem, Placement};
+use ordo::{Placed, Placer, Problem, Target};
+use ordo_cost::{Optimizer, StepMode};
+use ordo_place::PlaceOptions;
 
-use crate::source::{self, SizeArgs, Source};
+use crate::source::{self, SizeArgs};
 
 /// Optimizer whose state the training-step memory model counts.
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -68,7 +69,7 @@ pub struct ProblemArgs {
 /// A placement problem and how to describe it to the user.
 pub struct Loaded {
     /// The problem.
-    pub problem: PlaceProblem,
+    pub problem: ordo::Problem,
     /// What was loaded, e.g. `resnet50` or the file path.
     pub label: String,
     /// The devices, e.g. `4 devices, 16.0 GiB each` or the cluster name.
@@ -91,26 +92,18 @@ impl ProblemArgs {
         self.optimizer.into()
     }
 
-    /// Loads the target, costs it for the devices and builds the placement problem.
-    pub fn load(&self) -> anyhow::Result<Loaded> {
-        let cluster = self.cluster.as_deref().map(load_cluster).transpose()?;
-        let n = match (&cluster, self.devices) {
-            (_, Some(0)) => bail!("--devices must be at least 1"),
-            (Some(c), Some(n)) if n > c.device_count() => {
-                bail!("--devices {n}: cluster `{}` has only {} devices", c.name, c.device_count())
-            }
-            (_, Some(n)) => n,
-            (Some(c), None) => c.device_count(),
-            (None, None) => bail!("give --devices N (or --cluster)"),
-        };
-        let (devices, devices_label) = match &cluster {
-            Some(c) => {
-                let comm =
-                    if n > 1 { c.comm(0, 1) } else { ordo_cost::CommModel::baechi_default() };
-                let memory = c.memory_limits()[..n].to_vec();
-                (Devices { memory, comm }, format!("{n} devices of cluster `{}`", c.name))
+    /// The devices asked for (a cluster's, or `--devices` of `--memory` each), costed with
+    /// the profile when one is given, and their description.
+    fn target(&self) -> anyhow::Result<(Target, String)> {
+        let (label, target) = match &self.cluster {
+            Some(name) => {
+                let cluster = ordo::cluster(name)?;
+                let label = format!("devices of cluster `{}`", cluster.name);
+                let target = Target::cluster(cluster, self.devices)?;
+                (format!("{} {label}", target.count()), target)
             }
             None => {
+                let Some(n) = self.devices else { bail!("give --devices N (or --cluster)") };
                 let memory = match &self.memory {
                     Some(text) => {
                         ordo_cost::parse_bytes(text).with_context(|| format!("--memory {text}"))?
@@ -122,86 +115,32 @@ impl ProblemArgs {
                 } else {
                     format!("{n} devices, {} each", crate::format::bytes(memory))
                 };
-                (Devices::uniform(n, memory), label)
+                (label, Target::uniform(n, memory)?)
             }
         };
-        let profile = self.profile.as_deref().map(ordo_cost::Profile::read).transpose()?;
-        let mut devices = devices;
-        if let Some(comm) = profile.as_ref().and_then(ordo_cost::Profile::comm) {
-            devices.comm = comm;
-        }
-        let (graph, label) = self.cost_graph(cluster.as_ref(), profile.as_ref())?;
-        let problem = PlaceProblem::new(&graph, devices, self.mode())
-            .with_context(|| format!("preparing `{label}` for placement"))?;
+        Ok(match &self.profile {
+            Some(path) => (target.with_profile(ordo_cost::Profile::read(path)?), label),
+            None => (target, label),
+        })
+    }
+
+    /// Loads the target, costs it for the devices and builds the placement problem.
+    pub fn load(&self) -> anyhow::Result<Loaded> {
+        let (target, devices_label) = self.target()?;
+        let model = source::load(&self.target, self.size)?;
+        let model = if self.train {
+            model.training(self.optimizer(), self.loss.map(Into::into))?
+        } else {
+            model
+        };
+        let label = model.name().to_string();
+        let problem = Problem::new(&model, &target, self.mode()).with_context(|| {
+            match (&target.profile, &self.profile) {
+                (Some(_), Some(path)) => format!("costing `{label}` with {}", path.display()),
+                _ => format!("preparing `{label}` for placement"),
+            }
+        })?;
         Ok(Loaded { problem, label, devices_label })
-    }
-
-    /// The costed graph, with node times from `profile` (read from `--profile`) when given,
-    /// and its label.
-    fn cost_graph(
-        &self,
-        cluster: Option<&Cluster>,
-        profile: Option<&ordo_cost::Profile>,
-    ) -> anyhow::Result<(CostGraph, String)> {
-        let (mut graph, label) = self.roofline_cost_graph(cluster)?;
-        if let (Some(profile), Some(path)) = (profile, &self.profile) {
-            ordo_cost::apply_profile(&mut graph, profile)
-                .with_context(|| format!("costing `{label}` with {}", path.display()))?;
-        }
-        Ok((graph, label))
-    }
-
-    fn roofline_cost_graph(
-        &self,
-        cluster: Option<&Cluster>,
-    ) -> anyhow::Result<(CostGraph, String)> {
-        Ok(match source::load(&self.target, self.size)? {
-            Source::Model(forward) => {
-                let graph = if self.train {
-                    training_graph(&forward, self.optimizer(), self.loss)?
-                } else {
-                    *forward
-                };
-                let costed = match cluster {
-                    Some(c) => ordo_cost::costgraph_for_cluster(&graph, c),
-                    None => ordo_cost::costgraph_from_graph(&graph),
-                };
-                (costed, graph.name.clone())
-            }
-            Source::CostGraph { path, .. } if self.train => {
-                bail!(
-                    "--train builds the training graph of a model; {} is a cost graph",
-                    path.display()
-                )
-            }
-            Source::CostGraph { path, graph } => (*graph, path.display().to_string()),
-        })
-    }
-}
-
-/// The training graph of a model from its loss (see [`crate::onnx::with_loss`], which adds one
-/// when `add` asks), named `<model> (training graph)`.
-pub fn training_graph(
-    forward: &ordo_ir::Graph,
-    optimizer: Optimizer,
-    add: Option<crate::onnx::LossArg>,
-) -> anyhow::Result<ordo_ir::Graph> {
-    let (forward, loss) = crate::onnx::with_loss(forward, add)?;
-    let mut graph = ordo_ir::training::training_graph(&forward, loss, optimizer)?;
-    graph.name = format!("{} (training graph)", forward.name);
-    Ok(graph)
-}
-
-fn load_cluster(arg: &str) -> anyhow::Result<Cluster> {
-    if source::is_file(arg) {
-        Ok(Cluster::read(arg)?)
-    } else {
-        Cluster::builtin(arg).ok_or_else(|| {
-            anyhow::anyhow!(
-                "unknown cluster `{arg}`; shipped: {}",
-                Cluster::builtin_names().collect::<Vec<_>>().join(", ")
-            )
-        })
     }
 }
 
@@ -219,6 +158,11 @@ pub fn mode_label(mode: StepMode) -> &'static str {
 }
 
 impl Loaded {
+    /// The placement problem in index form.
+    pub fn place_problem(&self) -> &ordo::PlaceProblem {
+        &self.problem.place
+    }
+
     /// Places the problem with the named algorithm, showing a spinner if it takes a while;
     /// `auto` runs every fast placer and the search of [`ordo_place::place_auto`] within
     /// `search`'s budget.
@@ -228,34 +172,13 @@ impl Loaded {
         options: &PlaceOptions,
         search: &SearchArgs,
     ) -> anyhow::Result<Placed> {
-        if algo == "auto" {
-            let auto_options = ordo_place::AutoOptions {
-                budget_seconds: search.budget_seconds()?,
-                seed: search.seed,
-                place: options.clone(),
-            };
-            let auto = crate::progress::with_spinner("placing with auto", |_| {
-                ordo_place::place_auto(&self.problem, &auto_options)
-            })
-            .with_context(|| format!("placing `{}` with auto", self.label))?;
-            return Ok(Placed { placement: auto.placement.clone(), auto: Some(auto) });
-        }
-        let algo: Algorithm = algo.parse().map_err(|e| anyhow::anyhow!("{e}, auto"))?;
-        let placement =
-            crate::progress::with_spinner(&format!("placing with {}", algo.name()), |_| {
-                ordo_place::place(&self.problem, algo, options)
-            })
-            .with_context(|| format!("placing `{}` with {}", self.label, algo.name()))?;
-        Ok(Placed { placement, auto: None })
+        let placer = search.placer(algo, options)?;
+        let name = placer.name();
+        crate::progress::with_spinner(&format!("placing with {name}"), |_| {
+            ordo::place(&self.problem, &placer)
+        })
+        .with_context(|| format!("placing `{}` with {name}", self.label))
     }
-}
-
-/// A placement, and what `auto` did to find it.
-pub struct Placed {
-    /// The placement.
-    pub placement: Placement,
-    /// The candidates and the search, when the algorithm was `auto`.
-    pub auto: Option<ordo_place::AutoPlacement>,
 }
 
 /// The budget and seed of `--algo auto`'s search.
@@ -278,6 +201,18 @@ impl Default for SearchArgs {
 }
 
 impl SearchArgs {
+    /// The placer `algo` names, `auto` with this budget and seed.
+    pub fn placer(&self, algo: &str, options: &PlaceOptions) -> anyhow::Result<Placer> {
+        Ok(match algo.parse::<Placer>()? {
+            Placer::Auto(_) => Placer::Auto(ordo_place::AutoOptions {
+                budget_seconds: self.budget_seconds()?,
+                seed: self.seed,
+                place: options.clone(),
+            }),
+            Placer::Algorithm(algo, _) => Placer::Algorithm(algo, options.clone()),
+        })
+    }
+
     /// The budget in seconds.
     pub fn budget_seconds(&self) -> anyhow::Result<f64> {
         let text = self.budget.trim();

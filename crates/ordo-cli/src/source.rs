@@ -1,10 +1,8 @@
 //! What a `MODEL|FILE` argument names: a zoo model, an ONNX file or a cost-graph file.
 
-use std::path::{Path, PathBuf};
-
 use anyhow::Context;
 use clap::Args;
-use ordo_cost::CostGraph;
+use ordo::{Model, Size, Variant};
 use ordo_ir::Graph;
 
 /// Size options shared by every command that builds a zoo model.
@@ -13,8 +11,8 @@ pub struct SizeArgs {
     /// Batch size (default: the model's; for an ONNX file, dimension 0 of its data inputs).
     #[arg(long)]
     pub batch: Option<usize>,
-    /// Sequence length for sequence models (default: the model's; for an ONNX file, dimension 1
-    /// of its integer token inputs).
+    /// Sequence length for sequence models (default: the model's; for an ONNX file, dimension
+    /// 1 of its integer token inputs).
     #[arg(long)]
     pub seq_len: Option<usize>,
     /// The model's small variant: same structure, small sizes (batch 2; `--batch` and
@@ -25,47 +23,32 @@ pub struct SizeArgs {
 
 impl SizeArgs {
     /// The model variant asked for.
-    pub fn variant(&self) -> ordo_models::Variant {
-        if self.small { ordo_models::Variant::Small } else { ordo_models::Variant::Full }
+    pub fn variant(&self) -> Variant {
+        if self.small { Variant::Small } else { Variant::Full }
     }
-}
 
-/// A loaded model or cost graph.
-pub enum Source {
-    /// A zoo model, built, or an imported ONNX file.
-    Model(Box<Graph>),
-    /// A cost graph read from a file.
-    CostGraph { path: PathBuf, graph: Box<CostGraph> },
-}
-
-/// Whether an argument names a file rather than a zoo model.
-pub fn is_file(arg: &str) -> bool {
-    arg.ends_with(".json") || arg.contains('/') || Path::new(arg).is_file()
+    /// The size asked for.
+    pub fn size(&self) -> Size {
+        Size { batch: self.batch, seq_len: self.seq_len, variant: self.variant() }
+    }
 }
 
 /// Builds the zoo model `name`, or imports it when it names an `.onnx` file.
 pub fn build_model(name: &str, size: SizeArgs) -> anyhow::Result<Graph> {
-    if crate::onnx::is_onnx(name) {
-        if size.small {
-            anyhow::bail!(
-                "{name}: --small selects a zoo model's small variant; an ONNX file has one size"
-            );
-        }
-        return crate::onnx::load(name, size.batch, size.seq_len);
-    }
-    ordo_models::build_variant(name, size.variant(), size.batch, size.seq_len)
-        .with_context(|| format!("building `{name}`"))
+    let model = if ordo::is_onnx(name) {
+        Model::onnx(name, size.size())?
+    } else {
+        Model::zoo(name, size.size()).with_context(|| format!("building `{name}`"))?
+    };
+    Ok(model.into_graph().expect("a zoo model or an ONNX import has a graph"))
 }
 
 /// Loads `arg`: an ONNX model if it ends in `.onnx`, a cost-graph file if it looks like a
 /// path, a zoo model otherwise.
-pub fn load(arg: &str, size: SizeArgs) -> anyhow::Result<Source> {
-    if crate::onnx::is_onnx(arg) {
-        Ok(Source::Model(Box::new(build_model(arg, size)?)))
-    } else if is_file(arg) {
-        let graph = ordo_cost::read_costgraph(Path::new(arg))?;
-        Ok(Source::CostGraph { path: PathBuf::from(arg), graph: Box::new(graph) })
+pub fn load(arg: &str, size: SizeArgs) -> anyhow::Result<Model> {
+    if ordo::is_onnx(arg) || ordo::is_file(arg) {
+        Ok(Model::load(arg, size.size())?)
     } else {
-        Ok(Source::Model(Box::new(build_model(arg, size)?)))
+        Model::zoo(arg, size.size()).with_context(|| format!("building `{arg}`"))
     }
 }

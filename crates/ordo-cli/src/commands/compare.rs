@@ -70,7 +70,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let options = ordo_sim::SimOptions { channel: args.channel.into(), ..Default::default() };
         return data_parallel::compare(&loaded, &args.data_parallel, replicas, &options, args.json);
     }
-    let problem = &loaded.problem;
+    let problem = loaded.place_problem();
     let options = PlaceOptions::default();
     let mut results: Vec<Row> = with_spinner("comparing placers", |bar| {
         Algorithm::all()

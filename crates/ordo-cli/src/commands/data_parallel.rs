@@ -77,7 +77,7 @@ impl DataParallelArgs {
                 CommModel { us_per_byte: 8.0 / (gbps * 1e3), fixed_us: latency }
             }
             Some(gbps) => bail!("--network-gbps {gbps}: expected a positive bandwidth"),
-            None => loaded.problem.devices.comm,
+            None => loaded.problem.place.devices.comm,
         };
         let config = DataParallel {
             replicas,
@@ -109,7 +109,7 @@ fn evaluate(
 ) -> anyhow::Result<Outcome> {
     let (config, first_k) = args.config(loaded, replicas)?;
     let config = DataParallel { schedule, ..config };
-    let problem = &loaded.problem;
+    let problem = loaded.place_problem();
     let context = || format!("simulating `{}` on {replicas} data-parallel devices", loaded.label);
     let default =
         ordo_sim::data_parallel_steady(problem, &config, options).with_context(context)?;
@@ -146,7 +146,7 @@ pub fn simulate(
     as_json: bool,
 ) -> anyhow::Result<()> {
     let outcome = evaluate(loaded, args, replicas, schedule, options)?;
-    let limit = loaded.problem.devices.memory[0];
+    let limit = loaded.problem.place.devices.memory[0];
     if outcome.chosen.peak_memory_bytes > limit {
         bail!(
             "{} with reverse first-k = {} needs {} per device at its peak, more than the \

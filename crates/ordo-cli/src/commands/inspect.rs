@@ -8,7 +8,9 @@ use ordo_ir::{Graph, graph_stats, node_stats};
 use serde_json::json;
 
 use crate::format::{Table, bytes, gflops, thousands};
-use crate::source::{self, SizeArgs, Source};
+use ordo::ModelKind;
+
+use crate::source::{self, SizeArgs};
 
 /// Arguments of `ordo inspect`.
 #[derive(clap::Args, Debug)]
@@ -30,9 +32,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let start = Instant::now();
     let loaded = source::load(&args.target, args.size)?;
     let load_ms = start.elapsed().as_secs_f64() * 1e3;
-    match loaded {
-        Source::Model(graph) => inspect_model(&graph, load_ms, args),
-        Source::CostGraph { path, graph } => inspect_costgraph(&path, &graph, load_ms, args),
+    match loaded.kind() {
+        ModelKind::Graph(graph) => inspect_model(graph, load_ms, args),
+        ModelKind::CostGraph(graph) => {
+            inspect_costgraph(Path::new(loaded.name()), graph, load_ms, args)
+        }
     }
     Ok(())
 }

@@ -34,7 +34,7 @@ impl PipelineArgs {
         if m == 0 {
             bail!("--micro-batches must be at least 1");
         }
-        if crate::onnx::is_onnx(&problem.target) {
+        if ordo::is_onnx(&problem.target) {
             bail!(
                 "--pipeline splits the batch of a zoo model into micro-batches; {} fixes its \
                  batch (an ONNX model is imported at one batch, the file's or --batch)",
@@ -71,7 +71,7 @@ fn simulate_one(
     pipeline: &Pipeline,
     options: &SimOptions,
 ) -> anyhow::Result<PipelineReport> {
-    ordo_sim::simulate_pipeline(&loaded.problem, pipeline, options).with_context(|| {
+    ordo_sim::simulate_pipeline(loaded.place_problem(), pipeline, options).with_context(|| {
         format!(
             "simulating `{}` on a {}-stage pipeline, {}",
             loaded.label,
@@ -148,7 +148,7 @@ pub fn compare(
     let mut table = Table::new(&["schedule", "step ms", "speedup", "bubble", "peak memory"]);
     for (schedule, result) in &results {
         let peak = result.peak_memory_bytes.iter().copied().max().unwrap_or(0);
-        let fits = result.peak_memory_bytes.iter().zip(&loaded.problem.devices.memory);
+        let fits = result.peak_memory_bytes.iter().zip(&loaded.place_problem().devices.memory);
         let over = fits.clone().any(|(peak, limit)| peak > limit);
         table.row(vec![
             schedule.name().to_string(),
@@ -165,7 +165,7 @@ pub fn compare(
 /// An error when a stage's peak exceeds its device's memory.
 fn check_memory(loaded: &Loaded, result: &PipelineReport) -> anyhow::Result<()> {
     for (stage, (&peak, &limit)) in
-        result.peak_memory_bytes.iter().zip(&loaded.problem.devices.memory).enumerate()
+        result.peak_memory_bytes.iter().zip(&loaded.place_problem().devices.memory).enumerate()
     {
         if peak > limit {
             bail!(

@@ -36,7 +36,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let options = PlaceOptions { sct_threshold: args.sct_threshold, reduce: args.reduce };
     let placed = loaded.place(&args.algo, &options, &args.search)?;
     let placement = placed.placement;
-    let file = ordo_place::placement_file(&loaded.problem, &placement);
+    let file = ordo_place::placement_file(loaded.place_problem(), &placement);
     if let Some(path) = &args.json
         && write_json(path, &file)?
     {
@@ -53,7 +53,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 }
 
 fn print_summary(loaded: &crate::placing::Loaded, placement: &Placement, file: &PlacementFile) {
-    let problem = &loaded.problem;
+    let problem = loaded.place_problem();
     println!(
         "placed {} ({} nodes) on {} with {} in {:.1} ms",
         loaded.label,

@@ -28,7 +28,7 @@ pub struct Args {
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let loaded = args.problem.load()?;
     let placement = loaded.place(&args.algo, &PlaceOptions::default(), &args.search)?.placement;
-    let plan = ordo_sched::build_plan(&loaded.problem, &placement)
+    let plan = ordo_sched::build_plan(loaded.place_problem(), &placement)
         .with_context(|| format!("scheduling `{}`", loaded.label))?;
     if let Some(path) = &args.json
         && write_json(path, &plan)?
@@ -38,7 +38,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     println!(
         "plan for {} ({} nodes) on {}, placed with {}",
         loaded.label,
-        loaded.problem.len(),
+        loaded.problem.place.len(),
         loaded.devices_label,
         placement.algo
     );

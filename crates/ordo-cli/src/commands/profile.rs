@@ -9,8 +9,8 @@ use ordo_cost::{PROFILE_FORMAT, Profile, ProfileLink, ProfileNode};
 use ordo_exec::{ProfileMode, ProfileOptions, Program, RunSettings, TrainState, synthetic_feeds};
 
 use crate::format::Table;
-use crate::placing::{OptimizerArg, training_graph};
-use crate::source::{self, SizeArgs, Source};
+use crate::placing::OptimizerArg;
+use crate::source::{self, SizeArgs};
 
 /// How `ordo profile` calls the kernels.
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -84,14 +84,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.reps == 0 {
         bail!("--reps must be at least 1");
     }
-    let forward = match source::load(&args.target, args.size)? {
-        Source::Model(graph) => *graph,
-        Source::CostGraph { path, .. } => {
-            bail!("{} is a cost graph: it has no kernels to run", path.display())
-        }
-    };
-    let graph =
-        if args.train { training_graph(&forward, args.optimizer.into(), None)? } else { forward };
+    let forward = source::load(&args.target, args.size)?;
+    if forward.graph().is_none() {
+        bail!("{} is a cost graph: it has no kernels to run", forward.name());
+    }
+    let model = if args.train { forward.training(args.optimizer.into(), None)? } else { forward };
+    let graph = model.into_graph().expect("checked above: the model has a graph");
     let label = graph.name.clone();
     let batch = batch_of(&args.target, args.size);
     let program = Program::new(graph).with_context(|| format!("preparing `{label}`"))?;

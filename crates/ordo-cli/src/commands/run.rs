@@ -4,16 +4,18 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use ordo::{Strategy, Target, TaskOrder};
 use ordo_cost::StepMode;
-use ordo_exec::{EngineOptions, Executable, Feeds, Program, RunSettings, StepRun, TrainState};
-use ordo_place::{Devices, PlaceOptions, PlaceProblem, Placement};
-use ordo_sched::{DataParallel, Plan};
+use ordo_exec::{EngineOptions, RunSettings, StepRun};
+use ordo_place::PlaceOptions;
+use ordo_sched::DataParallel;
 use serde_json::json;
 
 use crate::commands::simulate::ScheduleArg;
 use crate::format::{Table, bytes};
-use crate::placing::{Loaded, OptimizerArg, SearchArgs};
-use crate::source::{self, SizeArgs, Source};
+use crate::placing::{OptimizerArg, SearchArgs};
+use crate::progress::with_spinner;
+use crate::source::{self, SizeArgs};
 
 /// Cross-stream synchronisation of the runtime.
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -112,14 +114,11 @@ fn parse_devices(text: &str) -> anyhow::Result<usize> {
     }
 }
 
-/// What is executed: the program, its plan and how it was made.
+/// What is executed: the problem, its plan and how it was made.
 struct Prepared {
-    program: Program,
-    plan: Plan,
-    replicas: usize,
+    problem: ordo::Problem,
+    planned: ordo::Planned,
     label: String,
-    /// What the runtime spends on a step outside its tasks, as the profile measured it.
-    step_overhead_us: f64,
     /// Each device's memory budget (`--memory`).
     budget: Option<u64>,
 }
@@ -132,21 +131,16 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         Some(n) => n,
         None => parse_devices(&args.devices)?,
     };
-    let forward = match source::load(&args.target, args.size)? {
-        Source::Model(graph) => *graph,
-        Source::CostGraph { path, .. } => {
-            bail!("ordo run needs a model with kernels; {} is a cost graph", path.display())
-        }
-    };
+    let forward = source::load(&args.target, args.size)?;
+    forward.require_graph("ordo run needs a model with kernels")?;
     // The runtime runs the graph itself: its memory as the graph says (a training graph's
     // updates in place), or the forward pass alone.
     let mode = if args.train { StepMode::TrainingGraph } else { StepMode::ForwardOnly };
-    let mut graph = if args.train {
-        crate::placing::training_graph(&forward, args.optimizer.into(), args.loss)?
+    let model = if args.train {
+        forward.training(args.optimizer.into(), args.loss.map(Into::into))?
     } else {
-        forward.clone()
+        forward
     };
-    let profile = args.profile.as_deref().map(ordo_cost::Profile::read).transpose()?;
     let cpu = ordo_cost::Cluster::builtin("cpu").context("the shipped `cpu` cluster")?;
     let budget = match &args.memory {
         Some(text) => {
@@ -154,17 +148,19 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         }
         None => None,
     };
-    let memory = budget.unwrap_or(u64::MAX);
-    let comm = profile.as_ref().and_then(ordo_cost::Profile::comm).unwrap_or(cpu.comm(0, 1));
-    let problem_on = |n: usize| -> anyhow::Result<PlaceProblem> {
-        let mut cost = ordo_cost::costgraph_for_cluster(&graph, &cpu);
-        if let (Some(profile), Some(path)) = (&profile, &args.profile) {
-            ordo_cost::apply_profile(&mut cost, profile)
-                .with_context(|| format!("costing `{}` with {}", graph.name, path.display()))?;
-        }
-        let devices = Devices { memory: vec![memory; n], comm };
-        PlaceProblem::new(&cost, devices, mode)
-            .with_context(|| format!("preparing `{}`", graph.name))
+    let comm = cpu.comm(0, 1);
+    let profile = args.profile.as_deref().map(ordo_cost::Profile::read).transpose()?;
+    let problem_on = |n: usize| -> anyhow::Result<ordo::Problem> {
+        let target =
+            Target::uniform(n, budget.unwrap_or(u64::MAX))?.costed_by(cpu.clone()).with_comm(comm);
+        let target = match &profile {
+            Some(profile) => target.with_profile(profile.clone()),
+            None => target,
+        };
+        ordo::Problem::new(&model, &target, mode).with_context(|| match &args.profile {
+            Some(path) => format!("costing `{}` with {}", model.name(), path.display()),
+            None => format!("preparing `{}`", model.name()),
+        })
     };
     let one_device = |schedule: Option<ScheduleArg>| -> anyhow::Result<_> {
         Ok(schedule
@@ -172,47 +168,34 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
             .transpose()?
             .unwrap_or(ordo_sched::OneDeviceSchedule::InOrder))
     };
-    let (plan, replicas, label) = if let Some(replicas) = args.data_parallel {
+    let (problem, strategy, label) = if let Some(replicas) = args.data_parallel {
+        let problem = problem_on(1)?;
         let schedule = one_device(args.schedule)?;
-        let config =
-            DataParallel { replicas, network: comm, bucket_bytes: 0, first_k: 0, schedule };
-        let plan = ordo_sched::data_parallel_plan(&problem_on(1)?, &config, 1)?;
-        ordo_exec::scale_backward_seed(&mut graph, 1.0 / replicas as f64);
-        (plan, replicas, format!("{replicas} data-parallel replicas, {}", schedule.name()))
+        let network = problem.place.devices.comm;
+        let config = DataParallel { replicas, network, bucket_bytes: 0, first_k: 0, schedule };
+        let label = format!("{replicas} data-parallel replicas, {}", schedule.name());
+        (problem, Strategy::DataParallel(config), label)
     } else if let Some(schedule) = args.schedule {
         if devices != 1 {
             bail!("--schedule {schedule:?} runs on one device; give --devices cpu:1");
         }
         let schedule = schedule.one_device()?;
-        let plan = ordo_sched::one_device_plan(&problem_on(1)?, schedule)?;
-        (plan, 1, format!("one device, {}", schedule.name()))
+        (problem_on(1)?, Strategy::OneDevice(schedule), format!("one device, {}", schedule.name()))
     } else {
-        let loaded = Loaded {
-            problem: problem_on(devices)?,
-            label: graph.name.clone(),
-            devices_label: format!("{devices} CPU devices"),
+        let placer = args.search.placer(&args.algo, &PlaceOptions::default())?;
+        let order = match args.order {
+            OrderArg::Plan => TaskOrder::Placer,
+            OrderArg::Model => TaskOrder::Model,
         };
-        let mut placement =
-            loaded.place(&args.algo, &PlaceOptions::default(), &args.search)?.placement;
-        if args.order == OrderArg::Model {
-            in_model_order(&mut placement);
-        }
-        let plan = ordo_sched::build_plan(&loaded.problem, &placement)
-            .with_context(|| format!("scheduling `{}`", loaded.label))?;
-        (plan, 1, format!("placed with {} on {devices} CPU devices", placement.algo))
+        (problem_on(devices)?, Strategy::Placed { placer, order }, String::new())
     };
-    let program = Program::new(graph).with_context(|| format!("preparing `{}`", args.target))?;
-    let step_overhead_us = profile.and_then(|p| p.step_overhead_us).unwrap_or(0.0);
-    Ok(Prepared { program, plan, replicas, label, step_overhead_us, budget })
-}
-
-/// Each device runs its nodes in the model's order (node ids, a topological order), and the
-/// transfers in the order that follows from it.
-fn in_model_order(placement: &mut Placement) {
-    for order in &mut placement.order {
-        order.sort_unstable();
-    }
-    placement.transfers = None;
+    let planned = with_spinner("planning", |_| ordo::plan(&problem, &strategy))
+        .with_context(|| format!("planning `{}`", model.name()))?;
+    let label = match &planned.placed {
+        Some(placed) => format!("placed with {} on {devices} CPU devices", placed.placement.algo),
+        None => label,
+    };
+    Ok(Prepared { problem, planned, label, budget })
 }
 
 /// Places, schedules, runs the steps and reports.
@@ -220,10 +203,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.steps == 0 {
         bail!("--steps must be at least 1");
     }
-    let Prepared { program, plan, replicas, label, step_overhead_us, budget } = prepare(args)?;
-    let mut predicted = predict(&plan, args.workers).context("simulating the plan")?;
-    // What the runtime spends on a step outside its tasks, where the profile measured it.
-    predicted.step_time_us += step_overhead_us;
+    let Prepared { problem, planned, label, budget } = prepare(args)?;
+    let plan = &planned.plan;
     let settings = RunSettings {
         seed: args.search.seed,
         hyper: ordo_exec::cpu::Hyper { lr: args.lr, ..Default::default() },
@@ -239,17 +220,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         empty_kernels: args.empty_kernels,
         settings,
     };
-    let exe = Executable::new(program.clone(), &plan, options).context("binding the plan")?;
-    let mut state = TrainState::new(&program, args.search.seed)?;
-    let feeds: Vec<Feeds> = (0..replicas)
-        .map(|r| ordo_exec::synthetic_feeds(program.graph(), args.search.seed + r as u64))
-        .collect::<Result<_, _>>()?;
+    let mut runner = ordo::Runner::new(&problem, &planned, options)
+        .with_context(|| format!("preparing `{}`", args.target))?;
+    let predicted = runner.predict().context("simulating the plan")?;
     let mut runs: Vec<StepRun> = Vec::with_capacity(args.steps);
     let mut losses = Vec::with_capacity(args.steps);
-    crate::progress::with_spinner("running", |bar| -> anyhow::Result<()> {
+    with_spinner("running", |bar| -> anyhow::Result<()> {
         for step in 1..=args.steps {
-            let run = exe.run_step(&mut state, &feeds).with_context(|| format!("step {step}"))?;
-            let loss = mean_loss(&run);
+            let ordo::Step { loss, run } = runner.step().with_context(|| format!("step {step}"))?;
             bar.set_message(format!("step {step}/{}, loss {loss:.4}", args.steps));
             losses.push(loss);
             runs.push(run);
@@ -261,11 +239,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let measured = walls[walls.len() / 2];
     let last = runs.last().expect("at least one step");
     if let Some(path) = &args.trace {
-        std::fs::write(path, ordo_sim::chrome_trace_json(&plan, &measured_report(last)))
+        std::fs::write(path, ordo_sim::chrome_trace_json(plan, &ordo::measured_report(last)))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.predicted_trace {
-        std::fs::write(path, ordo_sim::chrome_trace_json(&plan, &predicted))
+        std::fs::write(path, ordo_sim::chrome_trace_json(plan, &predicted))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if args.json {
@@ -307,59 +285,4 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         println!("wrote {}", path.display());
     }
     Ok(())
-}
-
-/// The simulator's prediction of `plan` run with `workers` compute threads per device: each
-/// kernel or copy then keeps one thread, `1 / workers` of its device, busy, and tasks of
-/// different streams run side by side up to `workers` at a time (the simulator's concurrent
-/// kernels, sharing by occupancy); a transfer is a copy made by a worker of the sending device
-/// (the simulator's host channel).
-fn predict(plan: &Plan, workers: usize) -> Result<ordo_sim::Report, ordo_sim::SimError> {
-    let mut plan = plan.clone();
-    if workers > 1 {
-        for task in &mut plan.tasks {
-            if let ordo_sched::TaskKind::Compute { .. } | ordo_sched::TaskKind::Transfer { .. } =
-                task.kind
-            {
-                task.occupancy = 1.0 / workers as f64;
-            }
-        }
-    }
-    let options =
-        ordo_sim::SimOptions { concurrent_kernels: workers > 1, channel: ordo_sim::Channel::Host };
-    ordo_sim::simulate(&plan, &options)
-}
-
-/// The mean of the replicas' losses (NaN when the step computed none).
-fn mean_loss(run: &StepRun) -> f32 {
-    let losses: Vec<f32> = run.outputs.iter().filter_map(|o| o.loss()).collect();
-    if losses.is_empty() {
-        return f32::NAN;
-    }
-    losses.iter().sum::<f32>() / losses.len() as f32
-}
-
-/// A measured step in the simulator's report form, so that it draws as the same trace.
-fn measured_report(run: &StepRun) -> ordo_sim::Report {
-    ordo_sim::Report {
-        step_time_us: run.wall_us,
-        lower_bound_us: 0.0,
-        peak_memory_bytes: run.peak_memory_bytes.clone(),
-        busy_fraction: ordo_sim::BusyFraction {
-            devices: Vec::new(),
-            links: Vec::new(),
-            collectives: 0.0,
-        },
-        tasks: run
-            .tasks
-            .iter()
-            .map(|t| ordo_sim::TaskTiming {
-                name: String::new(),
-                start_us: t.start_us,
-                finish_us: t.finish_us,
-            })
-            .collect(),
-        memory_timeline: Vec::new(),
-        critical_path: Vec::new(),
-    }
 }

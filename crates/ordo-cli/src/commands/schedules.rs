@@ -27,7 +27,7 @@ struct Row {
 /// training graph, and prints steady-state step time, speedup over
 /// `inorder`, the deferred layers and peak memory, as a table or as JSON.
 pub fn run(loaded: &Loaded, concurrent_kernels: bool, as_json: bool) -> anyhow::Result<()> {
-    let problem = &loaded.problem;
+    let problem = loaded.place_problem();
     let options = SimOptions { concurrent_kernels, ..SimOptions::default() };
     let context = || format!("simulating the schedules of `{}`", loaded.label);
     let steady = |schedule, deferred: &[bool]| {

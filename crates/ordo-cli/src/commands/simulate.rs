@@ -206,7 +206,7 @@ fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
             let devices = args.problem.devices.or(Some(plan.devices.max(1)));
             let problem = ProblemArgs { target: graph.clone(), devices, ..args.problem.clone() };
             let loaded = problem.load()?;
-            ordo_sched::check_against(&plan, &loaded.problem)
+            ordo_sched::check_against(&plan, loaded.place_problem())
                 .with_context(|| format!("checking plan {target} against `{graph}`"))?;
         }
         return Ok(Loaded { plan, label: target.clone(), placer_estimate: None, limit: None });
@@ -217,14 +217,14 @@ fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
     let loaded = args.problem.load()?;
     if let Some(schedule) = args.schedule {
         let schedule = schedule.one_device()?;
-        let plan = ordo_sched::one_device_plan(&loaded.problem, schedule)
+        let plan = ordo_sched::one_device_plan(loaded.place_problem(), schedule)
             .with_context(|| format!("scheduling `{}`", loaded.label))?;
         let label = format!("{} on one device, {}", loaded.label, schedule.name());
-        let limit = Some(loaded.problem.devices.memory[0]);
+        let limit = Some(loaded.problem.place.devices.memory[0]);
         return Ok(Loaded { plan, label, placer_estimate: None, limit });
     }
     let placement = loaded.place(&args.algo, &PlaceOptions::default(), &args.search)?.placement;
-    let plan = ordo_sched::build_plan(&loaded.problem, &placement)
+    let plan = ordo_sched::build_plan(loaded.place_problem(), &placement)
         .with_context(|| format!("scheduling `{}`", loaded.label))?;
     let label =
         format!("{} placed with {} on {}", loaded.label, placement.algo, loaded.devices_label);

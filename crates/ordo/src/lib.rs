@@ -1,0 +1,80 @@
+//! ordo as a library: the whole pipeline as a typed API that the `ordo` command and the
+//! Python package are thin shells over.
+//!
+//! A model ([`Model`]: zoo, ONNX or cost graph) is costed for a [`Target`] (devices, their
+//! links and memory, a roofline or a measured profile) into a [`Problem`]; a [`Strategy`]
+//! (placed by any [`Placer`], `auto` included; one device in or out of order; data parallel;
+//! pipeline) turns it into a plan ([`plan`] gives a [`Planned`]); the simulator predicts the
+//! plan ([`simulate`]) and a [`Runner`] executes it on CPU devices with real kernels.
+//!
+//! Place the training step of a small ResNet-50 on two CPU devices with m-ETF, predict it,
+//! and train it for a few steps:
+//!
+//! ```
+//! use ordo::{EngineOptions, Model, Optimizer, Problem, Runner, SimOptions, Size, StepMode};
+//! use ordo::{Strategy, Target};
+//!
+//! let model = Model::zoo("resnet50", Size::small())?;
+//! let training = model.training(Optimizer::SgdMomentum, None)?;
+//! let target = Target::uniform(2, u64::MAX)?.costed_by(ordo::cluster("cpu")?);
+//! let problem = Problem::new(&training, &target, StepMode::TrainingGraph)?;
+//!
+//! let planned = ordo::plan(&problem, &Strategy::placed("m-etf".parse()?))?;
+//! let predicted = ordo::simulate(&planned, &SimOptions::default())?;
+//! assert!(predicted.step_time_us > 0.0);
+//!
+//! let mut runner = Runner::new(&problem, &planned, EngineOptions::default())?;
+//! let first = runner.step()?.loss;
+//! let mut last = first;
+//! for _ in 0..3 {
+//!     last = runner.step()?.loss;
+//! }
+//! assert!(last < first, "training lowers the loss: {first} -> {last}");
+//! # Ok::<(), ordo::Error>(())
+//! ```
+
+#![warn(missing_docs)]
+
+mod error;
+mod loss;
+mod model;
+mod problem;
+mod run;
+mod strategy;
+mod target;
+
+pub use error::{Error, Result};
+pub use loss::{Loss, with_loss};
+pub use model::{Model, ModelKind, Size, Variant, is_file, is_onnx};
+pub use problem::Problem;
+pub use run::{Runner, Step, measured_report, predict};
+pub use strategy::{Placed, Placer, Planned, Strategy, TaskOrder, place, plan};
+pub use target::{Target, cluster};
+
+pub use ordo_cost::{Cluster, CommModel, Optimizer, Profile, StepMode};
+pub use ordo_exec::{EngineOptions, RunSettings, StepRun, TrainState};
+pub use ordo_place::{Algorithm, AutoOptions, AutoPlacement, PlaceOptions};
+pub use ordo_problem::{Devices, PlaceProblem, Placement};
+pub use ordo_sched::{DataParallel, OneDeviceSchedule, Pipeline, PipelineSchedule, Plan};
+pub use ordo_sim::{Channel, Report, SimOptions};
+
+/// The stages' own crates, for what the facade does not wrap.
+pub mod stages {
+    pub use ordo_cost as cost;
+    pub use ordo_exec as exec;
+    pub use ordo_ir as ir;
+    pub use ordo_models as models;
+    pub use ordo_onnx as onnx;
+    pub use ordo_place as place;
+    pub use ordo_problem as problem;
+    pub use ordo_sched as sched;
+    pub use ordo_sim as sim;
+}
+
+/// The simulator's prediction of `planned`'s step.
+///
+/// # Errors
+/// [`Error::Sim`] if the simulator refuses the plan.
+pub fn simulate(planned: &Planned, options: &SimOptions) -> Result<Report> {
+    Ok(ordo_sim::simulate(&planned.plan, options)?)
+}

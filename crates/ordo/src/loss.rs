@@ -1,0 +1,108 @@
+//! Losses: finding the one a forward graph ends in, or adding one to a forward graph that
+//! ends at its predictions (an ONNX export of the forward pass).
+
+use ordo_ir::{DType, Graph, Node, NodeId, Op, OutletId, Role, TensorFact};
+
+use crate::error::{Result, usage};
+
+/// A loss to add to a forward graph that ends at its predictions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loss {
+    /// Mean cross-entropy of the graph's one output (logits, classes last) against an `i64`
+    /// input `labels` shaped like the logits without their last dimension.
+    CrossEntropy,
+}
+
+/// The forward graph to train and its loss: the node named `loss` (zoo models), else the
+/// graph's one output when it is a float scalar (an export that ends in its loss), else the
+/// loss `add` asks for, added over the graph's one output.
+pub fn with_loss(forward: &Graph, add: Option<Loss>) -> Result<(Graph, OutletId)> {
+    let named = forward.find("loss").map(|n| OutletId::new(n.id, 0));
+    let scalar_output = match forward.outputs.as_slice() {
+        [o] if forward.fact(*o).is_some_and(|f| f.rank() == 0 && f.dtype.is_float()) => Some(*o),
+        _ => None,
+    };
+    match (add, named.or(scalar_output)) {
+        (None, Some(loss)) => Ok((forward.clone(), loss)),
+        (Some(_), Some(_)) => {
+            usage!("model `{}` already ends in a loss; drop --loss to train from it", forward.name)
+        }
+        (Some(Loss::CrossEntropy), None) => add_cross_entropy(forward),
+        (None, None) => {
+            let outputs: Vec<String> = forward
+                .outputs
+                .iter()
+                .map(|o| {
+                    format!(
+                        "`{}` {}",
+                        forward.node(o.node).name,
+                        forward.fact(*o).map_or_else(String::new, ToString::to_string)
+                    )
+                })
+                .collect();
+            usage!(
+                "model `{}` has no loss to train from: no node is named `loss` and its output(s) \
+                 {} are not one float scalar; pass `--loss cross-entropy` to add a cross-entropy \
+                 over its output with an int64 `labels` input, or export the model with its loss",
+                forward.name,
+                outputs.join(", ")
+            )
+        }
+    }
+}
+
+/// Adds `labels` (an `Input`) and `loss` (`CrossEntropyLoss` of the one output against the
+/// labels); the loss becomes the graph's only output.
+fn add_cross_entropy(forward: &Graph) -> Result<(Graph, OutletId)> {
+    let [logits] = forward.outputs.as_slice() else {
+        usage!(
+            "--loss cross-entropy needs a model with one output; `{}` has {}",
+            forward.name,
+            forward.outputs.len()
+        );
+    };
+    let Some(fact) = forward.fact(*logits).cloned() else {
+        usage!("the output {logits:?} of `{}` is not in the graph", forward.name);
+    };
+    if fact.rank() < 2 || !fact.dtype.is_float() {
+        usage!(
+            "--loss cross-entropy needs float logits of rank 2 or more (classes last); the \
+             output of `{}` is {fact}",
+            forward.name
+        );
+    }
+    let mut graph = forward.clone();
+    let labels_fact = TensorFact::new(DType::I64, fact.shape[..fact.rank() - 1].to_vec());
+    let labels = push(&mut graph, "labels", Op::Input, Vec::new(), labels_fact);
+    let loss = push(
+        &mut graph,
+        "loss",
+        Op::CrossEntropyLoss,
+        vec![*logits, labels],
+        TensorFact::new(DType::F32, Vec::new()),
+    );
+    graph.outputs = vec![loss];
+    ordo_ir::validate(&graph)?;
+    Ok((graph, loss))
+}
+
+fn push(graph: &mut Graph, name: &str, op: Op, inputs: Vec<OutletId>, out: TensorFact) -> OutletId {
+    let mut unique = name.to_string();
+    let mut k = 1;
+    while graph.find(&unique).is_some() {
+        unique = format!("{name}_{k}");
+        k += 1;
+    }
+    let id = NodeId(graph.nodes.len() as u32);
+    graph.nodes.push(Node {
+        id,
+        name: unique,
+        op,
+        inputs,
+        params: Vec::new(),
+        outputs: vec![out],
+        role: Role::Forward,
+        layer: None,
+    });
+    OutletId::new(id, 0)
+}

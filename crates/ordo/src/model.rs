@@ -1,0 +1,213 @@
+//! Models: a zoo model, an imported ONNX file or a cost-graph file, and the training graph
+//! of a model.
+
+use std::path::Path;
+
+use ordo_cost::{CostGraph, Optimizer};
+use ordo_ir::Graph;
+pub use ordo_models::Variant;
+
+use crate::error::{Error, Result, usage};
+use crate::loss::{Loss, with_loss};
+
+/// The size a model is built or imported at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Size {
+    /// Batch size (default: the model's; for an ONNX file, dimension 0 of its data inputs).
+    pub batch: Option<usize>,
+    /// Sequence length of sequence models (default: the model's; for an ONNX file, dimension
+    /// 1 of its integer token inputs).
+    pub seq_len: Option<usize>,
+    /// The zoo model's full or small variant (same structure, small sizes).
+    pub variant: Variant,
+}
+
+impl Size {
+    /// The small variant at its default sizes.
+    pub fn small() -> Self {
+        Self { variant: Variant::Small, ..Self::default() }
+    }
+
+    /// This size at batch `batch`.
+    pub fn with_batch(self, batch: usize) -> Self {
+        Self { batch: Some(batch), ..self }
+    }
+}
+
+/// What ordo plans for: a dataflow graph with kernels (a zoo model or an ONNX import), or a
+/// cost graph read from a file (placement and simulation only; it has no kernels to run).
+#[derive(Clone, Debug)]
+pub struct Model {
+    kind: ModelKind,
+    name: String,
+}
+
+/// What a [`Model`] holds.
+#[derive(Clone, Debug)]
+pub enum ModelKind {
+    /// A dataflow graph with kernels.
+    Graph(Box<Graph>),
+    /// A cost graph: nodes with times and memory, no kernels.
+    CostGraph(Box<CostGraph>),
+}
+
+impl Model {
+    /// Builds the zoo model `name` (see `ordo models` or [`ordo_models::spec`]) at `size`.
+    ///
+    /// # Errors
+    /// [`Error::Model`] for an unknown name or a size the model cannot take.
+    pub fn zoo(name: &str, size: Size) -> Result<Self> {
+        let graph = ordo_models::build_variant(name, size.variant, size.batch, size.seq_len)?;
+        Ok(Self::from_graph(graph))
+    }
+
+    /// Imports an ONNX file, at `size.batch` (dimension 0 of the data inputs) and
+    /// `size.seq_len` (dimension 1 of the token inputs) when given instead of the file's.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for the small variant (a file has one size), [`Error::Onnx`] for a file
+    /// that cannot be imported.
+    pub fn onnx(path: impl AsRef<Path>, size: Size) -> Result<Self> {
+        let path = path.as_ref();
+        if size.variant == Variant::Small {
+            usage!(
+                "{}: --small selects a zoo model's small variant; an ONNX file has one size",
+                path.display()
+            );
+        }
+        let options = ordo_onnx::ImportOptions {
+            batch: size.batch,
+            seq_len: size.seq_len,
+            ..Default::default()
+        };
+        let import = ordo_onnx::import_file_with(path, &options)
+            .map_err(|source| Error::Onnx { path: path.to_path_buf(), source })?;
+        Ok(Self::from_graph(import.graph))
+    }
+
+    /// Reads a cost-graph file (`ordo.costgraph`, Baechi's attribute names).
+    ///
+    /// # Errors
+    /// [`Error::CostGraph`] for a file that cannot be read or is not a valid cost graph.
+    pub fn cost_graph(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let graph = ordo_cost::read_costgraph(path)?;
+        Ok(Self { kind: ModelKind::CostGraph(Box::new(graph)), name: path.display().to_string() })
+    }
+
+    /// What a command-line `MODEL` argument names: an ONNX file if it ends in `.onnx`, a
+    /// cost-graph file if it looks like a path (ends in `.json`, contains `/`, or is a file),
+    /// a zoo model otherwise.
+    ///
+    /// # Errors
+    /// Those of [`Model::onnx`], [`Model::cost_graph`] and [`Model::zoo`].
+    pub fn load(arg: &str, size: Size) -> Result<Self> {
+        if is_onnx(arg) {
+            Self::onnx(arg, size)
+        } else if is_file(arg) {
+            Self::cost_graph(arg)
+        } else {
+            Self::zoo(arg, size)
+        }
+    }
+
+    /// A model from a graph built by hand.
+    pub fn from_graph(graph: Graph) -> Self {
+        Self { name: graph.name.clone(), kind: ModelKind::Graph(Box::new(graph)) }
+    }
+
+    /// A model from a cost graph, named `name` in messages.
+    pub fn from_cost_graph(graph: CostGraph, name: impl Into<String>) -> Self {
+        Self { kind: ModelKind::CostGraph(Box::new(graph)), name: name.into() }
+    }
+
+    /// The model's name: the graph's, or the cost graph's file.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The dataflow graph, or `None` for a cost graph.
+    pub fn graph(&self) -> Option<&Graph> {
+        match &self.kind {
+            ModelKind::Graph(graph) => Some(graph),
+            ModelKind::CostGraph(_) => None,
+        }
+    }
+
+    /// What the model holds.
+    pub fn kind(&self) -> &ModelKind {
+        &self.kind
+    }
+
+    /// The dataflow graph itself, or `None` for a cost graph.
+    pub fn into_graph(self) -> Option<Graph> {
+        match self.kind {
+            ModelKind::Graph(graph) => Some(*graph),
+            ModelKind::CostGraph(_) => None,
+        }
+    }
+
+    /// The cost graph read from a file, or `None` for a model with kernels.
+    pub fn as_cost_graph(&self) -> Option<&CostGraph> {
+        match &self.kind {
+            ModelKind::Graph(_) => None,
+            ModelKind::CostGraph(graph) => Some(graph),
+        }
+    }
+
+    /// The dataflow graph, or an error saying that `purpose` (e.g. `profiling needs kernels`)
+    /// needs one.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for a cost graph.
+    pub fn require_graph(&self, purpose: &str) -> Result<&Graph> {
+        match &self.kind {
+            ModelKind::Graph(graph) => Ok(graph),
+            ModelKind::CostGraph(_) => usage!("{purpose}; {} is a cost graph", self.name),
+        }
+    }
+
+    /// The model's cost graph: `cost`'s for a model with kernels, the file's as read.
+    pub(crate) fn costed(&self, cost: impl FnOnce(&Graph) -> CostGraph) -> CostGraph {
+        match &self.kind {
+            ModelKind::Graph(graph) => cost(graph),
+            ModelKind::CostGraph(graph) => (**graph).clone(),
+        }
+    }
+
+    /// The training graph: forward, dX, dW and `optimizer`'s update nodes, from the model's
+    /// loss (the node named `loss`, or an output that is one float scalar) or from the loss
+    /// `add` adds; named `<model> (training graph)`.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for a cost graph, a model without a loss (or with one and `add`);
+    /// [`Error::Ir`] when the training graph cannot be built.
+    pub fn training(&self, optimizer: Optimizer, add: Option<Loss>) -> Result<Self> {
+        let forward = self.require_graph("--train builds the training graph of a model")?;
+        let (forward, loss) = with_loss(forward, add)?;
+        let mut graph = ordo_ir::training::training_graph(&forward, loss, optimizer)?;
+        graph.name = format!("{} (training graph)", forward.name);
+        Ok(Self::from_graph(graph))
+    }
+
+    /// Whether this is the graph of a training step (it has update nodes).
+    pub fn is_training(&self) -> bool {
+        self.graph().is_some_and(|g| g.nodes.iter().any(|n| n.role == ordo_ir::Role::Update))
+    }
+}
+
+impl From<Graph> for Model {
+    fn from(graph: Graph) -> Self {
+        Self::from_graph(graph)
+    }
+}
+
+/// Whether a `MODEL` argument names an ONNX file.
+pub fn is_onnx(arg: &str) -> bool {
+    arg.to_ascii_lowercase().ends_with(".onnx")
+}
+
+/// Whether an argument names a file rather than a zoo model.
+pub fn is_file(arg: &str) -> bool {
+    arg.ends_with(".json") || arg.contains('/') || Path::new(arg).is_file()
+}

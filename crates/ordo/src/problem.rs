@@ -1,0 +1,43 @@
+//! Problems: a model costed for a target, in the form the placers and schedulers read.
+
+use ordo_cost::StepMode;
+use ordo_problem::PlaceProblem;
+
+use crate::error::Result;
+use crate::{Model, Target};
+
+/// A model costed for a target under a memory mode: what every strategy is planned from.
+#[derive(Clone, Debug)]
+pub struct Problem {
+    /// The placement problem (nodes, edges, tensors, devices) in index form.
+    pub place: PlaceProblem,
+    /// The model it was built from (its graph is what a run executes).
+    pub model: Model,
+    /// What the target's profile measured a step to cost outside its tasks, in µs (0 without
+    /// a profile): added to predictions of a run.
+    pub step_overhead_us: f64,
+}
+
+impl Problem {
+    /// Costs `model` for `target` and builds the problem that plans must fit under `mode`:
+    /// one forward pass ([`StepMode::ForwardOnly`], Baechi's), the forward graph charged for
+    /// a whole training step ([`StepMode::Training`]), or a training graph as it is
+    /// ([`StepMode::TrainingGraph`]).
+    ///
+    /// # Errors
+    /// [`crate::Error::Profile`] for a profile of another graph; [`crate::Error::Problem`]
+    /// for a cost graph that is not a valid problem (a cycle, a link to a missing node) or a
+    /// device count out of range.
+    pub fn new(model: &Model, target: &Target, mode: StepMode) -> Result<Self> {
+        let costed = target.cost(model)?;
+        let place = PlaceProblem::new(&costed, target.devices.clone(), mode)?;
+        let step_overhead_us =
+            target.profile.as_ref().and_then(|p| p.step_overhead_us).unwrap_or(0.0);
+        Ok(Self { place, model: model.clone(), step_overhead_us })
+    }
+
+    /// The model's name, for messages.
+    pub fn name(&self) -> &str {
+        self.model.name()
+    }
+}

@@ -1,0 +1,142 @@
+//! Runs: executing a plan's steps on CPU devices with real kernels, next to the simulator's
+//! prediction of the same plan.
+
+use ordo_exec::{EngineOptions, Executable, Feeds, Program, StepRun, TrainState};
+use ordo_sched::{Plan, TaskKind};
+use ordo_sim::{BusyFraction, Channel, Report, SimOptions, TaskTiming};
+
+use crate::error::Result;
+use crate::{Planned, Problem};
+
+/// One executed step.
+#[derive(Clone, Debug)]
+pub struct Step {
+    /// The mean of the replicas' losses (NaN when the step computed none).
+    pub loss: f32,
+    /// What the engine measured: outputs, task spans, wall time, peak memory.
+    pub run: StepRun,
+}
+
+/// A plan bound to its model's program, with the training state it advances step by step.
+/// Every replica reads the same synthetic inputs each step (seeded from the options' seed
+/// and the replica), so a run is deterministic.
+pub struct Runner {
+    exe: Executable,
+    state: TrainState,
+    feeds: Vec<Feeds>,
+    plan: Plan,
+    workers: usize,
+    step_overhead_us: f64,
+}
+
+impl Runner {
+    /// Binds `planned` (made from `problem`) to the model's kernels. The initial parameters,
+    /// the inputs and dropout are seeded by `options.settings.seed`. A data-parallel plan's
+    /// loss gradient is scaled by `1 / replicas`, so that the all-reduced sum is the mean.
+    ///
+    /// # Errors
+    /// [`crate::Error::Usage`] for a cost graph (it has no kernels); [`crate::Error::Exec`]
+    /// for an op without a CPU kernel or a plan that does not run the model's graph.
+    pub fn new(problem: &Problem, planned: &Planned, options: EngineOptions) -> Result<Self> {
+        let mut graph = problem.model.require_graph("ordo run needs a model with kernels")?.clone();
+        if planned.replicas > 1 {
+            ordo_exec::scale_backward_seed(&mut graph, 1.0 / planned.replicas as f64);
+        }
+        let seed = options.settings.seed;
+        let workers = options.workers_per_device;
+        let program = Program::new(graph)?;
+        let exe = Executable::new(program.clone(), &planned.plan, options)?;
+        let state = TrainState::new(&program, seed)?;
+        let feeds = (0..planned.replicas)
+            .map(|r| ordo_exec::synthetic_feeds(program.graph(), seed + r as u64))
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            exe,
+            state,
+            feeds,
+            plan: planned.plan.clone(),
+            workers,
+            step_overhead_us: problem.step_overhead_us,
+        })
+    }
+
+    /// Runs one step: forward, backward and updates (or the forward pass of a forward graph).
+    ///
+    /// # Errors
+    /// [`crate::Error::Exec`] when a kernel fails or a memory budget is exceeded; the state is
+    /// then as before the step.
+    pub fn step(&mut self) -> Result<Step> {
+        let run = self.exe.run_step(&mut self.state, &self.feeds)?;
+        let losses: Vec<f32> = run.outputs.iter().filter_map(|o| o.loss()).collect();
+        let loss = if losses.is_empty() {
+            f32::NAN
+        } else {
+            losses.iter().sum::<f32>() / losses.len() as f32
+        };
+        Ok(Step { loss, run })
+    }
+
+    /// The simulator's prediction of one step of this plan on these CPU devices (see
+    /// [`predict`]), plus what the profile measured a step costs outside its tasks.
+    ///
+    /// # Errors
+    /// [`crate::Error::Sim`] if the simulator refuses the plan.
+    pub fn predict(&self) -> Result<Report> {
+        let mut report = predict(&self.plan, self.workers)?;
+        report.step_time_us += self.step_overhead_us;
+        Ok(report)
+    }
+
+    /// The plan being run.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The parameters and optimizer state after the steps run so far.
+    pub fn state(&self) -> &TrainState {
+        &self.state
+    }
+}
+
+/// The simulator's prediction of `plan` run with `workers` compute threads per device: each
+/// kernel or copy then keeps one thread, `1 / workers` of its device, busy, and tasks of
+/// different streams run side by side up to `workers` at a time (the simulator's concurrent
+/// kernels, sharing by occupancy); a transfer is a copy made by a worker of the sending device
+/// (the simulator's host channel).
+///
+/// # Errors
+/// [`crate::Error::Sim`] if the simulator refuses the plan.
+pub fn predict(plan: &Plan, workers: usize) -> Result<Report> {
+    let mut plan = plan.clone();
+    if workers > 1 {
+        for task in &mut plan.tasks {
+            if let TaskKind::Compute { .. } | TaskKind::Transfer { .. } = task.kind {
+                task.occupancy = 1.0 / workers as f64;
+            }
+        }
+    }
+    let options = SimOptions { concurrent_kernels: workers > 1, channel: Channel::Host };
+    Ok(ordo_sim::simulate(&plan, &options)?)
+}
+
+/// A measured step in the simulator's report form, so that it draws as the same trace
+/// ([`ordo_sim::chrome_trace_json`]) as a prediction.
+pub fn measured_report(run: &StepRun) -> Report {
+    Report {
+        step_time_us: run.wall_us,
+        lower_bound_us: 0.0,
+        peak_memory_bytes: run.peak_memory_bytes.clone(),
+        busy_fraction: BusyFraction { devices: Vec::new(), links: Vec::new(), collectives: 0.0 },
+        tasks: run
+            .tasks
+            .iter()
+            .map(|t| TaskTiming {
+                name: String::new(),
+                start_us: t.start_us,
+                finish_us: t.finish_us,
+            })
+            .collect(),
+        memory_timeline: Vec::new(),
+        critical_path: Vec::new(),
+    }
+}

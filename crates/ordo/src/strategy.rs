@@ -1,0 +1,181 @@
+//! Strategies: how a training step is spread over the devices, and the plan that carries it
+//! out.
+
+use std::str::FromStr;
+
+use ordo_place::{Algorithm, AutoOptions, AutoPlacement, PlaceError, PlaceOptions};
+use ordo_problem::Placement;
+use ordo_sched::{DataParallel, OneDeviceSchedule, Pipeline, Plan};
+
+use crate::Problem;
+use crate::error::{Result, usage};
+
+/// A placement algorithm: one of Baechi's placers or a baseline, or `auto` (all of them,
+/// improved by a simulated search within a budget).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Placer {
+    /// [`ordo_place::place_auto`] with these options.
+    Auto(AutoOptions),
+    /// [`ordo_place::place`] with this algorithm and these options.
+    Algorithm(Algorithm, PlaceOptions),
+}
+
+impl Placer {
+    /// The placer's name, as [`Placer::from_str`] reads it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Placer::Auto(_) => "auto",
+            Placer::Algorithm(algo, _) => algo.name(),
+        }
+    }
+}
+
+impl FromStr for Placer {
+    type Err = PlaceError;
+
+    /// `auto` (default budget and seed) or an [`Algorithm`] name (default options).
+    fn from_str(name: &str) -> Result<Self, PlaceError> {
+        if name == "auto" {
+            return Ok(Placer::Auto(AutoOptions::default()));
+        }
+        match name.parse::<Algorithm>() {
+            Ok(algo) => Ok(Placer::Algorithm(algo, PlaceOptions::default())),
+            Err(PlaceError::UnknownAlgorithm { name, known }) => {
+                Err(PlaceError::UnknownAlgorithm { name, known: format!("{known}, auto") })
+            }
+            Err(other) => Err(other),
+        }
+    }
+}
+
+/// A placement, and what `auto` did to find it.
+#[derive(Clone, Debug)]
+pub struct Placed {
+    /// The placement.
+    pub placement: Placement,
+    /// The candidates and the search, when the placer was `auto`.
+    pub auto: Option<AutoPlacement>,
+}
+
+/// Places `problem` with `placer`.
+///
+/// # Errors
+/// [`crate::Error::Place`] from the placer.
+pub fn place(problem: &Problem, placer: &Placer) -> Result<Placed> {
+    Ok(match placer {
+        Placer::Auto(options) => {
+            let auto = ordo_place::place_auto(&problem.place, options)?;
+            Placed { placement: auto.placement.clone(), auto: Some(auto) }
+        }
+        Placer::Algorithm(algo, options) => {
+            Placed { placement: ordo_place::place(&problem.place, *algo, options)?, auto: None }
+        }
+    })
+}
+
+/// Order of each device's compute tasks in a placed plan.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TaskOrder {
+    /// The placer's order.
+    #[default]
+    Placer,
+    /// The model's own node order on each device (for debugging).
+    Model,
+}
+
+/// How a training step (or forward pass) is spread over the devices.
+#[derive(Clone, Debug)]
+pub enum Strategy {
+    /// Every node placed on a device by `placer`, each device running its nodes in `order`.
+    Placed {
+        /// The placement algorithm.
+        placer: Placer,
+        /// The order of each device's tasks.
+        order: TaskOrder,
+    },
+    /// The whole training graph on device 0, in order or out of order.
+    OneDevice(OneDeviceSchedule),
+    /// The training graph replicated on `replicas` devices, gradients all-reduced.
+    DataParallel(DataParallel),
+    /// The blocks of a micro-batch's training graph split into pipeline stages.
+    Pipeline(Pipeline),
+}
+
+impl Strategy {
+    /// `placer`, each device in the placer's order.
+    pub fn placed(placer: Placer) -> Self {
+        Strategy::Placed { placer, order: TaskOrder::Placer }
+    }
+}
+
+/// A strategy's plan, and how it was made.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    /// The plan: streams, tasks, events and buffers of every device.
+    pub plan: Plan,
+    /// The placement, for a placed strategy.
+    pub placed: Option<Placed>,
+    /// The number of data-parallel replicas (1 when not data parallel): each needs its own
+    /// inputs, and their gradients are averaged.
+    pub replicas: usize,
+    /// The strategy in words, e.g. `placed with m-etf on 2 devices`.
+    pub description: String,
+}
+
+/// Plans `strategy` for `problem`.
+///
+/// # Errors
+/// [`crate::Error::Place`] from a placer, [`crate::Error::Sched`] from the scheduler,
+/// [`crate::Error::Usage`] for a strategy that does not fit the problem (a one-device
+/// schedule on several devices).
+pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
+    let p = &problem.place;
+    let devices = p.devices.count();
+    Ok(match strategy {
+        Strategy::Placed { placer, order } => {
+            let mut placed = place(problem, placer)?;
+            if *order == TaskOrder::Model {
+                in_model_order(&mut placed.placement);
+            }
+            let plan = ordo_sched::build_plan(p, &placed.placement)?;
+            let description = format!("placed with {} on {devices} devices", placed.placement.algo);
+            Planned { plan, placed: Some(placed), replicas: 1, description }
+        }
+        Strategy::OneDevice(schedule) => {
+            if devices != 1 {
+                usage!(
+                    "the {} schedule runs on one device, but the problem has {devices}",
+                    schedule.name()
+                );
+            }
+            let plan = ordo_sched::one_device_plan(p, *schedule)?;
+            let description = format!("one device, {}", schedule.name());
+            Planned { plan, placed: None, replicas: 1, description }
+        }
+        Strategy::DataParallel(config) => {
+            let plan = ordo_sched::data_parallel_plan(p, config, 1)?;
+            let description =
+                format!("{} data-parallel replicas, {}", config.replicas, config.schedule.name());
+            Planned { plan, placed: None, replicas: config.replicas, description }
+        }
+        Strategy::Pipeline(pipeline) => {
+            let planned = ordo_sched::pipeline_plan(p, pipeline)?;
+            let description = format!(
+                "{} pipeline stages, {} micro-batches, {}",
+                pipeline.stages,
+                pipeline.micro_batches,
+                pipeline.schedule.name()
+            );
+            Planned { plan: planned.plan, placed: None, replicas: 1, description }
+        }
+    })
+}
+
+/// Each device runs its nodes in the model's order (node ids, a topological order), and the
+/// transfers in the order that follows from it.
+fn in_model_order(placement: &mut Placement) {
+    for order in &mut placement.order {
+        order.sort_unstable();
+    }
+    placement.transfers = None;
+}
