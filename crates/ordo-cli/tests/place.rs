@@ -476,6 +476,11 @@ fn bad_pipeline_settings_are_errors() {
     assert!(stderr(&out).contains("at least 1"), "{}", stderr(&out));
     let out = run(&["40", "--micro-batches", "2"]);
     assert!(stderr(&out).contains("only 12 units"), "{}", stderr(&out));
+    for stages in ["0", "1"] {
+        let out = run(&[stages, "--micro-batches", "2"]);
+        let expected = format!("--pipeline {stages}: a pipeline needs at least 2 stages");
+        assert!(stderr(&out).contains(&expected), "{}", stderr(&out));
+    }
     let out = run(&["4", "--schedule", "ooo"]);
     assert!(stderr(&out).contains("gpipe, 1f1b or fast-forward"), "{}", stderr(&out));
     let out = run(&["4", "--memory", "10MiB"]);

@@ -106,7 +106,14 @@ fn bad_runs_are_clear_errors() {
     assert!(e.contains("--steps"), "{e}");
     let e =
         err(&["run", "resnet50", "--small", "--train", "--schedule", "ooo", "--devices", "cpu:2"]);
-    assert!(e.contains("one device"), "{e}");
+    assert!(e.contains("--schedule ooo runs on one device"), "{e}");
+    // Pipeline schedules are named as the user wrote them, and the advice names commands
+    // that take --pipeline.
+    for schedule in ["gpipe", "1f1b", "fast-forward"] {
+        let e = err(&["run", "resnet50", "--small", "--train", "--schedule", schedule]);
+        assert!(e.contains(&format!("--schedule {schedule} is a pipeline schedule")), "{e}");
+        assert!(e.contains("ordo simulate --pipeline"), "{e}");
+    }
     let e =
         err(&["run", "resnet50", "--small", "--train", "--schedule", "ooo", "--order", "model"]);
     assert!(e.contains("--order model"), "{e}");

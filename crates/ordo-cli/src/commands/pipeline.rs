@@ -30,6 +30,12 @@ impl PipelineArgs {
     pub fn micro_batch_problem(&self, problem: &ProblemArgs) -> anyhow::Result<ProblemArgs> {
         let mut problem = problem.clone();
         let Some(stages) = self.pipeline else { return Ok(problem) };
+        if stages < 2 {
+            bail!(
+                "--pipeline {stages}: a pipeline needs at least 2 stages (on one device, use \
+                 --schedule inorder or ooo)"
+            );
+        }
         let m = self.micro_batches;
         if m == 0 {
             bail!("--micro-batches must be at least 1");

@@ -176,10 +176,22 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         let label = format!("{replicas} data-parallel replicas, {}", schedule.name());
         (problem, Strategy::DataParallel(config), label)
     } else if let Some(schedule) = args.schedule {
-        if devices != 1 {
-            bail!("--schedule {schedule:?} runs on one device; give --devices cpu:1");
+        if !matches!(schedule, ScheduleArg::Inorder | ScheduleArg::Ooo) {
+            bail!(
+                "--schedule {} is a pipeline schedule, which `ordo simulate --pipeline S` and \
+                 `ordo compare --pipeline S` predict; ordo run executes placements and the \
+                 one-device schedules inorder and ooo",
+                schedule.name()
+            );
         }
         let schedule = schedule.one_device()?;
+        if devices != 1 {
+            bail!(
+                "--schedule {} runs on one device; give --devices cpu:1 (or --data-parallel N \
+                 for one replica per device)",
+                schedule.name()
+            );
+        }
         (problem_on(1)?, Strategy::OneDevice(schedule), format!("one device, {}", schedule.name()))
     } else {
         let placer = args.search.placer(&args.algo, &PlaceOptions::default())?;

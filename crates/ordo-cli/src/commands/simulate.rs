@@ -77,7 +77,8 @@ impl ScheduleArg {
         }
     }
 
-    fn name(self) -> &'static str {
+    /// The schedule's name on the command line.
+    pub fn name(self) -> &'static str {
         match self {
             ScheduleArg::Inorder => "inorder",
             ScheduleArg::Ooo => "ooo",
