@@ -26,6 +26,10 @@ pub struct NodeCall {
     pub seed_node: NodeId,
     /// For an optimizer update, the parameter whose next value it outputs.
     pub updates: Option<ParamId>,
+    /// How many of `inputs`, at their end, are partial sums that the node adds its outputs to
+    /// (one per output, in output order): a micro-batch's weight gradient accumulated into
+    /// the previous micro-batch's (`param.grad += ...`). They are not the kernel's arguments.
+    pub accumulated: usize,
 }
 
 /// Settings shared by every node of a run.
@@ -58,6 +62,38 @@ impl Program {
     /// # Errors
     /// [`ExecError::Unsupported`] listing every node whose op has no CPU kernel.
     pub fn new(graph: Graph) -> Result<Self, ExecError> {
+        let none = vec![0; graph.nodes.len()];
+        Self::with_accumulation(graph, &none)
+    }
+
+    /// Prepares `graph` whose node `i` adds its outputs to its last `accumulated[i]` inputs
+    /// (see [`NodeCall::accumulated`]): the executable graph of a micro-batched problem
+    /// (`ordo_sched::micro_batch_graph`).
+    ///
+    /// # Errors
+    /// [`ExecError::Unsupported`] listing every node whose op has no CPU kernel;
+    /// [`ExecError::Mismatch`] when `accumulated` does not have one entry per node, or a node
+    /// would accumulate more inputs than it has or than it has outputs.
+    pub fn with_accumulation(graph: Graph, accumulated: &[usize]) -> Result<Self, ExecError> {
+        if accumulated.len() != graph.nodes.len() {
+            return Err(ExecError::Mismatch(format!(
+                "{} accumulation counts for {} nodes",
+                accumulated.len(),
+                graph.nodes.len()
+            )));
+        }
+        if let Some(node) = graph.nodes.iter().find(|n| {
+            let k = accumulated[n.id.index()];
+            k > 0 && (k != n.outputs.len() || k > n.inputs.len())
+        }) {
+            return Err(ExecError::Mismatch(format!(
+                "`{}` would accumulate {} partial sums into its {} outputs from {} inputs",
+                node.name,
+                accumulated[node.id.index()],
+                node.outputs.len(),
+                node.inputs.len()
+            )));
+        }
         let unsupported: Vec<String> = graph
             .nodes
             .iter()
@@ -95,6 +131,7 @@ impl Program {
                     forward_inputs,
                     seed_node: node.layer.unwrap_or(node.id),
                     updates,
+                    accumulated: accumulated[node.id.index()],
                 }
             })
             .collect();
@@ -150,7 +187,20 @@ impl Program {
             training: settings.training,
             hyper: settings.hyper,
         };
-        cpu::run(&node.op, inputs, params, state, &ctx)
+        let Some(arguments) = inputs.len().checked_sub(call.accumulated) else {
+            return Err(cpu::KernelError::Count {
+                op: cpu::op_label(&node.op),
+                what: "input(s) with partial sums",
+                expected: call.accumulated,
+                got: inputs.len(),
+            });
+        };
+        let (arguments, partial) = inputs.split_at(arguments);
+        let mut outputs = cpu::run(&node.op, arguments, params, state, &ctx)?;
+        for (output, partial) in outputs.iter_mut().zip(partial) {
+            cpu::accumulate(partial, output)?;
+        }
+        Ok(outputs)
     }
 }
 

@@ -26,8 +26,9 @@ pub use graph::{task_graph, task_order};
 pub use io::{read_plan, write_plan};
 pub use one_device::{OneDeviceSchedule, layers_with_weights, one_device_plan, steady_plan};
 pub use pipeline::{
-    MicroBatched, Pipeline, PipelinePlan, PipelineSchedule, PipelineUnits, allocate_units,
-    balanced_split, block_of, micro_batch, pipeline_plan, pipeline_units, runs_once_per_step,
+    MicroBatchGraph, MicroBatched, Pipeline, PipelinePlan, PipelineSchedule, PipelineUnits,
+    allocate_units, balanced_split, block_of, micro_batch, micro_batch_graph, pipeline_plan,
+    pipeline_units, runs_once_per_step,
 };
 pub use plan::{
     Buffer, BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,

@@ -47,7 +47,7 @@ pub use error::{Error, Result};
 pub use loss::{Loss, with_loss};
 pub use model::{Model, ModelKind, Size, Variant, is_file, is_onnx};
 pub use problem::Problem;
-pub use run::{Runner, Step, measured_report, predict};
+pub use run::{Runner, Step, measured_report, predict, program};
 pub use strategy::{Placed, Placer, Planned, Strategy, TaskOrder, place, plan};
 pub use target::{Target, cluster};
 

@@ -2,6 +2,7 @@
 //! prediction of the same plan.
 
 use ordo_exec::{EngineOptions, Executable, Feeds, Program, StepRun, TrainState};
+use ordo_ir::Graph;
 use ordo_sched::{Plan, TaskKind};
 use ordo_sim::{BusyFraction, Channel, Report, SimOptions, TaskTiming};
 
@@ -27,6 +28,8 @@ pub struct Runner {
     plan: Plan,
     workers: usize,
     step_overhead_us: f64,
+    /// Micro-batches per step (1 but for a pipeline).
+    micro_batches: usize,
 }
 
 impl Runner {
@@ -38,13 +41,10 @@ impl Runner {
     /// [`crate::Error::Usage`] for a cost graph (it has no kernels); [`crate::Error::Exec`]
     /// for an op without a CPU kernel or a plan that does not run the model's graph.
     pub fn new(problem: &Problem, planned: &Planned, options: EngineOptions) -> Result<Self> {
-        let mut graph = problem.model.require_graph("ordo run needs a model with kernels")?.clone();
-        if planned.replicas > 1 {
-            ordo_exec::scale_backward_seed(&mut graph, 1.0 / planned.replicas as f64);
-        }
+        let graph = problem.model.require_graph("ordo run needs a model with kernels")?;
+        let program = program(graph, planned)?;
         let seed = options.settings.seed;
         let workers = options.workers_per_device;
-        let program = Program::new(graph)?;
         let exe = Executable::new(program.clone(), &planned.plan, options)?;
         let state = TrainState::new(&program, seed)?;
         let feeds = (0..planned.replicas)
@@ -57,7 +57,18 @@ impl Runner {
             plan: planned.plan.clone(),
             workers,
             step_overhead_us: problem.step_overhead_us,
+            micro_batches: planned.micro_batches(),
         })
+    }
+
+    /// The program the plan runs: the model's graph, or for a pipeline its micro-batched copy.
+    pub fn program(&self) -> &Program {
+        self.exe.program()
+    }
+
+    /// The inputs every step reads, one set per replica.
+    pub fn feeds(&self) -> &[Feeds] {
+        &self.feeds
     }
 
     /// Runs one step: forward, backward and updates (or the forward pass of a forward graph).
@@ -67,7 +78,13 @@ impl Runner {
     /// then as before the step.
     pub fn step(&mut self) -> Result<Step> {
         let run = self.exe.run_step(&mut self.state, &self.feeds)?;
-        let losses: Vec<f32> = run.outputs.iter().filter_map(|o| o.loss()).collect();
+        // A replica's first outputs are its losses, one per micro-batch.
+        let losses: Vec<f32> = run
+            .outputs
+            .iter()
+            .flat_map(|o| o.outputs.iter().take(self.micro_batches))
+            .filter_map(|t| t.as_f32().and_then(|v| v.first().copied()))
+            .collect();
         let loss = if losses.is_empty() {
             f32::NAN
         } else {
@@ -96,6 +113,29 @@ impl Runner {
     pub fn state(&self) -> &TrainState {
         &self.state
     }
+}
+
+/// The program that runs `planned` on `graph`: a data-parallel plan's loss gradient scaled by
+/// `1 / replicas` and a pipeline's by `1 / micro-batches` (so that the summed gradients are
+/// those of the mean loss), a pipeline's graph copied per micro-batch with its weight
+/// gradients accumulated across them.
+///
+/// # Errors
+/// [`crate::Error::Sched`] when the micro-batched problem does not match the graph;
+/// [`crate::Error::Exec`] for an op without a CPU kernel.
+pub fn program(graph: &Graph, planned: &Planned) -> Result<Program> {
+    let (mut graph, accumulated, scale) = match &planned.micro_batched {
+        Some(split) => {
+            let split = ordo_sched::micro_batch_graph(graph, split)?;
+            let m = split.micro_batches;
+            (split.graph, split.accumulated, m)
+        }
+        None => (graph.clone(), vec![0; graph.nodes.len()], planned.replicas),
+    };
+    if scale > 1 {
+        ordo_exec::scale_backward_seed(&mut graph, 1.0 / scale as f64);
+    }
+    Ok(Program::with_accumulation(graph, &accumulated)?)
 }
 
 /// The simulator's prediction of `plan` run with `workers` compute threads per device: each

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use ordo_place::{Algorithm, AutoOptions, AutoPlacement, PlaceError, PlaceOptions};
 use ordo_problem::Placement;
-use ordo_sched::{DataParallel, OneDeviceSchedule, Pipeline, Plan};
+use ordo_sched::{DataParallel, MicroBatched, OneDeviceSchedule, Pipeline, Plan};
 
 use crate::Problem;
 use crate::error::{Result, usage};
@@ -120,6 +120,19 @@ pub struct Planned {
     pub replicas: usize,
     /// The strategy in words, e.g. `placed with m-etf on 2 devices`.
     pub description: String,
+    /// For a pipeline, the micro-batched problem the plan runs: its nodes are copies of the
+    /// problem's, per micro-batch, with an origin table.
+    pub micro_batched: Option<MicroBatched>,
+}
+
+impl Planned {
+    /// Micro-batches per step: a pipeline's, 1 otherwise.
+    pub fn micro_batches(&self) -> usize {
+        self.micro_batched
+            .as_ref()
+            .and_then(|s| s.micro_batch.iter().flatten().max())
+            .map_or(1, |&m| m + 1)
+    }
 }
 
 /// Plans `strategy` for `problem`.
@@ -139,7 +152,7 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
             }
             let plan = ordo_sched::build_plan(p, &placed.placement)?;
             let description = format!("placed with {} on {devices} devices", placed.placement.algo);
-            Planned { plan, placed: Some(placed), replicas: 1, description }
+            Planned { plan, placed: Some(placed), replicas: 1, description, micro_batched: None }
         }
         Strategy::OneDevice(schedule) => {
             if devices != 1 {
@@ -150,13 +163,19 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
             }
             let plan = ordo_sched::one_device_plan(p, *schedule)?;
             let description = format!("one device, {}", schedule.name());
-            Planned { plan, placed: None, replicas: 1, description }
+            Planned { plan, placed: None, replicas: 1, description, micro_batched: None }
         }
         Strategy::DataParallel(config) => {
             let plan = ordo_sched::data_parallel_plan(p, config, 1)?;
             let description =
                 format!("{} data-parallel replicas, {}", config.replicas, config.schedule.name());
-            Planned { plan, placed: None, replicas: config.replicas, description }
+            Planned {
+                plan,
+                placed: None,
+                replicas: config.replicas,
+                description,
+                micro_batched: None,
+            }
         }
         Strategy::Pipeline(pipeline) => {
             let planned = ordo_sched::pipeline_plan(p, pipeline)?;
@@ -166,7 +185,13 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
                 pipeline.micro_batches,
                 pipeline.schedule.name()
             );
-            Planned { plan: planned.plan, placed: None, replicas: 1, description }
+            Planned {
+                plan: planned.plan,
+                placed: None,
+                replicas: 1,
+                description,
+                micro_batched: Some(planned.split),
+            }
         }
     })
 }

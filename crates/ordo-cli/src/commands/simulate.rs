@@ -12,6 +12,7 @@ use crate::commands::pipeline::{self, PipelineArgs};
 use crate::format::{Table, bytes};
 use crate::placing::ProblemArgs;
 use crate::progress::with_spinner;
+use ordo::Strategy;
 
 /// Transfer contention model.
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -216,20 +217,35 @@ fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
         anyhow::bail!("--graph checks a plan file, but `{target}` is not one");
     }
     let loaded = args.problem.load()?;
-    if let Some(schedule) = args.schedule {
-        let schedule = schedule.one_device()?;
-        let plan = ordo_sched::one_device_plan(loaded.place_problem(), schedule)
-            .with_context(|| format!("scheduling `{}`", loaded.label))?;
-        let label = format!("{} on one device, {}", loaded.label, schedule.name());
-        let limit = Some(loaded.problem.place.devices.memory[0]);
-        return Ok(Loaded { plan, label, placer_estimate: None, limit });
-    }
-    let placement = loaded.place(&args.algo, &PlaceOptions::default(), &args.search)?.placement;
-    let plan = ordo_sched::build_plan(loaded.place_problem(), &placement)
-        .with_context(|| format!("scheduling `{}`", loaded.label))?;
-    let label =
-        format!("{} placed with {} on {}", loaded.label, placement.algo, loaded.devices_label);
-    Ok(Loaded { plan, label, placer_estimate: Some(placement.makespan_us), limit: None })
+    let schedule = args.schedule.map(ScheduleArg::one_device).transpose()?;
+    let strategy = match schedule {
+        Some(schedule) => Strategy::OneDevice(schedule),
+        None => Strategy::placed(args.search.placer(&args.algo, &PlaceOptions::default())?),
+    };
+    let planned = with_spinner("planning", |_| ordo::plan(&loaded.problem, &strategy))
+        .with_context(|| format!("planning `{}`", loaded.label))?;
+    Ok(match schedule {
+        Some(schedule) => Loaded {
+            label: format!("{} on one device, {}", loaded.label, schedule.name()),
+            placer_estimate: None,
+            limit: Some(loaded.place_problem().devices.memory[0]),
+            plan: planned.plan,
+        },
+        None => {
+            let placement = planned.placed.as_ref().map(|placed| &placed.placement);
+            Loaded {
+                label: format!(
+                    "{} placed with {} on {}",
+                    loaded.label,
+                    placement.map_or("", |p| p.algo.as_str()),
+                    loaded.devices_label
+                ),
+                placer_estimate: placement.map(|p| p.makespan_us),
+                limit: None,
+                plan: planned.plan,
+            }
+        }
+    })
 }
 
 /// Whether `path` is a JSON file whose `format` is a plan's.

@@ -165,6 +165,36 @@ pub fn run(
     kernel(Call { label: op_label(op), inputs, params, state, ctx })
 }
 
+/// `output += partial`, element by element: a micro-batch's gradient accumulated into the
+/// partial sum of the micro-batches before it, as PyTorch's `param.grad += g` (IEEE addition
+/// commutes, so the order of the operands does not change the bits).
+///
+/// # Errors
+/// [`KernelError::Shape`] when the shapes differ, [`KernelError::Unsupported`] when either
+/// tensor is not `f32`.
+pub fn accumulate(partial: &Tensor, output: &mut Tensor) -> KernelResult<()> {
+    let op = "Accumulate".to_string();
+    if partial.shape() != output.shape() {
+        return Err(KernelError::Shape {
+            op,
+            message: format!(
+                "partial sum {:?} and gradient {:?} differ in shape",
+                partial.shape(),
+                output.shape()
+            ),
+        });
+    }
+    match (partial.as_f32(), output.as_f32_mut()) {
+        (Some(partial), Some(output)) => {
+            for (o, p) in output.iter_mut().zip(partial) {
+                *o += *p;
+            }
+            Ok(())
+        }
+        _ => Err(KernelError::Unsupported { op, message: "accumulates f32 tensors only".into() }),
+    }
+}
+
 /// Whether [`run`] has a kernel for `op`: the same dispatch, without running anything. For a
 /// gradient it also checks that the saved tensors it lists are those the kernel reads.
 ///

@@ -45,10 +45,12 @@
 //! so GPipe holds all `M` micro-batches' activations at its peak and 1F1B at most `S - s` on
 //! stage `s`.
 
+mod executable;
 mod microbatch;
 mod order;
 mod units;
 
+pub use executable::{MicroBatchGraph, micro_batch_graph};
 pub use microbatch::{MicroBatched, micro_batch, runs_once_per_step};
 pub use units::{PipelineUnits, balanced_split, block_of, pipeline_units};
 
