@@ -32,6 +32,32 @@ impl Size {
     pub fn with_batch(self, batch: usize) -> Self {
         Self { batch: Some(batch), ..self }
     }
+
+    /// The size of one of `micro_batches` micro-batches of zoo model `model` at this size (the
+    /// global batch): a pipeline plans and runs the model built at `batch / micro_batches`.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for zero micro-batches, an ONNX file (imported at one batch), or a
+    /// batch that the micro-batches do not divide; [`Error::Model`] for an unknown model.
+    pub fn micro_batch(self, model: &str, micro_batches: usize) -> Result<Self> {
+        if micro_batches == 0 {
+            usage!("--micro-batches must be at least 1");
+        }
+        if is_onnx(model) {
+            usage!(
+                "--pipeline splits the batch of a zoo model into micro-batches; {model} fixes \
+                 its batch (an ONNX model is imported at one batch, the file's or --batch)"
+            );
+        }
+        let batch = match self.batch {
+            Some(batch) => batch,
+            None => ordo_models::spec(model)?.config(self.variant).batch,
+        };
+        if batch % micro_batches != 0 {
+            usage!("the batch ({batch}) must be a multiple of --micro-batches ({micro_batches})");
+        }
+        Ok(self.with_batch(batch / micro_batches))
+    }
 }
 
 /// What ordo plans for: a dataflow graph with kernels (a zoo model or an ONNX import), or a

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use crate::format::{Table, bytes};
 use crate::placing::{Loaded, ProblemArgs};
+use crate::source::SizeArgs;
 
 /// How the pipeline is cut.
 #[derive(clap::Args, Clone, Debug)]
@@ -36,34 +37,21 @@ impl PipelineArgs {
                  --schedule inorder or ooo)"
             );
         }
-        let m = self.micro_batches;
-        if m == 0 {
-            bail!("--micro-batches must be at least 1");
-        }
-        if ordo::is_onnx(&problem.target) {
-            bail!(
-                "--pipeline splits the batch of a zoo model into micro-batches; {} fixes its \
-                 batch (an ONNX model is imported at one batch, the file's or --batch)",
-                problem.target
-            );
-        }
-        let batch = match problem.size.batch {
-            Some(batch) => batch,
-            None => ordo_models::spec(&problem.target)
-                .map(|spec| spec.config(problem.size.variant()).batch)
-                .with_context(|| "--pipeline splits a zoo model's batch".to_string())?,
-        };
-        if batch % m != 0 {
-            bail!("the batch ({batch}) must be a multiple of --micro-batches ({m})");
-        }
-        problem.size.batch = Some(batch / m);
+        problem.size = self.micro_batch_size(&problem.target, problem.size)?;
         if problem.devices.is_none() && problem.cluster.is_none() {
             problem.devices = Some(stages);
         }
         Ok(problem)
     }
 
-    fn pipeline(&self, schedule: PipelineSchedule) -> Pipeline {
+    /// The size of one micro-batch of `target` at `size` (the global batch).
+    pub fn micro_batch_size(&self, target: &str, size: SizeArgs) -> anyhow::Result<SizeArgs> {
+        let micro = size.size().micro_batch(target, self.micro_batches)?;
+        Ok(SizeArgs { batch: micro.batch, ..size })
+    }
+
+    /// The pipeline `--pipeline`, `--micro-batches` and `--modulo` ask for, with `schedule`.
+    pub fn pipeline(&self, schedule: PipelineSchedule) -> Pipeline {
         let pipeline = Pipeline::new(self.pipeline.unwrap_or(0), self.micro_batches, schedule);
         match self.modulo {
             Some(m) => pipeline.with_modulo(m),

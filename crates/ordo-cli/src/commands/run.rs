@@ -11,6 +11,7 @@ use ordo_place::PlaceOptions;
 use ordo_sched::DataParallel;
 use serde_json::json;
 
+use crate::commands::pipeline::PipelineArgs;
 use crate::commands::simulate::ScheduleArg;
 use crate::format::{Table, bytes};
 use crate::placing::{OptimizerArg, SearchArgs};
@@ -59,9 +60,12 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub steps: usize,
     /// With `--train` on one device: `inorder` or `ooo` (dW and updates on a sub-stream)
-    /// instead of a placement; with `--data-parallel`, each replica's schedule.
+    /// instead of a placement; with `--data-parallel`, each replica's schedule; with
+    /// `--pipeline`, the pipeline's: `gpipe`, `1f1b` or `fast-forward` (the default).
     #[arg(long, value_enum, requires = "train")]
     pub schedule: Option<ScheduleArg>,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
     /// With `--train`: one replica per device, gradients all-reduced (`--batch` is each
     /// replica's).
     #[arg(long, value_name = "N", requires = "train", conflicts_with = "devices")]
@@ -124,14 +128,23 @@ struct Prepared {
 }
 
 fn prepare(args: &Args) -> anyhow::Result<Prepared> {
-    if args.order == OrderArg::Model && (args.data_parallel.is_some() || args.schedule.is_some()) {
-        bail!("--order model applies to placed plans, not to --schedule or --data-parallel");
+    let derived = args.data_parallel.is_some() || args.pipeline.pipeline.is_some();
+    if args.order == OrderArg::Model && (derived || args.schedule.is_some()) {
+        bail!(
+            "--order model applies to placed plans, not to --schedule, --data-parallel or \
+             --pipeline"
+        );
     }
-    let devices = match args.data_parallel {
-        Some(n) => n,
-        None => parse_devices(&args.devices)?,
+    let devices = match (args.data_parallel, args.pipeline.pipeline) {
+        (Some(n), _) | (None, Some(n)) => n,
+        (None, None) => parse_devices(&args.devices)?,
     };
-    let forward = source::load(&args.target, args.size)?;
+    // A pipeline runs the model built for one micro-batch, copied once per micro-batch.
+    let size = match args.pipeline.pipeline {
+        Some(_) => args.pipeline.micro_batch_size(&args.target, args.size)?,
+        None => args.size,
+    };
+    let forward = source::load(&args.target, size)?;
     forward.require_graph("ordo run needs a model with kernels")?;
     // The runtime runs the graph itself: its memory as the graph says (a training graph's
     // updates in place), or the forward pass alone.
@@ -168,7 +181,17 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
             .transpose()?
             .unwrap_or(ordo_sched::OneDeviceSchedule::InOrder))
     };
-    let (problem, strategy, label) = if let Some(replicas) = args.data_parallel {
+    let (problem, strategy, label) = if let Some(stages) = args.pipeline.pipeline {
+        let schedule = args.schedule.unwrap_or(ScheduleArg::FastForward).pipeline()?;
+        let pipeline = args.pipeline.pipeline(schedule);
+        let label = format!(
+            "{stages}-stage pipeline, {} micro-batches, {}{}",
+            pipeline.micro_batches,
+            schedule.name(),
+            pipeline.modulo.map_or(String::new(), |m| format!(", modulo {m}"))
+        );
+        (problem_on(stages)?, Strategy::Pipeline(pipeline), label)
+    } else if let Some(replicas) = args.data_parallel {
         let problem = problem_on(1)?;
         let schedule = one_device(args.schedule)?;
         let network = problem.place.devices.comm;
@@ -177,12 +200,7 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         (problem, Strategy::DataParallel(config), label)
     } else if let Some(schedule) = args.schedule {
         if !matches!(schedule, ScheduleArg::Inorder | ScheduleArg::Ooo) {
-            bail!(
-                "--schedule {} is a pipeline schedule, which `ordo simulate --pipeline S` and \
-                 `ordo compare --pipeline S` predict; ordo run executes placements and the \
-                 one-device schedules inorder and ooo",
-                schedule.name()
-            );
+            bail!("--schedule {} is a pipeline schedule: give --pipeline S", schedule.name());
         }
         let schedule = schedule.one_device()?;
         if devices != 1 {
