@@ -70,6 +70,14 @@ pub struct Args {
     /// replica's).
     #[arg(long, value_name = "N", requires = "train", conflicts_with = "devices")]
     pub data_parallel: Option<usize>,
+    /// With `--data-parallel`: reverse first-k, the weight gradients and updates of the first
+    /// K layers with weights run after the whole dX chain, their all-reduces last.
+    #[arg(long, value_name = "K", default_value_t = 0, requires = "data_parallel")]
+    pub first_k: usize,
+    /// With `--data-parallel`: all-reduce gradients in buckets of at least this size (e.g.
+    /// `1MiB`); 0 reduces each gradient on its own.
+    #[arg(long, value_name = "SIZE", default_value = "0", requires = "data_parallel")]
+    pub bucket: String,
     /// Cross-stream synchronisation.
     #[arg(long, value_enum, default_value = "events")]
     pub sync: SyncArg,
@@ -195,8 +203,17 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         let problem = problem_on(1)?;
         let schedule = one_device(args.schedule)?;
         let network = problem.place.devices.comm;
-        let config = DataParallel { replicas, network, bucket_bytes: 0, first_k: 0, schedule };
-        let label = format!("{replicas} data-parallel replicas, {}", schedule.name());
+        let bucket_bytes = ordo_cost::parse_bytes(&args.bucket)
+            .with_context(|| format!("--bucket {}", args.bucket))?;
+        let first_k = args.first_k;
+        let config = DataParallel { replicas, network, bucket_bytes, first_k, schedule };
+        let mut label = format!("{replicas} data-parallel replicas, {}", schedule.name());
+        if first_k > 0 {
+            label.push_str(&format!(", reverse first-{first_k}"));
+        }
+        if bucket_bytes > 0 {
+            label.push_str(&format!(", buckets of {}", bytes(bucket_bytes)));
+        }
         (problem, Strategy::DataParallel(config), label)
     } else if let Some(schedule) = args.schedule {
         if !matches!(schedule, ScheduleArg::Inorder | ScheduleArg::Ooo) {
