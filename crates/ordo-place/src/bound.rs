@@ -32,10 +32,10 @@
 //!   (dynamic programming);
 //! * **segments**: the critical path cut into segments, each charged the least time any
 //!   placement can spend between its ends, whether it keeps the segment on one device or pays
-//!   transfers to move part of it ([`segments`](segments::segments));
+//!   transfers to move part of it (`bound/segments.rs`);
 //! * **channels**: the segment bound whose memory runs also count a fourth fact, true of both
 //!   models as well: a device has one channel that sends and receives one tensor at a time, so
-//!   the tensors a split sends out of a device queue there ([`tensor_cut`]).
+//!   the tensors a split sends out of a device queue there (`bound/tensor_cut.rs`).
 
 mod cases;
 mod segments;

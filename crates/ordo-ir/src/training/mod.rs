@@ -16,7 +16,7 @@
 //!   (role [`Role::Update`]) named `<parameter>.update` outputs its next value.
 //!
 //! Every backward and update node records its forward node in [`Node::layer`]. What each
-//! gradient reads is in [`rules`]: activations are inputs of the backward nodes that need them,
+//! gradient reads is in `rules.rs`: activations are inputs of the backward nodes that need them,
 //! so a buffer's lifetime (from its forward producer to its last backward reader) follows from
 //! the graph. The graph's outputs are the loss and the updated parameters.
 

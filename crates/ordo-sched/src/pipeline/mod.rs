@@ -178,7 +178,7 @@ pub fn allocate_units(
 }
 
 /// The plan of `pipeline` for the training-graph problem `problem` of one micro-batch (see
-/// the [module documentation](self)). Devices from `S` on stay idle.
+/// the module documentation of `pipeline/mod.rs`). Devices from `S` on stay idle.
 ///
 /// # Errors
 /// [`SchedError::Pipeline`] for zero stages or micro-batches, fewer devices than stages, more
