@@ -450,7 +450,7 @@ fn pipeline_schedules_side_by_side_and_one_at_a_time() {
     let v = json(&ordo(&[&["compare"], &args[..], &["--json"]].concat()));
     let rows = v["schedules"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["schedule"].as_str().unwrap()).collect();
-    assert_eq!(names, ["gpipe", "1f1b", "fast-forward"]);
+    assert_eq!(names, ["gpipe", "1f1b", "fast-forward", "zb-h1", "zb-h2"]);
     assert_eq!(rows[0]["speedup"].as_f64(), Some(1.0));
     let peak = |i: usize| -> Vec<u64> {
         let peaks = rows[i]["peak_memory_bytes"].as_array().unwrap();
@@ -482,7 +482,7 @@ fn bad_pipeline_settings_are_errors() {
         assert!(stderr(&out).contains(&expected), "{}", stderr(&out));
     }
     let out = run(&["4", "--schedule", "ooo"]);
-    assert!(stderr(&out).contains("gpipe, 1f1b or fast-forward"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("gpipe, 1f1b, fast-forward, zb-h1 or zb-h2"), "{}", stderr(&out));
     let out = run(&["4", "--memory", "10MiB"]);
     assert!(stderr(&out).contains("more than its device's"), "{}", stderr(&out));
     let out = ordo(&["simulate", "bert_base", "--train", "--devices", "1", "--schedule", "gpipe"]);

@@ -68,6 +68,8 @@ fn every_pipeline_schedule_trains_identically_and_1f1b_holds_less() {
         ("fast-forward", &[]),
         ("fast-forward", &["--workers", "2"]),
         ("1f1b", &["--modulo", "1", "--sync", "device-wait"]),
+        ("zb-h1", &[]),
+        ("zb-h2", &["--workers", "2"]),
     ] {
         let v = pipeline(schedule, extra);
         assert_eq!(losses(&v), want, "{schedule} {extra:?}");
@@ -101,7 +103,11 @@ fn every_pipeline_schedule_trains_identically_and_1f1b_holds_less() {
         "--schedule",
         "ooo",
     ]);
-    assert!(stderr(&out).contains("gpipe, 1f1b or fast-forward, not ooo"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("gpipe, 1f1b, fast-forward, zb-h1 or zb-h2, not ooo"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -250,6 +250,100 @@ fn two_stages_two_micro_batches_by_hand() {
     assert_eq!(report.step_time_us, 8.0);
 }
 
+/// A chain of `n` blocks of unit costs (forward, dX, dW, update 1 µs each), nothing to send:
+/// block `b`'s forward reads block `b - 1`'s output, its dX the next block's dX, its dW the
+/// next block's dX and its own input.
+fn unit_chain(n: usize, devices: usize) -> PlaceProblem {
+    let free = CommModel { us_per_byte: 0.0, fixed_us: 0.0 };
+    let mut g = CostGraph::default();
+    let add = |g: &mut CostGraph, name: String, role: Role, layer: Option<u64>| {
+        let id = g.nodes.len() as u64;
+        let mut node = CostNode::new(id, &name, 1);
+        node.role = role;
+        node.layer = layer;
+        node.output_memory = vec![100];
+        g.nodes.push(node);
+        id
+    };
+    let forward: Vec<u64> =
+        (0..n).map(|b| add(&mut g, format!("block.{b}.f"), Role::Forward, None)).collect();
+    let mut dx = vec![0; n];
+    let mut dw = vec![0; n];
+    for b in (0..n).rev() {
+        dx[b] = add(&mut g, format!("block.{b}.f.dx"), Role::Dx, Some(forward[b]));
+        dw[b] = add(&mut g, format!("block.{b}.f.dw"), Role::Dw, Some(forward[b]));
+    }
+    let updates: Vec<u64> = (0..n)
+        .map(|b| add(&mut g, format!("block.{b}.w.update"), Role::Update, Some(forward[b])))
+        .collect();
+    let link = |g: &mut CostGraph, s: u64, t: u64| {
+        let tensor = TensorRef::new(format!("{}:0", g.nodes[s as usize].name), 100, &free);
+        g.links.push(CostLink::new(s, t, vec![tensor]));
+    };
+    for b in 0..n {
+        if b > 0 {
+            link(&mut g, forward[b - 1], forward[b]);
+            link(&mut g, forward[b - 1], dw[b]);
+        }
+        let upstream = if b + 1 < n { dx[b + 1] } else { forward[b] };
+        link(&mut g, upstream, dx[b]);
+        link(&mut g, upstream, dw[b]);
+        link(&mut g, dw[b], updates[b]);
+    }
+    let devices = Devices { memory: vec![u64::MAX / 4; devices], comm: free };
+    PlaceProblem::new(&g, devices, StepMode::TrainingGraph).unwrap()
+}
+
+/// Zero Bubble (Qi et al., ICLR 2024) at `T_F = T_B = T_W = 1` on `p` stages and `m`
+/// micro-batches. No schedule beats `3m + (p - 1) + 1`: the last stage gets its first input
+/// after `p - 1` forwards, then has `3m` of work, then its update. ZB-H2 meets that bound (no
+/// bubble), ZB-H1 is faster than 1F1B (here, where each dX is sent as soon as it is computed,
+/// 1F1B's bubble is already smaller than the paper's `3(p - 1)`), with the same peak memory
+/// (the first stage's `p` micro-batches), and ZB-H2 buys its bubble with memory.
+#[test]
+fn zero_bubble_schedules_meet_their_bubbles_on_a_uniform_chain() {
+    let (p, m) = (4, 8);
+    let problem = unit_chain(p, p);
+    let run = |schedule| {
+        let planned = pipeline_plan(&problem, &Pipeline::new(p, m, schedule)).unwrap();
+        let report = pipeline_report(&planned, &SimOptions::default()).unwrap();
+        assert_dependencies_kept(schedule.name(), &planned, &report.report);
+        report
+    };
+    let one_f_one_b = run(PipelineSchedule::OneFOneB);
+    let (h1, h2) = (run(PipelineSchedule::ZbH1), run(PipelineSchedule::ZbH2));
+    let bound = (3 * m + (p - 1) + 1) as f64;
+    let steps = [one_f_one_b.step_time_us, h1.step_time_us, h2.step_time_us];
+    assert!(steps.iter().all(|&t| t >= bound), "{steps:?} below the bound {bound}");
+    assert_eq!(h2.step_time_us, bound, "ZB-H2 has no bubble: {steps:?}");
+    assert!(h1.step_time_us < one_f_one_b.step_time_us, "{steps:?}");
+    let peak = |r: &ordo_sim::PipelineReport| r.peak_memory_bytes.iter().copied().max().unwrap();
+    let gpipe = run(PipelineSchedule::Gpipe);
+    assert!(peak(&h1) < peak(&gpipe), "ZB-H1 keeps fewer micro-batches alive than GPipe");
+    assert!(peak(&h2) > peak(&h1), "ZB-H2 buys its bubble with memory");
+    assert!(
+        h2.bubble_fraction < h1.bubble_fraction && h1.bubble_fraction < one_f_one_b.bubble_fraction
+    );
+}
+
+/// BERT-base on 4 A100s, 8 micro-batches: ZB-H1 is faster than 1F1B at the same peak memory
+/// (the first stage's, whose micro-batches both keep alive `S` at most), ZB-H2 faster still
+/// with more.
+#[test]
+fn zero_bubble_on_bert_beats_one_f_one_b_and_zb_h1_keeps_its_memory() {
+    let problem = bert(2, "a100x8-nvlink", None);
+    let options = SimOptions::default();
+    let run =
+        |schedule| simulate_pipeline(&problem, &Pipeline::new(4, 8, schedule), &options).unwrap();
+    let one_f_one_b = run(PipelineSchedule::OneFOneB);
+    let (h1, h2) = (run(PipelineSchedule::ZbH1), run(PipelineSchedule::ZbH2));
+    let peak = |r: &ordo_sim::PipelineReport| r.peak_memory_bytes.iter().copied().max().unwrap();
+    assert!(h1.step_time_us < one_f_one_b.step_time_us);
+    assert!(h2.step_time_us < h1.step_time_us);
+    assert_eq!(peak(&h1), peak(&one_f_one_b));
+    assert!(peak(&h2) > peak(&h1));
+}
+
 #[test]
 fn one_f_one_b_needs_no_more_memory_than_gpipe_on_bert() {
     let problem = bert(2, "a100x8-nvlink", None);

@@ -53,6 +53,13 @@ pub enum ScheduleArg {
     /// Pipeline: 1F1B with each backward's dX first and sent on at once, dW after it
     /// (gradient fast-forwarding).
     FastForward,
+    /// Pipeline: Zero Bubble's ZB-H1, 1F1B's memory with the weight gradients filling idle time.
+    #[value(name = "zb-h1")]
+    ZbH1,
+    /// Pipeline: Zero Bubble's ZB-H2, more warm-up forwards and no bubble, about twice 1F1B's
+    /// memory.
+    #[value(name = "zb-h2")]
+    ZbH2,
 }
 
 impl ScheduleArg {
@@ -71,8 +78,10 @@ impl ScheduleArg {
             ScheduleArg::Gpipe => Ok(PipelineSchedule::Gpipe),
             ScheduleArg::OneFOneB => Ok(PipelineSchedule::OneFOneB),
             ScheduleArg::FastForward => Ok(PipelineSchedule::FastForward),
+            ScheduleArg::ZbH1 => Ok(PipelineSchedule::ZbH1),
+            ScheduleArg::ZbH2 => Ok(PipelineSchedule::ZbH2),
             _ => anyhow::bail!(
-                "--pipeline takes --schedule gpipe, 1f1b or fast-forward, not {}",
+                "--pipeline takes --schedule gpipe, 1f1b, fast-forward, zb-h1 or zb-h2, not {}",
                 self.name()
             ),
         }
@@ -86,6 +95,8 @@ impl ScheduleArg {
             ScheduleArg::Gpipe => "gpipe",
             ScheduleArg::OneFOneB => "1f1b",
             ScheduleArg::FastForward => "fast-forward",
+            ScheduleArg::ZbH1 => "zb-h1",
+            ScheduleArg::ZbH2 => "zb-h2",
         }
     }
 }

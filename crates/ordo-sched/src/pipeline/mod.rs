@@ -39,6 +39,12 @@
 //!   gain without its memory.
 //!   With [`Pipeline::dw_on_sub_stream`] the dW nodes run on the device's sub-stream, beside
 //!   the next forward or dX when the simulator lets kernels share a device.
+//! * [`PipelineSchedule::ZbH1`] and [`PipelineSchedule::ZbH2`] (Zero Bubble): the same split
+//!   into dX (B) and dW (W) and the same priorities (B, then F, then W), but the cap counts a
+//!   micro-batch as in flight until its last W, since W reads its activations: at most 1F1B's
+//!   count (ZB-H1: 1F1B's memory, the Ws fill the cool-down and part of the warm-up's idle
+//!   time), or twice that less one (ZB-H2: more warm-up forwards, which fill the start of the
+//!   pipeline; no bubble at equal costs).
 //!
 //! **Memory.** Parameters and optimizer state are held once, on their stage; each
 //! micro-batch's activations live from their forward node until their last backward reader,
@@ -69,19 +75,36 @@ pub enum PipelineSchedule {
     OneFOneB,
     /// Out-of-order backprop's gradient fast-forwarding: 1F1B with each backward's dX first.
     FastForward,
+    /// Zero Bubble's ZB-H1 (Qi et al., ICLR 2024): 1F1B's warm-up, each backward split into
+    /// its input gradient (B, first) and weight gradient (W, filling idle time), with at most
+    /// as many micro-batches' activations alive (F done, W not) as 1F1B keeps: 1F1B's memory,
+    /// about a third of its bubble.
+    ZbH1,
+    /// Zero Bubble's ZB-H2: ZB-H1 with twice 1F1B's activations alive less one (`2(S - s) - 1`
+    /// on stage `s`), so that extra warm-up forwards fill the start of the pipeline and the Ws
+    /// its end: no bubble at equal costs, for about twice the memory.
+    ZbH2,
 }
 
 impl PipelineSchedule {
     /// Every schedule.
-    pub const ALL: [PipelineSchedule; 3] =
-        [PipelineSchedule::Gpipe, PipelineSchedule::OneFOneB, PipelineSchedule::FastForward];
+    pub const ALL: [PipelineSchedule; 5] = [
+        PipelineSchedule::Gpipe,
+        PipelineSchedule::OneFOneB,
+        PipelineSchedule::FastForward,
+        PipelineSchedule::ZbH1,
+        PipelineSchedule::ZbH2,
+    ];
 
-    /// The schedule's name on the command line: `gpipe`, `1f1b` or `fast-forward`.
+    /// The schedule's name on the command line: `gpipe`, `1f1b`, `fast-forward`, `zb-h1` or
+    /// `zb-h2`.
     pub fn name(self) -> &'static str {
         match self {
             PipelineSchedule::Gpipe => "gpipe",
             PipelineSchedule::OneFOneB => "1f1b",
             PipelineSchedule::FastForward => "fast-forward",
+            PipelineSchedule::ZbH1 => "zb-h1",
+            PipelineSchedule::ZbH2 => "zb-h2",
         }
     }
 

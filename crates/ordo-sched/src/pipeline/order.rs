@@ -59,10 +59,11 @@ pub(super) fn device_orders(
     let problem = &split.problem;
     let devices = problem.devices.count();
     let chunks = device_of_chunk.len();
+    let zero_bubble = matches!(schedule, PipelineSchedule::ZbH1 | PipelineSchedule::ZbH2);
     let kind_of = |v: usize| match (problem.roles[v], schedule) {
         (Role::Forward, _) => Kind::Forward,
         (_, PipelineSchedule::Gpipe | PipelineSchedule::OneFOneB) => Kind::Backward,
-        (Role::Dx, PipelineSchedule::FastForward) => Kind::InputGrad,
+        (Role::Dx, _) => Kind::InputGrad,
         _ => Kind::WeightGrad,
     };
     let mut ops: Vec<Op> = Vec::new();
@@ -120,9 +121,15 @@ pub(super) fn device_orders(
         first_chunk[d] = first_chunk[d].min(c);
         chunk_count[d] += 1;
     }
-    let cap: Vec<usize> = (0..devices)
+    let one_f_one_b: Vec<usize> = (0..devices)
         .map(|d| (chunks.saturating_sub(first_chunk[d])).div_ceil(chunk_count[d].max(1)).max(1))
         .collect();
+    // Zero Bubble: ZB-H2 warms up with `2c - 1` micro-batches where 1F1B has `c`. Either lets
+    // a device keep micro-batches alive (F done, W not) up to the pipeline's 1F1B peak (the
+    // first stage's count), or ZB-H2's, so the Ws can wait for idle time.
+    let warm_up = |c: usize| if schedule == PipelineSchedule::ZbH2 { 2 * c - 1 } else { c };
+    let cap: Vec<usize> = one_f_one_b.iter().map(|&c| warm_up(c)).collect();
+    let alive_cap = warm_up(one_f_one_b.iter().copied().max().unwrap_or(1));
     let batches = split.micro_batch.iter().flatten().max().map_or(0, |m| m + 1);
     // Per device and micro-batch: operations left other than dW, and dW operations left.
     let mut left = vec![vec![0usize; batches]; devices];
@@ -158,12 +165,19 @@ pub(super) fn device_orders(
             }
             let in_flight = (0..batches).filter(|&m| started[d][m] && left[d][m] > 0).count();
             let lagging = (0..batches).filter(|&m| left[d][m] == 0 && dw_left[d][m] > 0).count();
+            // Micro-batches whose activations a W still reads.
+            let alive = in_flight + lagging;
             let allowed = |k: usize| {
                 let op = &ops[k];
                 ready_at[k] <= now
                     && match (schedule, op.kind) {
                         (PipelineSchedule::Gpipe, Kind::Forward) => true,
                         (PipelineSchedule::Gpipe, _) => forwards_left[d] == 0,
+                        (_, Kind::Forward) if zero_bubble => {
+                            started[d][op.batch]
+                                || in_flight < cap[d] && alive < alive_cap
+                                || relaxed
+                        }
                         (_, Kind::Forward) => {
                             started[d][op.batch]
                                 || in_flight < cap[d] && lagging <= MAX_LAGGING_DW
