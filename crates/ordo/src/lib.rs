@@ -40,6 +40,7 @@ mod loss;
 mod model;
 mod problem;
 mod run;
+mod steady;
 mod strategy;
 mod target;
 
@@ -48,6 +49,10 @@ pub use loss::{Loss, with_loss};
 pub use model::{Model, ModelKind, Size, Variant, is_file, is_onnx};
 pub use problem::Problem;
 pub use run::{Runner, Step, measured_report, predict, program};
+pub use steady::{
+    DataParallelSteady, FirstK, OneDeviceSchedules, data_parallel_steady, network,
+    one_device_schedules,
+};
 pub use strategy::{Placed, Placer, Planned, Strategy, TaskOrder, place, plan};
 pub use target::{Target, cluster};
 
@@ -56,7 +61,7 @@ pub use ordo_exec::{EngineOptions, RunSettings, StepRun, TrainState};
 pub use ordo_place::{Algorithm, AutoOptions, AutoPlacement, PlaceOptions};
 pub use ordo_problem::{Devices, PlaceProblem, Placement};
 pub use ordo_sched::{DataParallel, OneDeviceSchedule, Pipeline, PipelineSchedule, Plan};
-pub use ordo_sim::{Channel, Report, SimOptions};
+pub use ordo_sim::{Channel, Deferral, Report, SimOptions, Steady};
 
 /// The stages' own crates, for what the facade does not wrap.
 pub mod stages {

@@ -51,3 +51,39 @@ fn reverse_first_k_and_buckets_train_bitwise_as_the_default_order() {
         }
     }
 }
+
+/// The steady-state comparison: reverse first-k with k = 0 is the default order, the search
+/// never does worse than the default, and nonsensical networks are refused by name.
+#[test]
+fn the_steady_state_comparison_is_consistent_and_refuses_bad_networks() {
+    let model = Model::zoo("bert_base", Size::small()).expect("zoo model");
+    let training = model.training(Optimizer::SgdMomentum, None).expect("training graph");
+    let cpu = ordo::cluster("cpu").expect("cpu cluster");
+    let target = Target::uniform(1, u64::MAX).expect("device").costed_by(cpu);
+    let problem = Problem::new(&training, &target, StepMode::TrainingGraph).expect("problem");
+    let config = DataParallel {
+        replicas: 4,
+        network: ordo::network(10.0, 25.0).expect("10 Gb/s"),
+        bucket_bytes: 0,
+        first_k: 0,
+        schedule: OneDeviceSchedule::InOrder,
+    };
+    let options = ordo::SimOptions::default();
+    let fixed = ordo::data_parallel_steady(&problem, &config, ordo::FirstK::Fixed(0), &options)
+        .expect("k = 0");
+    assert_eq!(fixed.chosen.step_time_us, fixed.default.step_time_us);
+    let auto = ordo::FirstK::Auto { max_tries: 16 };
+    let searched = ordo::data_parallel_steady(&problem, &config, auto, &options).expect("search");
+    assert!(searched.chosen.step_time_us <= searched.default.step_time_us);
+    assert_eq!(searched.config.first_k, searched.search.as_ref().unwrap().deferred.len());
+    assert!(searched.single.step_time_us <= searched.default.step_time_us);
+    for (gbps, latency, culprit) in
+        [(0.0, 25.0, "--network-gbps"), (f64::NAN, 1.0, "--network-gbps"), (10.0, -1.0, "latency")]
+    {
+        let err = ordo::network(gbps, latency).unwrap_err().to_string();
+        assert!(err.contains(culprit), "{err}");
+    }
+    let none = DataParallel { replicas: 0, ..config };
+    let err = ordo::data_parallel_steady(&problem, &none, auto, &options).unwrap_err();
+    assert!(err.to_string().contains("at least one device"), "{err}");
+}

@@ -2,9 +2,9 @@
 //! N devices, gradients all-reduced, and reverse first-k chosen by simulation.
 
 use anyhow::{Context, bail};
-use ordo_cost::CommModel;
+use ordo::{DataParallelSteady as Outcome, FirstK};
 use ordo_sched::{DataParallel, OneDeviceSchedule};
-use ordo_sim::{Deferral, SimOptions, Steady};
+use ordo_sim::{SimOptions, Steady};
 use serde_json::json;
 
 use crate::format::{Table, bytes};
@@ -38,12 +38,6 @@ pub struct DataParallelArgs {
     pub network_latency_us: f64,
 }
 
-/// What the arguments choose for k.
-enum FirstK {
-    Auto,
-    Fixed(usize),
-}
-
 impl DataParallelArgs {
     /// `problem` with one device when data parallelism is asked for and no device count or
     /// cluster is given: a replica's problem needs only device 0.
@@ -55,13 +49,15 @@ impl DataParallelArgs {
         problem
     }
 
-    /// The configuration with `first_k` 0 and the k choice, for `loaded`'s links.
-    fn config(&self, loaded: &Loaded, replicas: usize) -> anyhow::Result<(DataParallel, FirstK)> {
-        if replicas == 0 {
-            bail!("--data-parallel needs at least one device");
-        }
+    /// The configuration (its `first_k` 0) and the choice of k, for `loaded`'s links.
+    fn config(
+        &self,
+        loaded: &Loaded,
+        replicas: usize,
+        schedule: OneDeviceSchedule,
+    ) -> anyhow::Result<(DataParallel, FirstK)> {
         let first_k = match self.first_k.as_str() {
-            "auto" => FirstK::Auto,
+            "auto" => FirstK::Auto { max_tries: MAX_TRIES },
             k => FirstK::Fixed(
                 k.parse().with_context(|| format!("--first-k {k}: expected `auto` or a count"))?,
             ),
@@ -69,35 +65,11 @@ impl DataParallelArgs {
         let bucket_bytes = ordo_cost::parse_bytes(&self.bucket)
             .with_context(|| format!("--bucket {}", self.bucket))?;
         let network = match self.network_gbps {
-            Some(gbps) if gbps.is_finite() && gbps > 0.0 => {
-                let latency = self.network_latency_us;
-                if !(latency.is_finite() && latency >= 0.0) {
-                    bail!("--network-latency-us {latency}: expected a non-negative number");
-                }
-                CommModel { us_per_byte: 8.0 / (gbps * 1e3), fixed_us: latency }
-            }
-            Some(gbps) => bail!("--network-gbps {gbps}: expected a positive bandwidth"),
+            Some(gbps) => ordo::network(gbps, self.network_latency_us)?,
             None => loaded.problem.place.devices.comm,
         };
-        let config = DataParallel {
-            replicas,
-            network,
-            bucket_bytes,
-            first_k: 0,
-            schedule: OneDeviceSchedule::InOrder,
-        };
-        Ok((config, first_k))
+        Ok((DataParallel { replicas, network, bucket_bytes, first_k: 0, schedule }, first_k))
     }
-}
-
-/// One data-parallel result: the steady state with the default order and with the k used.
-struct Outcome {
-    config: DataParallel,
-    default: Steady,
-    chosen: Steady,
-    k: usize,
-    search: Option<Deferral>,
-    single: Steady,
 }
 
 fn evaluate(
@@ -107,33 +79,13 @@ fn evaluate(
     schedule: OneDeviceSchedule,
     options: &SimOptions,
 ) -> anyhow::Result<Outcome> {
-    let (config, first_k) = args.config(loaded, replicas)?;
-    let config = DataParallel { schedule, ..config };
-    let problem = loaded.place_problem();
-    let context = || format!("simulating `{}` on {replicas} data-parallel devices", loaded.label);
-    let default =
-        ordo_sim::data_parallel_steady(problem, &config, options).with_context(context)?;
-    let none = vec![false; problem.len()];
-    let single = ordo_sim::steady_state(problem, schedule, &none, options).with_context(context)?;
-    let (k, chosen, search) = match first_k {
-        FirstK::Fixed(k) => {
-            let steady = ordo_sim::data_parallel_steady(
-                problem,
-                &DataParallel { first_k: k, ..config },
-                options,
-            )
-            .with_context(context)?;
-            (k, steady, None)
-        }
-        FirstK::Auto => {
-            let search = crate::progress::with_spinner("searching reverse first-k", |_| {
-                ordo_sim::choose_first_k(problem, &config, options, MAX_TRIES)
-            })
-            .with_context(context)?;
-            (search.deferred.len(), search.steady, Some(search))
-        }
-    };
-    Ok(Outcome { config, default, chosen, k, search, single })
+    let (config, first_k) = args.config(loaded, replicas, schedule)?;
+    let searching = matches!(first_k, FirstK::Auto { .. });
+    let message = if searching { "searching reverse first-k" } else { "simulating" };
+    crate::progress::with_spinner(message, |_| {
+        ordo::data_parallel_steady(&loaded.problem, &config, first_k, options)
+    })
+    .with_context(|| format!("simulating `{}` on {replicas} data-parallel devices", loaded.label))
 }
 
 /// `ordo simulate MODEL --train --data-parallel N`: the steady state with the k asked for.
@@ -152,7 +104,7 @@ pub fn simulate(
             "{} with reverse first-k = {} needs {} per device at its peak, more than the \
              device's {}",
             loaded.label,
-            outcome.k,
+            outcome.config.first_k,
             bytes(outcome.chosen.peak_memory_bytes),
             bytes(limit)
         );
@@ -170,7 +122,7 @@ pub fn simulate(
     println!(
         "step time     {:.2} ms with reverse first-k, k = {}{}",
         outcome.chosen.step_time_us / 1e3,
-        outcome.k,
+        outcome.config.first_k,
         if outcome.search.is_some() { " (chosen by simulation)" } else { "" }
     );
     println!("peak memory   {} per device", bytes(outcome.chosen.peak_memory_bytes));
@@ -200,7 +152,7 @@ pub fn compare(
     let rows = [
         ("one device, no communication".to_string(), outcome.single),
         ("default order (k = 0)".to_string(), outcome.default),
-        (format!("reverse first-k (k = {})", outcome.k), outcome.chosen),
+        (format!("reverse first-k (k = {})", outcome.config.first_k), outcome.chosen),
     ];
     for (name, steady) in rows {
         table.row(vec![
@@ -238,7 +190,7 @@ fn outcome_json(loaded: &Loaded, outcome: &Outcome) -> serde_json::Value {
         "bucket_bytes": outcome.config.bucket_bytes,
         "step_time_us": outcome.chosen.step_time_us,
         "peak_memory_bytes": outcome.chosen.peak_memory_bytes,
-        "first_k": outcome.k,
+        "first_k": outcome.config.first_k,
         "first_k_chosen": outcome.search.is_some(),
         "default_order": steady(&outcome.default),
         "one_device": steady(&outcome.single),

@@ -2,7 +2,6 @@
 //! their steady state.
 
 use anyhow::Context;
-use ordo_sched::OneDeviceSchedule;
 use ordo_sim::SimOptions;
 use serde_json::json;
 
@@ -29,20 +28,11 @@ struct Row {
 pub fn run(loaded: &Loaded, concurrent_kernels: bool, as_json: bool) -> anyhow::Result<()> {
     let problem = loaded.place_problem();
     let options = SimOptions { concurrent_kernels, ..SimOptions::default() };
-    let context = || format!("simulating the schedules of `{}`", loaded.label);
-    let steady = |schedule, deferred: &[bool]| {
-        ordo_sim::steady_state(problem, schedule, deferred, &options).with_context(context)
-    };
-    let none = vec![false; problem.len()];
-    let inorder = steady(OneDeviceSchedule::InOrder, &none)?;
-    let choice = crate::progress::with_spinner("searching the deferral", |_| {
-        ordo_sim::choose_deferral(problem, &options, MAX_TRIES)
+    let schedules = crate::progress::with_spinner("searching the deferral", |_| {
+        ordo::one_device_schedules(&loaded.problem, &options, MAX_TRIES, MAX_FLIPS)
     })
-    .with_context(context)?;
-    let refined = crate::progress::with_spinner("refining the deferral layer by layer", |_| {
-        ordo_sim::refine_deferral(problem, &choice, &options, MAX_FLIPS)
-    })
-    .with_context(context)?;
+    .with_context(|| format!("simulating the schedules of `{}`", loaded.label))?;
+    let ordo::OneDeviceSchedules { inorder, deferred: choice, refined } = schedules;
     let row = |name, steady: ordo_sim::Steady, deferred: &[usize]| Row {
         name,
         step_us: steady.step_time_us,
