@@ -118,40 +118,28 @@ fn check_all(cases: Vec<(String, Vec<String>)>) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-fn strings(args: &[&str]) -> Vec<String> {
-    args.iter().map(|s| s.to_string()).collect()
+/// The words of `command`, with `target` (a model name or a file path, which may hold spaces)
+/// as the second.
+fn args(command: &str, target: &str, rest: &str) -> Vec<String> {
+    let mut words = vec![command.to_string(), target.to_string()];
+    words.extend(rest.split_whitespace().map(str::to_string));
+    words
 }
 
 #[test]
 fn compare_is_unchanged_on_every_model_and_sample() {
     let mut cases = Vec::new();
     for model in MODELS {
-        let args = ["compare", model, "--devices", "4", "--budget", BUDGET, "--json"];
-        cases.push((format!("compare-{model}"), strings(&args)));
-        let args = [
-            "compare",
-            model,
-            "--small",
-            "--train",
-            "--devices",
-            "2",
-            "--memory",
-            "64MiB",
-            "--budget",
-            BUDGET,
-            "--json",
-        ];
-        cases.push((format!("compare-{model}-small-train"), strings(&args)));
-        let args =
-            ["compare", model, "--small", "--train", "--devices", "1", "--schedules", "--json"];
-        cases.push((format!("schedules-{model}-small"), strings(&args)));
+        let rest = format!("--devices 4 --budget {BUDGET} --json");
+        cases.push((format!("compare-{model}"), args("compare", model, &rest)));
+        let rest = format!("--small --train --devices 2 --memory 64MiB --budget {BUDGET} --json");
+        cases.push((format!("compare-{model}-small-train"), args("compare", model, &rest)));
+        let rest = "--small --train --devices 1 --schedules --json";
+        cases.push((format!("schedules-{model}-small"), args("compare", model, rest)));
     }
     for name in SAMPLES {
-        let path = sample(name);
-        let args = ["compare", &path, "--devices", "4", "--forward-only", "--budget", BUDGET];
-        let mut args = strings(&args);
-        args.push("--json".into());
-        cases.push((format!("compare-sample-{name}"), args));
+        let rest = format!("--devices 4 --forward-only --budget {BUDGET} --json");
+        cases.push((format!("compare-sample-{name}"), args("compare", &sample(name), &rest)));
     }
     check_all(cases);
 }
@@ -160,36 +148,13 @@ fn compare_is_unchanged_on_every_model_and_sample() {
 fn data_parallel_and_pipelines_are_unchanged() {
     let mut cases = Vec::new();
     for model in ["resnet50", "bert_base", "gnmt"] {
-        let args = [
-            "compare",
-            model,
-            "--train",
-            "--cluster",
-            "v100x4-nvlink",
-            "--data-parallel",
-            "4",
-            "--network-gbps",
-            "10",
-            "--json",
-        ];
-        cases.push((format!("data-parallel-{model}"), strings(&args)));
+        let rest = "--train --cluster v100x4-nvlink --data-parallel 4 --network-gbps 10 --json";
+        cases.push((format!("data-parallel-{model}"), args("compare", model, rest)));
     }
     for model in ["resnet50", "bert_base", "transformer"] {
-        let args = [
-            "compare",
-            model,
-            "--train",
-            "--batch",
-            "32",
-            "--cluster",
-            "a100x8-nvlink",
-            "--pipeline",
-            "4",
-            "--micro-batches",
-            "8",
-            "--json",
-        ];
-        cases.push((format!("pipeline-{model}"), strings(&args)));
+        let rest = "--train --batch 32 --cluster a100x8-nvlink --pipeline 4 --micro-batches 8 \
+                    --json";
+        cases.push((format!("pipeline-{model}"), args("compare", model, rest)));
     }
     check_all(cases);
 }
@@ -198,35 +163,14 @@ fn data_parallel_and_pipelines_are_unchanged() {
 fn simulate_is_unchanged_on_every_model() {
     let mut cases = Vec::new();
     for model in MODELS {
-        let args = [
-            "simulate",
-            model,
-            "--small",
-            "--train",
-            "--devices",
-            "2",
-            "--algo",
-            "m-etf",
-            "--json",
-        ];
-        cases.push((format!("simulate-{model}-small-train"), strings(&args)));
-        let args = [
-            "simulate",
-            model,
-            "--small",
-            "--train",
-            "--devices",
-            "1",
-            "--schedule",
-            "ooo",
-            "--json",
-        ];
-        cases.push((format!("simulate-{model}-ooo"), strings(&args)));
+        let rest = "--small --train --devices 2 --algo m-etf --json";
+        cases.push((format!("simulate-{model}-small-train"), args("simulate", model, rest)));
+        let rest = "--small --train --devices 1 --schedule ooo --json";
+        cases.push((format!("simulate-{model}-ooo"), args("simulate", model, rest)));
     }
     for name in SAMPLES {
-        let path = sample(name);
-        let args = ["simulate", &path, "--devices", "4", "--algo", "m-sct", "--json"];
-        cases.push((format!("simulate-sample-{name}"), strings(&args)));
+        let rest = "--devices 4 --algo m-sct --json";
+        cases.push((format!("simulate-sample-{name}"), args("simulate", &sample(name), rest)));
     }
     check_all(cases);
 }
@@ -235,37 +179,12 @@ fn simulate_is_unchanged_on_every_model() {
 fn run_losses_are_unchanged_on_every_model() {
     let mut cases = Vec::new();
     for model in MODELS {
-        let args = [
-            "run",
-            model,
-            "--small",
-            "--train",
-            "--steps",
-            "2",
-            "--devices",
-            "cpu:2",
-            "--algo",
-            "m-etf",
-            "--json",
-        ];
-        cases.push((format!("run-{model}-small"), strings(&args)));
+        let rest = "--small --train --steps 2 --devices cpu:2 --algo m-etf --json";
+        cases.push((format!("run-{model}-small"), args("run", model, rest)));
     }
-    let args =
-        ["run", "resnet50", "--small", "--train", "--steps", "2", "--data-parallel", "2", "--json"];
-    cases.push(("run-resnet50-data-parallel".into(), strings(&args)));
-    let args = [
-        "run",
-        "bert_base",
-        "--small",
-        "--train",
-        "--steps",
-        "2",
-        "--schedule",
-        "ooo",
-        "--workers",
-        "2",
-        "--json",
-    ];
-    cases.push(("run-bert_base-ooo".into(), strings(&args)));
+    let rest = "--small --train --steps 2 --data-parallel 2 --json";
+    cases.push(("run-resnet50-data-parallel".into(), args("run", "resnet50", rest)));
+    let rest = "--small --train --steps 2 --schedule ooo --workers 2 --json";
+    cases.push(("run-bert_base-ooo".into(), args("run", "bert_base", rest)));
     check_all(cases);
 }

@@ -37,77 +37,38 @@ fn training_lowers_the_loss_identically_for_every_placement_and_schedule() {
 
 #[test]
 fn every_pipeline_schedule_trains_identically_and_1f1b_holds_less() {
-    let pipeline = |schedule: &str, extra: &[&str]| {
-        let mut args = vec![
-            "run",
-            "gpt2_small",
-            "--small",
-            "--train",
-            "--batch",
-            "8",
-            "--pipeline",
-            "2",
-            "--micro-batches",
-            "4",
-            "--schedule",
-            schedule,
-            "--steps",
-            "3",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        json(&ordo(&args))
+    let pipeline = |rest: &str| {
+        let base = "run gpt2_small --small --train --batch 8 --pipeline 2 --steps 3 --json";
+        let words: Vec<&str> = base.split_whitespace().chain(rest.split_whitespace()).collect();
+        ordo(&words)
     };
-    let gpipe = pipeline("gpipe", &[]);
+    let gpipe = json(&pipeline("--micro-batches 4 --schedule gpipe"));
     let want = losses(&gpipe);
     assert_eq!(want.len(), 3);
     assert!(want.iter().all(|l| l.is_finite()), "{want:?}");
     assert!(gpipe["plan"].as_str().unwrap().contains("2-stage pipeline, 4 micro-batches, gpipe"));
-    for (schedule, extra) in [
-        ("1f1b", &[][..]),
-        ("fast-forward", &[]),
-        ("fast-forward", &["--workers", "2"]),
-        ("1f1b", &["--modulo", "1", "--sync", "device-wait"]),
-        ("zb-h1", &[]),
-        ("zb-h2", &["--workers", "2"]),
+    let peak = |v: &serde_json::Value| v["peak_memory_bytes"][0].as_u64().unwrap();
+    for rest in [
+        "--schedule 1f1b",
+        "--schedule fast-forward",
+        "--schedule fast-forward --workers 2",
+        "--schedule 1f1b --modulo 1 --sync device-wait",
+        "--schedule zb-h1",
+        "--schedule zb-h2 --workers 2",
     ] {
-        let v = pipeline(schedule, extra);
-        assert_eq!(losses(&v), want, "{schedule} {extra:?}");
+        let v = json(&pipeline(&format!("--micro-batches 4 {rest}")));
+        assert_eq!(losses(&v), want, "{rest}");
         // The engine's peaks are the plan's: 1F1B keeps fewer micro-batches in flight.
-        if extra.is_empty() && schedule == "1f1b" {
-            let peak = |v: &serde_json::Value| v["peak_memory_bytes"][0].as_u64().unwrap();
+        if rest == "--schedule 1f1b" {
             assert!(peak(&v) < peak(&gpipe), "1f1b {} vs gpipe {}", peak(&v), peak(&gpipe));
         }
     }
     // Misuse is named in the user's words.
-    let out = ordo(&[
-        "run",
-        "gpt2_small",
-        "--small",
-        "--train",
-        "--pipeline",
-        "2",
-        "--micro-batches",
-        "3",
-    ]);
+    let out = pipeline("--micro-batches 3");
     assert!(stderr(&out).contains("multiple of --micro-batches (3)"), "{}", stderr(&out));
-    let out = ordo(&[
-        "run",
-        "gpt2_small",
-        "--small",
-        "--train",
-        "--pipeline",
-        "2",
-        "--micro-batches",
-        "2",
-        "--schedule",
-        "ooo",
-    ]);
-    assert!(
-        stderr(&out).contains("gpipe, 1f1b, fast-forward, zb-h1 or zb-h2, not ooo"),
-        "{}",
-        stderr(&out)
-    );
+    let out = pipeline("--micro-batches 2 --schedule ooo");
+    let expected = "gpipe, 1f1b, fast-forward, zb-h1 or zb-h2, not ooo";
+    assert!(stderr(&out).contains(expected), "{}", stderr(&out));
 }
 
 #[test]
