@@ -57,9 +57,13 @@ fn output(args: &[&str]) -> Value {
         .unwrap_or_else(|e| panic!("ordo {args:?}: stdout is not JSON: {e}"))
 }
 
-/// Drops what depends on the wall clock or the machine.
+/// Drops what depends on the wall clock or the machine, and writes paths into this crate
+/// relative to it (`<crate>/...`), so that fixtures hold in any checkout.
 fn normalise(value: &mut Value) {
     match value {
+        Value::String(text) => {
+            *text = text.replace(env!("CARGO_MANIFEST_DIR"), "<crate>");
+        }
         Value::Object(map) => {
             // A placement's `order` lists every node on its device: `device_of` repeats it.
             if map.contains_key("order") {

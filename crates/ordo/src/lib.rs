@@ -32,6 +32,25 @@
 //! assert!(last < first, "training lowers the loss: {first} -> {last}");
 //! # Ok::<(), ordo::Error>(())
 //! ```
+//!
+//! A pipeline runs the same way: here GPT-2's small variant (batch 2 per micro-batch) on two
+//! stages, four micro-batches, Zero Bubble's ZB-H1 schedule:
+//!
+//! ```
+//! use ordo::{EngineOptions, Model, Optimizer, Pipeline, PipelineSchedule, Problem, Runner};
+//! use ordo::{SimOptions, Size, StepMode, Strategy, Target};
+//!
+//! let model = Model::zoo("gpt2_small", Size::small())?.training(Optimizer::Adam, None)?;
+//! let target = Target::uniform(2, u64::MAX)?.costed_by(ordo::cluster("cpu")?);
+//! let problem = Problem::new(&model, &target, StepMode::TrainingGraph)?;
+//! let strategy = Strategy::Pipeline(Pipeline::new(2, 4, PipelineSchedule::ZbH1));
+//! let planned = ordo::plan(&problem, &strategy)?;
+//! let predicted = ordo::simulate(&planned, &SimOptions::default())?;
+//! let mut runner = Runner::new(&problem, &planned, EngineOptions::default())?;
+//! let loss = runner.step()?.loss;
+//! assert!(loss.is_finite() && predicted.step_time_us > 0.0);
+//! # Ok::<(), ordo::Error>(())
+//! ```
 
 #![warn(missing_docs)]
 
