@@ -145,3 +145,31 @@ fn a_plan_for_another_graph_is_rejected_by_name() {
     assert!(matches!(err, ExecError::Mismatch(_)), "{err}");
     assert!(err.to_string().contains('`'), "{err}");
 }
+
+/// Compute tasks name their node by id; a plan without ids (written before they were
+/// recorded), or whose ids point at other nodes (a graph numbered otherwise), binds by name and
+/// runs the same.
+#[test]
+fn plans_bind_by_id_and_fall_back_to_names() {
+    let graph = training(&random_forward(12, 4), Optimizer::Adam);
+    let program = Program::new(graph.clone()).unwrap();
+    let plan = build_plan(&problem(&graph, 2), &random_placement(graph.nodes.len(), 2, 9)).unwrap();
+    let mut ids = 0;
+    for task in &plan.tasks {
+        if let ordo_sched::TaskKind::Compute { node, id } = &task.kind {
+            assert_eq!(graph.nodes[id.unwrap() as usize].name, *node);
+            ids += 1;
+        }
+    }
+    assert_eq!(ids, graph.nodes.len());
+    let n = graph.nodes.len() as u32;
+    for rewrite in [|_: u32, _: u32| None, |id: u32, n: u32| Some((id + 1) % n)] {
+        let mut other = plan.clone();
+        for task in &mut other.tasks {
+            if let ordo_sched::TaskKind::Compute { id, .. } = &mut task.kind {
+                *id = id.and_then(|i| rewrite(i, n));
+            }
+        }
+        same_as_sequential(&program, &other, options(Sync::Events, 1));
+    }
+}

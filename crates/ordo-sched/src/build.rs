@@ -214,7 +214,7 @@ pub fn build_plan_on_streams(
     for v in 0..n {
         tasks.push(Task {
             name: problem.names[v].clone(),
-            kind: TaskKind::Compute { node: problem.names[v].clone() },
+            kind: TaskKind::Compute { node: problem.names[v].clone(), id: Some(v as u32) },
             streams: vec![stream_at[&(device[v], compute_kind(sub[v]))]],
             waits: waits(v),
             duration_us: problem.weights[v],

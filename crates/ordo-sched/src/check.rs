@@ -28,7 +28,7 @@ pub fn check_against(plan: &Plan, problem: &PlaceProblem) -> Result<(), SchedErr
         problem.names.iter().enumerate().map(|(v, name)| (name.as_str(), v)).collect();
     let mut run_by: Vec<Option<&str>> = vec![None; problem.len()];
     for task in &plan.tasks {
-        let TaskKind::Compute { node } = &task.kind else { continue };
+        let TaskKind::Compute { node, .. } = &task.kind else { continue };
         let Some(&v) = index.get(node.as_str()) else {
             return mismatch(format!(
                 "task `{}` runs node `{node}`, which is not in the graph",

@@ -82,8 +82,14 @@ pub struct Stream {
 pub enum TaskKind {
     /// Runs a node of the graph.
     Compute {
-        /// The node's name.
+        /// The node's name: what files and messages show, and what binds a plan to a graph
+        /// numbered otherwise.
         node: String,
+        /// The node's index in the problem the plan was built from, which is its `NodeId` in
+        /// the graph the problem was costed from (`None` in plans written before it was
+        /// recorded, or by hand).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<u32>,
     },
     /// Copies a buffer from one device to another.
     Transfer {

@@ -61,7 +61,7 @@ fn a_tensor_is_sent_once_per_destination() {
         ]
     );
     for (v, task) in plan.tasks[..7].iter().enumerate() {
-        assert_eq!(task.kind, TaskKind::Compute { node: task.name.clone() });
+        assert_eq!(task.kind, TaskKind::Compute { node: task.name.clone(), id: Some(v as u32) });
         assert_eq!(task.duration_us, 10 * (v as u64 + 1));
     }
 }

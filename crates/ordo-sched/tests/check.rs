@@ -22,7 +22,7 @@ fn the_plan_of_a_graph_matches_it() {
 #[test]
 fn an_unknown_node_is_named_with_its_task() {
     let mut plan = two_device_plan();
-    plan.tasks[2].kind = TaskKind::Compute { node: "zz".into() };
+    plan.tasks[2].kind = TaskKind::Compute { node: "zz".into(), id: None };
     let message = mismatch(check_against(&plan, &two_device_problem(StepMode::ForwardOnly)));
     assert!(message.contains("task `c` runs node `zz`"), "{message}");
 }
@@ -31,7 +31,7 @@ fn an_unknown_node_is_named_with_its_task() {
 fn a_node_run_twice_or_never_is_named() {
     let problem = two_device_problem(StepMode::ForwardOnly);
     let mut plan = two_device_plan();
-    plan.tasks[2].kind = TaskKind::Compute { node: "b".into() };
+    plan.tasks[2].kind = TaskKind::Compute { node: "b".into(), id: None };
     let message = mismatch(check_against(&plan, &problem));
     assert!(message.contains("node `b` is run by tasks `b` and `c`"), "{message}");
     let mut plan = two_device_plan();

@@ -42,7 +42,7 @@ fn cases() -> Vec<(String, PlaceProblem, Placement)> {
 fn compute_tasks(label: &str, problem: &PlaceProblem, plan: &Plan) -> Vec<TaskId> {
     let mut of_node: HashMap<&str, Vec<TaskId>> = HashMap::new();
     for (t, task) in plan.tasks.iter().enumerate() {
-        if let TaskKind::Compute { node } = &task.kind {
+        if let TaskKind::Compute { node, .. } = &task.kind {
             of_node.entry(node.as_str()).or_default().push(TaskId(t as u32));
         }
     }

@@ -224,7 +224,7 @@ mod arbitrary {
 
     fn task() -> impl Strategy<Value = Task> {
         let kind = prop_oneof![
-            Just(TaskKind::Compute { node: "n".into() }),
+            Just(TaskKind::Compute { node: "n".into(), id: None }),
             (0u32..6, 0usize..4, 0usize..4).prop_map(|(b, from, to)| TaskKind::Transfer {
                 buffer: BufferId(b),
                 from,

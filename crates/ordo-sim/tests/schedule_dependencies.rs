@@ -58,7 +58,7 @@ fn assert_dependencies_kept(
     let report = simulate(plan, options).unwrap();
     let mut timing: HashMap<(usize, &str), (f64, f64)> = HashMap::new();
     for (t, task) in plan.tasks.iter().enumerate() {
-        if let TaskKind::Compute { node } = &task.kind {
+        if let TaskKind::Compute { node, .. } = &task.kind {
             let device = plan.streams[task.streams[0].0 as usize].device;
             let span = (report.tasks[t].start_us, report.tasks[t].finish_us);
             prop_assert!(timing.insert((device, node.as_str()), span).is_none());

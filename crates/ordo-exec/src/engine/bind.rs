@@ -94,7 +94,9 @@ fn mismatch(message: String) -> ExecError {
 pub(crate) fn bind(program: &Program, plan: &Plan, sync: Sync) -> Result<Bound, ExecError> {
     validate(plan)?;
     let graph = program.graph();
-    let names = graph.name_index();
+    // Tasks refer to nodes by id; the name index serves plans without ids, or built from a
+    // graph numbered otherwise.
+    let names = std::cell::OnceCell::new();
     let devices = plan.devices;
     let task_device =
         |t: &ordo_sched::Task| t.streams.first().map_or(0, |s| plan.streams[s.0 as usize].device);
@@ -103,10 +105,21 @@ pub(crate) fn bind(program: &Program, plan: &Plan, sync: Sync) -> Result<Bound, 
     let mut node_of = vec![None; plan.tasks.len()];
     let mut placed: Vec<Vec<usize>> = vec![Vec::new(); graph.nodes.len()];
     for (t, task) in plan.tasks.iter().enumerate() {
-        if let TaskKind::Compute { node } = &task.kind {
-            let id = *names.get(node.as_str()).ok_or_else(|| {
-                mismatch(format!("task `{}` runs node `{node}`, which the graph lacks", task.name))
-            })?;
+        if let TaskKind::Compute { node, id } = &task.kind {
+            let by_id = id
+                .map(NodeId)
+                .filter(|&i| graph.nodes.get(i.index()).is_some_and(|n| n.name == *node));
+            let id = match by_id {
+                Some(id) => id,
+                None => *names.get_or_init(|| graph.name_index()).get(node.as_str()).ok_or_else(
+                    || {
+                        mismatch(format!(
+                            "task `{}` runs node `{node}`, which the graph lacks",
+                            task.name
+                        ))
+                    },
+                )?,
+            };
             node_of[t] = Some(id);
             placed[id.index()].push(task_device(task));
         }

@@ -61,7 +61,7 @@ impl Builder {
 
     /// A compute task appended to `stream`.
     pub fn compute(&mut self, name: &str, stream: StreamId, dur: u64) -> TaskId {
-        self.push(name, TaskKind::Compute { node: name.into() }, vec![stream], dur)
+        self.push(name, TaskKind::Compute { node: name.into(), id: None }, vec![stream], dur)
     }
 
     /// A compute task appended to `stream` that occupies `occupancy` of its device.
