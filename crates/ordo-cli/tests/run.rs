@@ -143,6 +143,22 @@ fn bad_runs_are_clear_errors() {
     let e =
         err(&["run", "resnet50", "--small", "--train", "--schedule", "ooo", "--devices", "cpu:2"]);
     assert!(e.contains("--schedule ooo runs on one device"), "{e}");
+    // Data-parallel and pipeline settings that make no sense name the option and the reason.
+    for (rest, expected) in [
+        ("--data-parallel 2 --first-k 1000", "reverse first-k defers 1000 layers"),
+        ("--data-parallel 2 --bucket lots", "--bucket lots"),
+        ("--pipeline 2 --micro-batches 0", "--micro-batches must be at least 1"),
+        ("--pipeline 2 --micro-batches 2 --modulo 0", "groups of 0 units"),
+        ("--pipeline 9 --micro-batches 2", "only 5 units"),
+        ("--pipeline 1 --micro-batches 2", "at least 2 stages"),
+        ("--first-k 2", "--data-parallel"),
+        ("--pipeline 2 --data-parallel 2", "cannot be used with"),
+    ] {
+        let mut args = vec!["run", "resnet50", "--small", "--train"];
+        args.extend(rest.split_whitespace());
+        let e = err(&args);
+        assert!(e.contains(expected), "{rest}: {e}");
+    }
     // Pipeline schedules are named as the user wrote them, and the advice names commands
     // that take --pipeline.
     for schedule in ["gpipe", "1f1b", "fast-forward"] {

@@ -31,12 +31,6 @@ impl PipelineArgs {
     pub fn micro_batch_problem(&self, problem: &ProblemArgs) -> anyhow::Result<ProblemArgs> {
         let mut problem = problem.clone();
         let Some(stages) = self.pipeline else { return Ok(problem) };
-        if stages < 2 {
-            bail!(
-                "--pipeline {stages}: a pipeline needs at least 2 stages (on one device, use \
-                 --schedule inorder or ooo)"
-            );
-        }
         problem.size = self.micro_batch_size(&problem.target, problem.size)?;
         if problem.devices.is_none() && problem.cluster.is_none() {
             problem.devices = Some(stages);
@@ -45,7 +39,14 @@ impl PipelineArgs {
     }
 
     /// The size of one micro-batch of `target` at `size` (the global batch).
+    /// Also checks that `--pipeline` asks for at least two stages.
     pub fn micro_batch_size(&self, target: &str, size: SizeArgs) -> anyhow::Result<SizeArgs> {
+        if let Some(stages) = self.pipeline.filter(|&s| s < 2) {
+            bail!(
+                "--pipeline {stages}: a pipeline needs at least 2 stages (on one device, use \
+                 --schedule inorder or ooo)"
+            );
+        }
         let micro = size.size().micro_batch(target, self.micro_batches)?;
         Ok(SizeArgs { batch: micro.batch, ..size })
     }
