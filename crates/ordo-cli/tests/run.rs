@@ -25,6 +25,8 @@ fn training_lowers_the_loss_identically_for_every_placement_and_schedule() {
         &["--devices", "cpu:3", "--algo", "round-robin", "--sync", "device-wait"],
         &["--devices", "cpu:2", "--algo", "m-topo", "--order", "model"],
         &["--schedule", "ooo", "--workers", "2"],
+        &["--schedule", "ooo", "--defer", "3", "--unroll", "3"],
+        &["--schedule", "ooo", "--defer", "41", "--unroll", "3", "--workers", "2"],
     ] {
         let mut args = extra.to_vec();
         args.extend(["--lr", "0.05"]);
@@ -153,6 +155,10 @@ fn bad_runs_are_clear_errors() {
         ("--pipeline 1 --micro-batches 2", "at least 2 stages"),
         ("--first-k 2", "--data-parallel"),
         ("--pipeline 2 --data-parallel 2", "cannot be used with"),
+        ("--schedule inorder --defer 2", "--defer needs --schedule ooo"),
+        ("--schedule ooo --defer 1000", "--defer 1000: the model has 41 layers with weights"),
+        ("--schedule ooo --defer 2 --unroll 1", "--unroll 1"),
+        ("--schedule ooo --defer 2 --steps 3", "multiple of --unroll 2"),
     ] {
         let mut args = vec!["run", "resnet50", "--small", "--train"];
         args.extend(rest.split_whitespace());

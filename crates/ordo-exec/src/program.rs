@@ -30,6 +30,16 @@ pub struct NodeCall {
     /// (one per output, in output order): a micro-batch's weight gradient accumulated into
     /// the previous micro-batch's (`param.grad += ...`). They are not the kernel's arguments.
     pub accumulated: usize,
+    /// In a graph unrolled over several steps, the step this node runs in (0 otherwise): it
+    /// runs at step `run step + step_offset` and reads the parameters as the updates of the
+    /// steps before it left them.
+    pub step_offset: u64,
+    /// For an update of an unrolled step `s > 0`: the same update of step `s - 1`, whose
+    /// optimizer state it advances.
+    pub previous_update: Option<NodeId>,
+    /// The node whose slot of the training state holds this node's optimizer state between
+    /// runs: itself, or its copy in step 0 of an unrolled graph.
+    pub slot_home: NodeId,
 }
 
 /// Settings shared by every node of a run.
@@ -54,6 +64,10 @@ impl Default for RunSettings {
 pub struct Program {
     graph: Graph,
     calls: Vec<NodeCall>,
+    /// Training steps one run of the graph makes (1, or the steps of an unrolled graph).
+    steps: u64,
+    /// Per parameter: whether some node updates it.
+    updated: Vec<bool>,
 }
 
 impl Program {
@@ -132,10 +146,61 @@ impl Program {
                     seed_node: node.layer.unwrap_or(node.id),
                     updates,
                     accumulated: accumulated[node.id.index()],
+                    step_offset: 0,
+                    previous_update: None,
+                    slot_home: node.id,
                 }
             })
-            .collect();
-        Ok(Self { graph, calls })
+            .collect::<Vec<NodeCall>>();
+        let mut updated = vec![false; graph.params.len()];
+        for p in calls.iter().filter_map(|c| c.updates) {
+            updated[p.index()] = true;
+        }
+        Ok(Self { graph, calls, steps: 1, updated })
+    }
+
+    /// Prepares `graph`, the graph of a training step unrolled over `steps` steps
+    /// (`ordo_sched::unroll_graph`: node `s * n + v` is node `v` in step `s`). Node `v` of step
+    /// `s` runs at step `s` after the run's first, with the random numbers of node `v` at that
+    /// step, and reads the parameters and optimizer state step `s - 1`'s updates left: one run
+    /// of the program is `steps` training steps, bitwise as running the step's graph `steps`
+    /// times.
+    ///
+    /// # Errors
+    /// [`ExecError::Mismatch`] for zero steps or a node count that `steps` does not divide;
+    /// those of [`Program::new`].
+    pub fn unrolled(graph: Graph, steps: usize) -> Result<Self, ExecError> {
+        let total = graph.nodes.len();
+        if steps == 0 || !total.is_multiple_of(steps) {
+            return Err(ExecError::Mismatch(format!(
+                "a graph of {total} nodes is not {steps} unrolled steps"
+            )));
+        }
+        let n = total / steps;
+        let mut program = Self::new(graph)?;
+        for (i, call) in program.calls.iter_mut().enumerate() {
+            let s = i / n;
+            // Random numbers as node `v` draws them (its layer and itself are in step `s`).
+            call.seed_node = NodeId((call.seed_node.index() - s * n) as u32);
+            call.step_offset = s as u64;
+            call.slot_home = NodeId((i % n) as u32);
+            if call.updates.is_some() && s > 0 {
+                call.previous_update = Some(NodeId((i - n) as u32));
+            }
+        }
+        program.steps = steps as u64;
+        Ok(program)
+    }
+
+    /// Training steps one run of the program makes: 1, or the steps of an unrolled graph.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Whether some node of the graph updates parameter `p` (one that none updates keeps its
+    /// value through the steps of an unrolled graph).
+    pub fn is_updated(&self, p: ParamId) -> bool {
+        self.updated[p.index()]
     }
 
     /// The graph.
@@ -179,6 +244,7 @@ impl Program {
     ) -> KernelResult<Vec<Tensor>> {
         let node = self.graph.node(id);
         let call = &self.calls[id.index()];
+        let step = step + call.step_offset;
         let ctx = KernelContext {
             outputs: &node.outputs,
             forward_inputs: &call.forward_inputs,

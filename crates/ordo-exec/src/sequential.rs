@@ -84,6 +84,13 @@ pub fn run_step(
     feeds: &Feeds,
     settings: &RunSettings,
 ) -> Result<StepOutputs, ExecError> {
+    if program.steps() > 1 {
+        return Err(ExecError::Config(format!(
+            "the sequential reference runs one step of a graph; this program unrolls {} \
+             (run the step's own graph that many times)",
+            program.steps()
+        )));
+    }
     let graph = program.graph();
     let step = state.step + 1;
     let order = graph.topo_order().map_err(|e| ExecError::Mismatch(e.to_string()))?;

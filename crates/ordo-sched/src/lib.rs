@@ -33,5 +33,5 @@ pub use pipeline::{
 pub use plan::{
     Buffer, BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,
 };
-pub use steady::unroll;
+pub use steady::{unroll, unroll_graph};
 pub use validate::validate;

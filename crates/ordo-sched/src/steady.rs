@@ -2,13 +2,14 @@
 //! the next (weight gradients deferred into the next forward pass) can be simulated in their
 //! steady state.
 
-use ordo_ir::Role;
+use ordo_ir::{Graph, Node, NodeId, OutletId, Role};
 use ordo_problem::{Edge, PlaceProblem, Tensor};
 
 use crate::error::SchedError;
 
 /// `steps` copies of the training-graph problem `problem`, one after another: node `v` of step
-/// `s` is node `s * n + v`, named `<name>#<s>`, and so are tensors. Parameters and optimizer
+/// `s` is node `s * n + v`, named `<name>#<s>`, and so are tensors (`<node>#<s>:<slot>`, as the
+/// runtime names the outputs of node `<node>#<s>`). Parameters and optimizer
 /// state are counted once (persistent memory of steps after the first is 0). Each update of
 /// step `s` gets a control edge to its layer's forward node in step `s + 1`: the next forward
 /// pass reads the updated parameter (an update's layer is the first node that reads its
@@ -34,7 +35,7 @@ pub fn unroll(problem: &PlaceProblem, steps: usize) -> Result<PlaceProblem, Sche
     for s in 0..steps {
         out.names.extend(problem.names.iter().map(|name| format!("{name}#{s}")));
         out.tensors.extend(problem.tensors.iter().map(|x| Tensor {
-            name: format!("{}#{s}", x.name),
+            name: step_tensor_name(&x.name, &problem.names[x.producer], s),
             producer: s * n + x.producer,
             ..x.clone()
         }));
@@ -74,4 +75,50 @@ pub fn unroll(problem: &PlaceProblem, steps: usize) -> Result<PlaceProblem, Sche
     }
     out.set_topo_order()?;
     Ok(out)
+}
+
+/// The name of tensor `name` of `producer` in step `s`: `<producer>#<s><rest>` when the name
+/// starts with the producer's (`<node>:<slot>` becomes `<node>#<s>:<slot>`), `<name>#<s>`
+/// otherwise.
+fn step_tensor_name(name: &str, producer: &str, s: usize) -> String {
+    match name.strip_prefix(producer) {
+        Some(rest) => format!("{producer}#{s}{rest}"),
+        None => format!("{name}#{s}"),
+    }
+}
+
+/// The executable graph of [`unroll`]`(problem, steps)` for the problem costed from `graph`:
+/// node `s * n + v` is node `v` in step `s`, named as in the unrolled problem, its inputs
+/// wired within its step and its layer in its step. Parameters are the graph's: the runtime
+/// gives the nodes of step `s` the parameters as step `s - 1`'s updates left them. Outputs:
+/// each of the graph's outputs once per step (step 0 first), so a training graph's first
+/// `steps` outputs are the steps' losses.
+///
+/// # Errors
+/// [`SchedError::Schedule`] for zero steps.
+pub fn unroll_graph(graph: &Graph, steps: usize) -> Result<Graph, SchedError> {
+    if steps == 0 {
+        return Err(SchedError::Schedule("a steady state needs at least one step".into()));
+    }
+    if steps == 1 {
+        return Ok(graph.clone());
+    }
+    let n = graph.nodes.len();
+    let shift = |id: NodeId, s: usize| NodeId((s * n + id.index()) as u32);
+    let mut nodes = Vec::with_capacity(steps * n);
+    for s in 0..steps {
+        nodes.extend(graph.nodes.iter().map(|node| Node {
+            id: shift(node.id, s),
+            name: format!("{}#{s}", node.name),
+            inputs: node.inputs.iter().map(|o| OutletId::new(shift(o.node, s), o.slot)).collect(),
+            layer: node.layer.map(|l| shift(l, s)),
+            ..node.clone()
+        }));
+    }
+    let outputs = graph
+        .outputs
+        .iter()
+        .flat_map(|o| (0..steps).map(move |s| OutletId::new(shift(o.node, s), o.slot)))
+        .collect();
+    Ok(Graph { name: graph.name.clone(), nodes, params: graph.params.clone(), outputs })
 }

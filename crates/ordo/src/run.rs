@@ -9,18 +9,20 @@ use ordo_sim::{BusyFraction, Channel, Report, SimOptions, TaskTiming};
 use crate::error::Result;
 use crate::{Planned, Problem};
 
-/// One executed step.
+/// One run of the plan: one training step, or several for a steady-state plan.
 #[derive(Clone, Debug)]
 pub struct Step {
-    /// The mean of the replicas' losses (NaN when the step computed none).
+    /// The mean of `losses` (NaN when the run computed none).
     pub loss: f32,
+    /// Per training step of the run, the mean of its replicas' (and micro-batches') losses.
+    pub losses: Vec<f32>,
     /// What the engine measured: outputs, task spans, wall time, peak memory.
     pub run: StepRun,
 }
 
 /// A plan bound to its model's program, with the training state it advances step by step.
 /// Every replica reads the same synthetic inputs each step (seeded from the options' seed
-/// and the replica), so a run is deterministic.
+/// and the replica; each micro-batch of a pipeline its own), so a run is deterministic.
 pub struct Runner {
     exe: Executable,
     state: TrainState,
@@ -30,6 +32,8 @@ pub struct Runner {
     step_overhead_us: f64,
     /// Micro-batches per step (1 but for a pipeline).
     micro_batches: usize,
+    /// Training steps per run (1 but for a steady-state plan).
+    steps: usize,
 }
 
 impl Runner {
@@ -47,8 +51,20 @@ impl Runner {
         let workers = options.workers_per_device;
         let exe = Executable::new(program.clone(), &planned.plan, options)?;
         let state = TrainState::new(&program, seed)?;
+        // Every training step reads the same batch: an unrolled plan's input `<name>#<s>` is
+        // fed what the step's graph would read as `<name>`.
         let feeds = (0..planned.replicas)
-            .map(|r| ordo_exec::synthetic_feeds(program.graph(), seed + r as u64))
+            .map(|r| match planned.steps {
+                1 => ordo_exec::synthetic_feeds(program.graph(), seed + r as u64),
+                steps => ordo_exec::synthetic_feeds(graph, seed + r as u64).map(|feeds| {
+                    feeds
+                        .into_iter()
+                        .flat_map(|(name, t)| {
+                            (0..steps).map(move |s| (format!("{name}#{s}"), t.clone()))
+                        })
+                        .collect()
+                }),
+            })
             .collect::<Result<_, _>>()?;
         Ok(Self {
             exe,
@@ -58,6 +74,7 @@ impl Runner {
             workers,
             step_overhead_us: problem.step_overhead_us,
             micro_batches: planned.micro_batches(),
+            steps: planned.steps,
         })
     }
 
@@ -78,19 +95,23 @@ impl Runner {
     /// then as before the step.
     pub fn step(&mut self) -> Result<Step> {
         let run = self.exe.run_step(&mut self.state, &self.feeds)?;
-        // A replica's first outputs are its losses, one per micro-batch.
-        let losses: Vec<f32> = run
-            .outputs
-            .iter()
-            .flat_map(|o| o.outputs.iter().take(self.micro_batches))
-            .filter_map(|t| t.as_f32().and_then(|v| v.first().copied()))
-            .collect();
-        let loss = if losses.is_empty() {
-            f32::NAN
-        } else {
-            losses.iter().sum::<f32>() / losses.len() as f32
+        // A replica's first outputs are its losses: one per micro-batch, or one per step of a
+        // steady-state plan.
+        let mut losses = vec![Vec::new(); self.steps];
+        for outputs in &run.outputs {
+            let first = outputs.outputs.iter().take(self.micro_batches.max(self.steps));
+            for (k, t) in first.enumerate() {
+                if let Some(&value) = t.as_f32().and_then(<[f32]>::first) {
+                    losses[k % self.steps].push(value);
+                }
+            }
+        }
+        let mean = |v: &[f32]| {
+            if v.is_empty() { f32::NAN } else { v.iter().sum::<f32>() / v.len() as f32 }
         };
-        Ok(Step { loss, run })
+        let losses: Vec<f32> = losses.iter().map(|l| mean(l)).collect();
+        let loss = mean(&losses);
+        Ok(Step { loss, losses, run })
     }
 
     /// The simulator's prediction of one step of this plan on these CPU devices (see
@@ -115,7 +136,8 @@ impl Runner {
     }
 }
 
-/// The program that runs `planned` on `graph`: a data-parallel plan's loss gradient scaled by
+/// The program that runs `planned` on `graph`: a steady-state plan's graph unrolled over its
+/// steps ([`Program::unrolled`]), a data-parallel plan's loss gradient scaled by
 /// `1 / replicas` and a pipeline's by `1 / micro-batches` (so that the summed gradients are
 /// those of the mean loss), a pipeline's graph copied per micro-batch with its weight
 /// gradients accumulated across them.
@@ -124,6 +146,12 @@ impl Runner {
 /// [`crate::Error::Sched`] when the micro-batched problem does not match the graph;
 /// [`crate::Error::Exec`] for an op without a CPU kernel.
 pub fn program(graph: &Graph, planned: &Planned) -> Result<Program> {
+    if planned.steps > 1 {
+        return Ok(Program::unrolled(
+            ordo_sched::unroll_graph(graph, planned.steps)?,
+            planned.steps,
+        )?);
+    }
     let (mut graph, accumulated, scale) = match &planned.micro_batched {
         Some(split) => {
             let split = ordo_sched::micro_batch_graph(graph, split)?;

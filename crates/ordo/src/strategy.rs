@@ -99,6 +99,19 @@ pub enum Strategy {
     DataParallel(DataParallel),
     /// The blocks of a micro-batch's training graph split into pipeline stages.
     Pipeline(Pipeline),
+    /// `steps` training steps on device 0 as one plan, so that work crosses from a step into
+    /// the next: with [`OneDeviceSchedule::Ooo`], the weight-gradient work of the `deferred`
+    /// forward layers (one flag per node) runs after the step's other work and their updates
+    /// just before the layer's forward pass of the next step (out-of-order backprop's steady
+    /// state, as `ordo_sched::steady_plan`).
+    Steady {
+        /// Where the weight-gradient work runs.
+        schedule: OneDeviceSchedule,
+        /// Per node of the problem: whether it is a forward layer whose dW work is deferred.
+        deferred: Vec<bool>,
+        /// Training steps in the plan (at least 1).
+        steps: usize,
+    },
 }
 
 impl Strategy {
@@ -123,6 +136,9 @@ pub struct Planned {
     /// For a pipeline, the micro-batched problem the plan runs: its nodes are copies of the
     /// problem's, per micro-batch, with an origin table.
     pub micro_batched: Option<MicroBatched>,
+    /// Training steps one run of the plan makes (1 but for [`Strategy::Steady`]); node `v` of
+    /// step `s` is task `s * n + v`.
+    pub steps: usize,
 }
 
 impl Planned {
@@ -152,7 +168,14 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
             }
             let plan = ordo_sched::build_plan(p, &placed.placement)?;
             let description = format!("placed with {} on {devices} devices", placed.placement.algo);
-            Planned { plan, placed: Some(placed), replicas: 1, description, micro_batched: None }
+            Planned {
+                plan,
+                placed: Some(placed),
+                replicas: 1,
+                description,
+                micro_batched: None,
+                steps: 1,
+            }
         }
         Strategy::OneDevice(schedule) => {
             if devices != 1 {
@@ -163,7 +186,7 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
             }
             let plan = ordo_sched::one_device_plan(p, *schedule)?;
             let description = format!("one device, {}", schedule.name());
-            Planned { plan, placed: None, replicas: 1, description, micro_batched: None }
+            Planned { plan, placed: None, replicas: 1, description, micro_batched: None, steps: 1 }
         }
         Strategy::DataParallel(config) => {
             let plan = ordo_sched::data_parallel_plan(p, config, 1)?;
@@ -175,6 +198,28 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
                 replicas: config.replicas,
                 description,
                 micro_batched: None,
+                steps: 1,
+            }
+        }
+        Strategy::Steady { schedule, deferred, steps } => {
+            if devices != 1 {
+                usage!(
+                    "the steady state of the {} schedule runs on one device, but the problem \
+                     has {devices}",
+                    schedule.name()
+                );
+            }
+            let plan = ordo_sched::steady_plan(p, *schedule, deferred, *steps)?;
+            let layers = deferred.iter().filter(|&&d| d).count();
+            let description =
+                format!("one device, {}, {layers} layers deferred, {steps} steps", schedule.name());
+            Planned {
+                plan,
+                placed: None,
+                replicas: 1,
+                description,
+                micro_batched: None,
+                steps: *steps,
             }
         }
         Strategy::Pipeline(pipeline) => {
@@ -191,6 +236,7 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
                 replicas: 1,
                 description,
                 micro_batched: Some(planned.split),
+                steps: 1,
             }
         }
     })

@@ -78,6 +78,14 @@ pub struct Args {
     /// `1MiB`); 0 reduces each gradient on its own.
     #[arg(long, value_name = "SIZE", default_value = "0", requires = "data_parallel")]
     pub bucket: String,
+    /// With `--schedule ooo`: out-of-order backprop's steady state, the weight-gradient work
+    /// of the first N layers with weights deferred into the next step's forward pass. Each run
+    /// of the plan is `--unroll` steps; `--steps` must be a multiple of it.
+    #[arg(long, value_name = "N", requires = "schedule")]
+    pub defer: Option<usize>,
+    /// With `--defer`: training steps in one plan (at least 2, so that work can cross steps).
+    #[arg(long, value_name = "K", default_value_t = 2, requires = "defer")]
+    pub unroll: usize,
     /// Cross-stream synchronisation.
     #[arg(long, value_enum, default_value = "events")]
     pub sync: SyncArg,
@@ -227,7 +235,35 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
                 schedule.name()
             );
         }
-        (problem_on(1)?, Strategy::OneDevice(schedule), format!("one device, {}", schedule.name()))
+        let problem = problem_on(1)?;
+        match args.defer {
+            None => {
+                (problem, Strategy::OneDevice(schedule), format!("one device, {}", schedule.name()))
+            }
+            Some(layers) => {
+                if schedule != ordo_sched::OneDeviceSchedule::Ooo {
+                    bail!("--defer needs --schedule ooo (the in-order schedule defers nothing)");
+                }
+                if args.unroll < 2 {
+                    bail!("--unroll {}: deferred work crosses steps; give at least 2", args.unroll);
+                }
+                let with_weights = ordo_sched::layers_with_weights(&problem.place);
+                if layers > with_weights.len() {
+                    bail!(
+                        "--defer {layers}: the model has {} layers with weights",
+                        with_weights.len()
+                    );
+                }
+                let mut deferred = vec![false; problem.place.len()];
+                for &layer in &with_weights[..layers] {
+                    deferred[layer] = true;
+                }
+                let steps = args.unroll;
+                let label =
+                    format!("one device, ooo, {layers} layers deferred, {steps} steps a run");
+                (problem, Strategy::Steady { schedule, deferred, steps }, label)
+            }
+        }
     } else {
         let placer = args.search.placer(&args.algo, &PlaceOptions::default())?;
         let order = match args.order {
@@ -267,21 +303,28 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         empty_kernels: args.empty_kernels,
         settings,
     };
+    // A steady-state plan makes several training steps a run; times are per training step.
+    let per_run = planned.steps;
+    if !args.steps.is_multiple_of(per_run) {
+        bail!("--steps {} must be a multiple of --unroll {per_run}", args.steps);
+    }
     let mut runner = ordo::Runner::new(&problem, &planned, options)
         .with_context(|| format!("preparing `{}`", args.target))?;
-    let predicted = runner.predict().context("simulating the plan")?;
-    let mut runs: Vec<StepRun> = Vec::with_capacity(args.steps);
+    let mut predicted = runner.predict().context("simulating the plan")?;
+    predicted.step_time_us /= per_run as f64;
+    let mut runs: Vec<StepRun> = Vec::with_capacity(args.steps / per_run);
     let mut losses = Vec::with_capacity(args.steps);
     with_spinner("running", |bar| -> anyhow::Result<()> {
-        for step in 1..=args.steps {
-            let ordo::Step { loss, run } = runner.step().with_context(|| format!("step {step}"))?;
+        for step in (per_run..=args.steps).step_by(per_run) {
+            let ordo::Step { loss, losses: of_run, run } =
+                runner.step().with_context(|| format!("step {step}"))?;
             bar.set_message(format!("step {step}/{}, loss {loss:.4}", args.steps));
-            losses.push(loss);
+            losses.extend(of_run);
             runs.push(run);
         }
         Ok(())
     })?;
-    let mut walls: Vec<f64> = runs.iter().map(|r| r.wall_us).collect();
+    let mut walls: Vec<f64> = runs.iter().map(|r| r.wall_us / per_run as f64).collect();
     walls.sort_by(f64::total_cmp);
     let measured = walls[walls.len() / 2];
     let last = runs.last().expect("at least one step");
@@ -300,7 +343,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             "devices": plan.devices,
             "tasks": plan.tasks.len(),
             "losses": losses,
-            "step_us": runs.iter().map(|r| r.wall_us).collect::<Vec<_>>(),
+            "step_us": runs.iter().map(|r| r.wall_us / per_run as f64).collect::<Vec<_>>(),
             "measured_step_us": measured,
             "predicted_step_us": predicted.step_time_us,
             "peak_memory_bytes": last.peak_memory_bytes,

@@ -206,7 +206,7 @@ impl Executable {
             .collect();
         let peak_memory_bytes = step.peaks();
         if o.empty_kernels {
-            state.step += 1;
+            state.step += self.program.steps();
             return Ok(StepRun { outputs: Vec::new(), tasks, wall_us, peak_memory_bytes });
         }
         let Step { fetched, updated, slots, .. } = step;
@@ -245,15 +245,17 @@ impl Executable {
             }
         }
         let mut slots = slots;
+        // Node by node, so that the last unrolled step's state is what its home slot keeps.
         for (node, advanced) in slots.swap_remove(0).into_iter().enumerate() {
             if let Some(advanced) = advanced.into_inner().unwrap_or_else(|p| p.into_inner()) {
-                state.slots[node] = advanced;
+                let home = self.program.call(ordo_ir::NodeId(node as u32)).slot_home;
+                state.slots[home.index()] = advanced;
             }
         }
         for (p, t) in updated.swap_remove(0) {
             state.params[p.index()] = Arc::new(t);
         }
-        state.step += 1;
+        state.step += self.program.steps();
         Ok(StepRun { outputs, tasks, wall_us, peak_memory_bytes })
     }
 }

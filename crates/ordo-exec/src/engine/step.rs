@@ -22,6 +22,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A value written once during a step and read after.
+type Slot = Mutex<Option<Arc<Tensor>>>;
+
 /// Bytes in use on a device, and the most seen.
 #[derive(Debug, Default)]
 struct Memory {
@@ -47,6 +50,13 @@ pub(crate) struct Step<'a> {
     pub fetched: Vec<Vec<Mutex<Option<Tensor>>>>,
     /// Per replica: the next value of each updated parameter.
     pub updated: Vec<Mutex<Vec<(ParamId, Tensor)>>>,
+    /// For a program unrolled over several steps, per replica, parameter and step `s > 0`:
+    /// the value step `s - 1`'s update left, which the nodes of step `s` read (empty
+    /// otherwise). Each is written once, by that update, before any reader runs: the plan
+    /// orders the readers after it.
+    versions: Vec<Vec<Vec<Slot>>>,
+    /// Per parameter: whether an update writes it (one that none writes keeps its value).
+    updated_params: Vec<bool>,
     values: Vec<Mutex<Option<Arc<Tensor>>>>,
     readers_left: Vec<AtomicUsize>,
     pending: Vec<Countdown>,
@@ -94,6 +104,19 @@ impl<'a> Step<'a> {
                 .map(|_| (0..outputs).map(|_| Mutex::new(None)).collect())
                 .collect(),
             updated: (0..replicas).map(|_| Mutex::new(Vec::new())).collect(),
+            updated_params: (0..program.graph().params.len())
+                .map(|p| program.steps() > 1 && program.is_updated(ParamId(p as u32)))
+                .collect(),
+            versions: match program.steps() {
+                1 => Vec::new(),
+                steps => (0..replicas)
+                    .map(|_| {
+                        (0..program.graph().params.len())
+                            .map(|_| (0..steps).map(|_| Mutex::new(None)).collect())
+                            .collect()
+                    })
+                    .collect(),
+            },
             values: bound.buffers.iter().map(|_| Mutex::new(None)).collect(),
             readers_left: bound.buffers.iter().map(|b| AtomicUsize::new(b.readers)).collect(),
             pending: bound.tasks.iter().map(|t| Countdown::new(t.deps)).collect(),
@@ -269,12 +292,31 @@ impl<'a> Step<'a> {
     }
 
     fn value(&self, t: usize, b: u32) -> Result<Arc<Tensor>, ExecError> {
-        lock(&self.values[b as usize]).clone().ok_or_else(|| {
-            ExecError::Mismatch(format!(
-                "task `{}` ran before one of its inputs was written",
-                self.bound.tasks[t].name
-            ))
-        })
+        lock(&self.values[b as usize]).clone().ok_or_else(|| self.before_written(t))
+    }
+
+    fn before_written(&self, t: usize) -> ExecError {
+        ExecError::Mismatch(format!(
+            "task `{}` ran before one of its inputs was written",
+            self.bound.tasks[t].name
+        ))
+    }
+
+    /// Parameter `p` as task `t` of step `step` of an unrolled program reads it: the run's
+    /// value in step 0, what the update of step `step - 1` left after.
+    fn param(
+        &self,
+        t: usize,
+        replica: usize,
+        p: ParamId,
+        step: u64,
+    ) -> Result<Arc<Tensor>, ExecError> {
+        if step == 0 || !self.updated_params[p.index()] {
+            return Ok(self.params[p.index()].clone());
+        }
+        lock(&self.versions[replica][p.index()][step as usize])
+            .clone()
+            .ok_or_else(|| self.before_written(t))
     }
 
     fn store(&self, b: u32, tensor: Tensor) {
@@ -344,10 +386,21 @@ impl<'a> Step<'a> {
             inputs.iter().map(|&b| self.value(t, b)).collect::<Result<_, _>>()?
         };
         let args: Vec<&Tensor> = values.iter().map(|v| &**v).collect();
-        let params: Vec<&Tensor> = call.params.iter().map(|p| &*self.params[p.index()]).collect();
+        let params: Vec<Arc<Tensor>> = call
+            .params
+            .iter()
+            .map(|&p| self.param(t, replica, p, call.step_offset))
+            .collect::<Result<_, _>>()?;
+        let params: Vec<&Tensor> = params.iter().map(|p| &**p).collect();
         // An update advances a copy of its optimizer state, kept until the step succeeds, so
-        // that a failed step leaves the state as it was.
-        let mut slots = self.initial_slots[id.index()].clone();
+        // that a failed step leaves the state as it was; in an unrolled step, the state the
+        // same update of the step before left.
+        let mut slots = match call.previous_update {
+            None => self.initial_slots[id.index()].clone(),
+            Some(previous) => lock(&self.slots[replica][previous.index()])
+                .clone()
+                .ok_or_else(|| self.before_written(t))?,
+        };
         let outs = self
             .program
             .run_node(id, &args, &params, &mut slots, self.step, self.settings)
@@ -356,14 +409,22 @@ impl<'a> Step<'a> {
                 node: node.name.clone(),
                 source,
             })?;
-        if !slots.is_empty() {
+        // An update's state is kept even when empty (plain SGD): the same update of the next
+        // unrolled step starts from it.
+        if !slots.is_empty() || call.updates.is_some() {
             *lock(&self.slots[replica][id.index()]) = Some(slots);
         }
         for &(slot, k) in fetch {
             *lock(&self.fetched[replica][k]) = Some(outs[slot].clone());
         }
         if let Some(p) = call.updates {
-            lock(&self.updated[replica]).push((p, outs[0].clone()));
+            let next = call.step_offset as usize + 1;
+            match self.versions.get(replica) {
+                Some(versions) if next < versions[p.index()].len() => {
+                    *lock(&versions[p.index()][next]) = Some(Arc::new(outs[0].clone()));
+                }
+                _ => lock(&self.updated[replica]).push((p, outs[0].clone())),
+            }
         }
         for (slot, tensor) in outs.into_iter().enumerate() {
             if let Some(Some(b)) = outputs.get(slot) {

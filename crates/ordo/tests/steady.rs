@@ -1,0 +1,69 @@
+//! The steady state runs: several training steps as one plan, out-of-order backprop deferring
+//! the weight-gradient work of the first layers into the next step's forward pass, give
+//! bitwise the losses, parameters and optimizer state of running the step's own graph that
+//! many times one after the other.
+
+use ordo::stages::exec::synthetic_feeds;
+use ordo::stages::exec::{Executable, Feeds, Program, RunSettings, TrainState, sequential};
+use ordo::{
+    EngineOptions, Model, OneDeviceSchedule, Optimizer, Problem, Size, StepMode, Strategy, Target,
+};
+
+fn check(model: &str, optimizer: Optimizer, deferred_layers: usize, steps: usize, runs: usize) {
+    let label = format!("{model} {optimizer:?}, {deferred_layers} layers deferred, {steps} steps");
+    let training = Model::zoo(model, Size::small()).unwrap().training(optimizer, None).unwrap();
+    let target = Target::uniform(1, u64::MAX).unwrap();
+    let problem = Problem::new(&training, &target, StepMode::TrainingGraph).unwrap();
+    let layers = ordo::stages::sched::layers_with_weights(&problem.place);
+    let mut deferred = vec![false; problem.place.len()];
+    for &layer in &layers[..deferred_layers.min(layers.len())] {
+        deferred[layer] = true;
+    }
+    let schedule = OneDeviceSchedule::Ooo;
+    let planned = ordo::plan(&problem, &Strategy::Steady { schedule, deferred, steps }).unwrap();
+    assert_eq!(planned.steps, steps);
+    let graph = training.graph().unwrap();
+    let program = ordo::program(graph, &planned).expect(&label);
+    assert_eq!(program.steps(), steps as u64);
+
+    // The step's own graph, `steps * runs` times one after the other, on the same inputs.
+    let settings = RunSettings::default();
+    let whole = Program::new(graph.clone()).unwrap();
+    let feeds = synthetic_feeds(graph, 11).unwrap();
+    let mut expected = TrainState::new(&whole, 0).unwrap();
+    let mut expected_losses = Vec::new();
+    for _ in 0..steps * runs {
+        let out = sequential::run_step(&whole, &mut expected, &feeds, &settings).unwrap();
+        expected_losses.push(out.loss().unwrap());
+    }
+
+    // Each input of step s is named `<input>#<s>`: every step reads the same batch.
+    let unrolled: Feeds = feeds
+        .iter()
+        .flat_map(|(name, t)| (0..steps).map(move |s| (format!("{name}#{s}"), t.clone())))
+        .collect();
+    let options = EngineOptions { workers_per_device: 2, ..EngineOptions::default() };
+    let exe = Executable::new(program.clone(), &planned.plan, options).expect(&label);
+    let mut state = TrainState::new(&program, 0).unwrap();
+    let mut losses = Vec::new();
+    for _ in 0..runs {
+        let run = exe.run_step(&mut state, std::slice::from_ref(&unrolled)).expect(&label);
+        let outputs = &run.outputs[0].outputs;
+        losses.extend(outputs[..steps].iter().map(|t| t.as_f32().unwrap()[0]));
+    }
+    assert_eq!(losses, expected_losses, "{label}: losses");
+    assert_eq!(state.step, expected.step, "{label}: step count");
+    for (p, (got, want)) in state.params.iter().zip(&expected.params).enumerate() {
+        assert_eq!(got.as_f32(), want.as_f32(), "{label}: parameter {p}");
+    }
+    let n = graph.nodes.len();
+    assert_eq!(state.slots[..n], expected.slots[..], "{label}: optimizer state");
+}
+
+#[test]
+fn deferred_weight_gradients_run_bitwise_as_consecutive_steps() {
+    check("resnet50", Optimizer::SgdMomentum, 4, 2, 2);
+    check("bert_base", Optimizer::Adam, 3, 3, 2);
+    check("gnmt", Optimizer::Sgd, 2, 2, 1);
+    check("transformer", Optimizer::Adam, 0, 2, 1);
+}
