@@ -77,13 +77,20 @@ pub fn unroll(problem: &PlaceProblem, steps: usize) -> Result<PlaceProblem, Sche
     Ok(out)
 }
 
-/// The name of tensor `name` of `producer` in step `s`: `<producer>#<s><rest>` when the name
-/// starts with the producer's (`<node>:<slot>` becomes `<node>#<s>:<slot>`), `<name>#<s>`
-/// otherwise.
+/// The name of tensor `name` of `producer` in step `s`: see [`copy_tensor_name`].
 fn step_tensor_name(name: &str, producer: &str, s: usize) -> String {
+    copy_tensor_name(name, producer, &format!("#{s}"))
+}
+
+/// The name of tensor `name` of node `producer` in the copy of the graph whose node names end
+/// in `suffix` (`#<s>` for a step, `/mb<m>` for a micro-batch): the copied producer's name
+/// followed by the rest of the tensor's (`<node>:<slot>` becomes `<node><suffix>:<slot>`, as
+/// the runtime names the outputs of the copied node), or `<name><suffix>` for a name that does
+/// not start with its producer's.
+pub(crate) fn copy_tensor_name(name: &str, producer: &str, suffix: &str) -> String {
     match name.strip_prefix(producer) {
-        Some(rest) => format!("{producer}#{s}{rest}"),
-        None => format!("{name}#{s}"),
+        Some(rest) => format!("{producer}{suffix}{rest}"),
+        None => format!("{name}{suffix}"),
     }
 }
 

@@ -5,6 +5,7 @@ use ordo_ir::Role;
 use ordo_problem::{Edge, PlaceProblem, Tensor};
 
 use crate::error::SchedError;
+use crate::steady::copy_tensor_name;
 
 /// A training-graph problem split into micro-batches, and where each of its nodes comes from.
 #[derive(Clone, Debug)]
@@ -124,10 +125,10 @@ pub fn micro_batch(
         let ids = (0..batches)
             .map(|m| {
                 let producer = node(x.producer, m);
-                let name = match x.name.strip_prefix(problem.names[x.producer].as_str()) {
-                    Some(rest) if !once[x.producer] => format!("{}{rest}", out.names[producer]),
-                    _ if once[x.producer] => x.name.clone(),
-                    _ => format!("{}/mb{m}", x.name),
+                let name = if once[x.producer] {
+                    x.name.clone()
+                } else {
+                    copy_tensor_name(&x.name, &problem.names[x.producer], &format!("/mb{m}"))
                 };
                 out.tensors.push(Tensor { name, producer, ..x.clone() });
                 out.tensors.len() - 1
