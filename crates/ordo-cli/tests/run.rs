@@ -75,19 +75,19 @@ fn every_pipeline_schedule_trains_identically_and_1f1b_holds_less() {
 
 #[test]
 fn data_parallel_replicas_report_their_mean_loss() {
-    let v = json(&ordo(&[
-        "run",
-        "gpt2_small",
-        "--small",
-        "--train",
-        "--steps",
-        "2",
-        "--data-parallel",
-        "2",
-        "--json",
-    ]));
+    let dp = |rest: &str| {
+        let base = "run gpt2_small --small --train --steps 2 --data-parallel 2 --json";
+        json(&ordo(&base.split_whitespace().chain(rest.split_whitespace()).collect::<Vec<_>>()))
+    };
+    let v = dp("");
     assert_eq!(v["devices"], 2);
-    assert!(losses(&v).iter().all(|l| l.is_finite()));
+    let want = losses(&v);
+    assert!(want.iter().all(|l| l.is_finite()));
+    // Reverse first-k, buckets, and the deferred updates applied in the next step's forward
+    // pass (two steps a plan) train identically.
+    for rest in ["--first-k 4 --bucket 64KiB", "--first-k 4 --unroll 2", "--unroll 2 --workers 2"] {
+        assert_eq!(losses(&dp(rest)), want, "{rest}");
+    }
 }
 
 #[test]
@@ -159,6 +159,8 @@ fn bad_runs_are_clear_errors() {
         ("--schedule ooo --defer 1000", "--defer 1000: the model has 41 layers with weights"),
         ("--schedule ooo --defer 2 --unroll 1", "--unroll 1"),
         ("--schedule ooo --defer 2 --steps 3", "multiple of --unroll 2"),
+        ("--unroll 2", "--unroll applies to --defer and --data-parallel"),
+        ("--data-parallel 2 --unroll 0", "--unroll 0"),
     ] {
         let mut args = vec!["run", "resnet50", "--small", "--train"];
         args.extend(rest.split_whitespace());

@@ -136,8 +136,8 @@ impl Runner {
     }
 }
 
-/// The program that runs `planned` on `graph`: a steady-state plan's graph unrolled over its
-/// steps ([`Program::unrolled`]), a data-parallel plan's loss gradient scaled by
+/// The program that runs `planned` on `graph`: a plan of several steps runs the graph unrolled
+/// over them ([`Program::unrolled`]), a data-parallel plan's loss gradient scaled by
 /// `1 / replicas` and a pipeline's by `1 / micro-batches` (so that the summed gradients are
 /// those of the mean loss), a pipeline's graph copied per micro-batch with its weight
 /// gradients accumulated across them.
@@ -147,10 +147,11 @@ impl Runner {
 /// [`crate::Error::Exec`] for an op without a CPU kernel.
 pub fn program(graph: &Graph, planned: &Planned) -> Result<Program> {
     if planned.steps > 1 {
-        return Ok(Program::unrolled(
-            ordo_sched::unroll_graph(graph, planned.steps)?,
-            planned.steps,
-        )?);
+        let mut unrolled = ordo_sched::unroll_graph(graph, planned.steps)?;
+        if planned.replicas > 1 {
+            ordo_exec::scale_backward_seed(&mut unrolled, 1.0 / planned.replicas as f64);
+        }
+        return Ok(Program::unrolled(unrolled, planned.steps)?);
     }
     let (mut graph, accumulated, scale) = match &planned.micro_batched {
         Some(split) => {

@@ -95,8 +95,15 @@ pub enum Strategy {
     },
     /// The whole training graph on device 0, in order or out of order.
     OneDevice(OneDeviceSchedule),
-    /// The training graph replicated on `replicas` devices, gradients all-reduced.
-    DataParallel(DataParallel),
+    /// The training graph replicated on `replicas` devices, gradients all-reduced; `steps`
+    /// training steps in one plan (1, or more so that reverse first-k's deferred updates are
+    /// applied in the next step's forward pass, as its steady state).
+    DataParallel {
+        /// Replicas, network, buckets, reverse first-k and each replica's schedule.
+        config: DataParallel,
+        /// Training steps in the plan (at least 1).
+        steps: usize,
+    },
     /// The blocks of a micro-batch's training graph split into pipeline stages.
     Pipeline(Pipeline),
     /// `steps` training steps on device 0 as one plan, so that work crosses from a step into
@@ -188,8 +195,8 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
             let description = format!("one device, {}", schedule.name());
             Planned { plan, placed: None, replicas: 1, description, micro_batched: None, steps: 1 }
         }
-        Strategy::DataParallel(config) => {
-            let plan = ordo_sched::data_parallel_plan(p, config, 1)?;
+        Strategy::DataParallel { config, steps } => {
+            let plan = ordo_sched::data_parallel_plan(p, config, *steps)?;
             let description =
                 format!("{} data-parallel replicas, {}", config.replicas, config.schedule.name());
             Planned {
@@ -198,7 +205,7 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
                 replicas: config.replicas,
                 description,
                 micro_batched: None,
-                steps: 1,
+                steps: *steps,
             }
         }
         Strategy::Steady { schedule, deferred, steps } => {

@@ -83,9 +83,11 @@ pub struct Args {
     /// of the plan is `--unroll` steps; `--steps` must be a multiple of it.
     #[arg(long, value_name = "N", requires = "schedule")]
     pub defer: Option<usize>,
-    /// With `--defer`: training steps in one plan (at least 2, so that work can cross steps).
-    #[arg(long, value_name = "K", default_value_t = 2, requires = "defer")]
-    pub unroll: usize,
+    /// Training steps in one plan: with `--defer` (default 2, at least 2, so that work can cross
+    /// steps), or with `--data-parallel` (default 1; more applies reverse first-k's deferred
+    /// updates in the next step's forward pass).
+    #[arg(long, value_name = "K")]
+    pub unroll: Option<usize>,
     /// Cross-stream synchronisation.
     #[arg(long, value_enum, default_value = "events")]
     pub sync: SyncArg,
@@ -144,6 +146,9 @@ struct Prepared {
 }
 
 fn prepare(args: &Args) -> anyhow::Result<Prepared> {
+    if args.unroll.is_some() && args.defer.is_none() && args.data_parallel.is_none() {
+        bail!("--unroll applies to --defer and --data-parallel plans");
+    }
     let derived = args.data_parallel.is_some() || args.pipeline.pipeline.is_some();
     if args.order == OrderArg::Model && (derived || args.schedule.is_some()) {
         bail!(
@@ -222,7 +227,14 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         if bucket_bytes > 0 {
             label.push_str(&format!(", buckets of {}", bytes(bucket_bytes)));
         }
-        (problem, Strategy::DataParallel(config), label)
+        let steps = args.unroll.unwrap_or(1);
+        if steps == 0 {
+            bail!("--unroll 0: a plan makes at least one step");
+        }
+        if steps > 1 {
+            label.push_str(&format!(", {steps} steps a run"));
+        }
+        (problem, Strategy::DataParallel { config, steps }, label)
     } else if let Some(schedule) = args.schedule {
         if !matches!(schedule, ScheduleArg::Inorder | ScheduleArg::Ooo) {
             bail!("--schedule {} is a pipeline schedule: give --pipeline S", schedule.name());
@@ -244,8 +256,9 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
                 if schedule != ordo_sched::OneDeviceSchedule::Ooo {
                     bail!("--defer needs --schedule ooo (the in-order schedule defers nothing)");
                 }
-                if args.unroll < 2 {
-                    bail!("--unroll {}: deferred work crosses steps; give at least 2", args.unroll);
+                let steps = args.unroll.unwrap_or(2);
+                if steps < 2 {
+                    bail!("--unroll {steps}: deferred work crosses steps; give at least 2");
                 }
                 let with_weights = ordo_sched::layers_with_weights(&problem.place);
                 if layers > with_weights.len() {
@@ -258,7 +271,6 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
                 for &layer in &with_weights[..layers] {
                     deferred[layer] = true;
                 }
-                let steps = args.unroll;
                 let label =
                     format!("one device, ooo, {layers} layers deferred, {steps} steps a run");
                 (problem, Strategy::Steady { schedule, deferred, steps }, label)
