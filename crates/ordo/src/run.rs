@@ -114,8 +114,9 @@ impl Runner {
         Ok(Step { loss, losses, run })
     }
 
-    /// The simulator's prediction of one step of this plan on these CPU devices (see
-    /// [`predict`]), plus what the profile measured a step costs outside its tasks.
+    /// The simulator's prediction of one run of this plan on these CPU devices (see
+    /// [`predict`]: one training step, or [`Planned::steps`] of them), plus what the profile
+    /// measured a run costs outside its tasks.
     ///
     /// # Errors
     /// [`crate::Error::Sim`] if the simulator refuses the plan.
