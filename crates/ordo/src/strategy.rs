@@ -149,6 +149,11 @@ pub struct Planned {
 }
 
 impl Planned {
+    /// `plan`, described: no placement, one replica, one step, no micro-batches.
+    fn new(plan: Plan, description: String) -> Self {
+        Self { plan, placed: None, replicas: 1, description, micro_batched: None, steps: 1 }
+    }
+
     /// Micro-batches per step: a pipeline's, 1 otherwise.
     pub fn micro_batches(&self) -> usize {
         self.micro_batched
@@ -175,14 +180,7 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
             }
             let plan = ordo_sched::build_plan(p, &placed.placement)?;
             let description = format!("placed with {} on {devices} devices", placed.placement.algo);
-            Planned {
-                plan,
-                placed: Some(placed),
-                replicas: 1,
-                description,
-                micro_batched: None,
-                steps: 1,
-            }
+            Planned { placed: Some(placed), ..Planned::new(plan, description) }
         }
         Strategy::OneDevice(schedule) => {
             if devices != 1 {
@@ -193,20 +191,13 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
             }
             let plan = ordo_sched::one_device_plan(p, *schedule)?;
             let description = format!("one device, {}", schedule.name());
-            Planned { plan, placed: None, replicas: 1, description, micro_batched: None, steps: 1 }
+            Planned::new(plan, description)
         }
         Strategy::DataParallel { config, steps } => {
             let plan = ordo_sched::data_parallel_plan(p, config, *steps)?;
             let description =
                 format!("{} data-parallel replicas, {}", config.replicas, config.schedule.name());
-            Planned {
-                plan,
-                placed: None,
-                replicas: config.replicas,
-                description,
-                micro_batched: None,
-                steps: *steps,
-            }
+            Planned { replicas: config.replicas, steps: *steps, ..Planned::new(plan, description) }
         }
         Strategy::Steady { schedule, deferred, steps } => {
             if devices != 1 {
@@ -220,14 +211,7 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
             let layers = deferred.iter().filter(|&&d| d).count();
             let description =
                 format!("one device, {}, {layers} layers deferred, {steps} steps", schedule.name());
-            Planned {
-                plan,
-                placed: None,
-                replicas: 1,
-                description,
-                micro_batched: None,
-                steps: *steps,
-            }
+            Planned { steps: *steps, ..Planned::new(plan, description) }
         }
         Strategy::Pipeline(pipeline) => {
             let planned = ordo_sched::pipeline_plan(p, pipeline)?;
@@ -238,12 +222,8 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
                 pipeline.schedule.name()
             );
             Planned {
-                plan: planned.plan,
-                placed: None,
-                replicas: 1,
-                description,
                 micro_batched: Some(planned.split),
-                steps: 1,
+                ..Planned::new(planned.plan, description)
             }
         }
     })
