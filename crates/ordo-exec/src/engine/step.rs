@@ -55,8 +55,6 @@ pub(crate) struct Step<'a> {
     /// otherwise). Each is written once, by that update, before any reader runs: the plan
     /// orders the readers after it.
     versions: Vec<Vec<Vec<Slot>>>,
-    /// Per parameter: whether an update writes it (one that none writes keeps its value).
-    updated_params: Vec<bool>,
     values: Vec<Mutex<Option<Arc<Tensor>>>>,
     readers_left: Vec<AtomicUsize>,
     pending: Vec<Countdown>,
@@ -104,9 +102,6 @@ impl<'a> Step<'a> {
                 .map(|_| (0..outputs).map(|_| Mutex::new(None)).collect())
                 .collect(),
             updated: (0..replicas).map(|_| Mutex::new(Vec::new())).collect(),
-            updated_params: (0..program.graph().params.len())
-                .map(|p| program.steps() > 1 && program.is_updated(ParamId(p as u32)))
-                .collect(),
             versions: match program.steps() {
                 1 => Vec::new(),
                 steps => (0..replicas)
@@ -303,7 +298,8 @@ impl<'a> Step<'a> {
     }
 
     /// Parameter `p` as task `t` of step `step` of an unrolled program reads it: the run's
-    /// value in step 0, what the update of step `step - 1` left after.
+    /// value in step 0 (and in every step, for one that no update writes), what the update of
+    /// step `step - 1` left after.
     fn param(
         &self,
         t: usize,
@@ -311,7 +307,7 @@ impl<'a> Step<'a> {
         p: ParamId,
         step: u64,
     ) -> Result<Arc<Tensor>, ExecError> {
-        if step == 0 || !self.updated_params[p.index()] {
+        if step == 0 || !self.program.is_updated(p) {
             return Ok(self.params[p.index()].clone());
         }
         lock(&self.versions[replica][p.index()][step as usize])
