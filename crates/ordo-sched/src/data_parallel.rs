@@ -11,7 +11,9 @@ use ordo_problem::{PlaceProblem, Placement};
 
 use crate::build::build_plan_on_streams;
 use crate::error::SchedError;
-use crate::one_device::{OneDeviceSchedule, deferred_order, is_deferred, layers_with_weights};
+use crate::one_device::{
+    OneDeviceSchedule, deferral, deferred_order, is_deferred, layers_with_weights,
+};
 use crate::plan::{
     BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,
 };
@@ -85,10 +87,7 @@ pub fn data_parallel_plan(
             layers.len()
         ));
     }
-    let mut deferred = vec![false; problem.len()];
-    for &layer in &layers[..config.first_k] {
-        deferred[layer] = true;
-    }
+    let deferred = deferral(problem, &layers[..config.first_k]);
     let mut one = problem.clone();
     one.devices.memory.truncate(1);
     let unrolled = unroll(&one, steps)?;

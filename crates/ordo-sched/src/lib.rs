@@ -24,7 +24,9 @@ pub use data_parallel::{DataParallel, data_parallel_plan};
 pub use error::SchedError;
 pub use graph::{task_graph, task_order};
 pub use io::{read_plan, write_plan};
-pub use one_device::{OneDeviceSchedule, layers_with_weights, one_device_plan, steady_plan};
+pub use one_device::{
+    OneDeviceSchedule, deferral, layers_with_weights, one_device_plan, steady_plan,
+};
 pub use pipeline::{
     MicroBatchGraph, MicroBatched, Pipeline, PipelinePlan, PipelineSchedule, PipelineUnits,
     allocate_units, balanced_split, block_of, micro_batch, micro_batch_graph, pipeline_plan,

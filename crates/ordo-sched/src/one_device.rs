@@ -140,6 +140,16 @@ pub(crate) fn deferred_order(problem: &PlaceProblem, deferred: &[bool]) -> Vec<u
     order
 }
 
+/// Per node of `problem`: whether it is one of `layers` (forward nodes), as a deferral
+/// ([`steady_plan`], reverse first-k) marks the layers whose weight-gradient work it defers.
+pub fn deferral(problem: &PlaceProblem, layers: &[usize]) -> Vec<bool> {
+    let mut deferred = vec![false; problem.len()];
+    for &layer in layers {
+        deferred[layer] = true;
+    }
+    deferred
+}
+
 /// The layers with weight gradients (forward nodes that some dW node belongs to), in forward
 /// order: the layers a deferral or reverse first-k counts.
 pub fn layers_with_weights(problem: &PlaceProblem) -> Vec<usize> {

@@ -3,8 +3,8 @@
 
 use ordo_problem::PlaceProblem;
 use ordo_sched::{
-    DataParallel, OneDeviceSchedule, Plan, SchedError, data_parallel_plan, layers_with_weights,
-    steady_plan,
+    DataParallel, OneDeviceSchedule, Plan, SchedError, data_parallel_plan, deferral,
+    layers_with_weights, steady_plan,
 };
 
 use crate::{SimError, SimOptions, simulate};
@@ -90,11 +90,7 @@ pub fn choose_deferral(
 ) -> Result<Deferral, SimError> {
     let layers = layers_with_weights(problem);
     search_k(problem, max_tries, |k| {
-        let mut deferred = vec![false; problem.len()];
-        for &layer in &layers[..k] {
-            deferred[layer] = true;
-        }
-        steady_state(problem, OneDeviceSchedule::Ooo, &deferred, options)
+        steady_state(problem, OneDeviceSchedule::Ooo, &deferral(problem, &layers[..k]), options)
     })
 }
 
@@ -164,10 +160,7 @@ pub fn refine_deferral(
     max_evaluations: usize,
 ) -> Result<Deferral, SimError> {
     let limit = problem.devices.memory.first().copied().unwrap_or(0);
-    let mut deferred = vec![false; problem.len()];
-    for &layer in &start.deferred {
-        deferred[layer] = true;
-    }
+    let mut deferred = deferral(problem, &start.deferred);
     let mut best = start.steady;
     for &layer in layers_with_weights(problem).iter().take(max_evaluations) {
         deferred[layer] = !deferred[layer];

@@ -15,10 +15,8 @@ fn check(model: &str, optimizer: Optimizer, deferred_layers: usize, steps: usize
     let target = Target::uniform(1, u64::MAX).unwrap();
     let problem = Problem::new(&training, &target, StepMode::TrainingGraph).unwrap();
     let layers = ordo::stages::sched::layers_with_weights(&problem.place);
-    let mut deferred = vec![false; problem.place.len()];
-    for &layer in &layers[..deferred_layers.min(layers.len())] {
-        deferred[layer] = true;
-    }
+    let deferred =
+        ordo::stages::sched::deferral(&problem.place, &layers[..deferred_layers.min(layers.len())]);
     let schedule = OneDeviceSchedule::Ooo;
     let planned = ordo::plan(&problem, &Strategy::Steady { schedule, deferred, steps }).unwrap();
     assert_eq!(planned.steps, steps);

@@ -267,10 +267,7 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
                         with_weights.len()
                     );
                 }
-                let mut deferred = vec![false; problem.place.len()];
-                for &layer in &with_weights[..layers] {
-                    deferred[layer] = true;
-                }
+                let deferred = ordo_sched::deferral(&problem.place, &with_weights[..layers]);
                 let label =
                     format!("one device, ooo, {layers} layers deferred, {steps} steps a run");
                 (problem, Strategy::Steady { schedule, deferred, steps }, label)
