@@ -29,11 +29,11 @@ pub use one_device::{
 };
 pub use pipeline::{
     MicroBatchGraph, MicroBatched, Pipeline, PipelinePlan, PipelineSchedule, PipelineUnits,
-    allocate_units, balanced_split, block_of, micro_batch, micro_batch_graph, pipeline_plan,
-    pipeline_units, runs_once_per_step,
+    allocate_units, balanced_split, block_of, micro_batch, micro_batch_graph, micro_batch_suffix,
+    pipeline_plan, pipeline_units, runs_once_per_step,
 };
 pub use plan::{
     Buffer, BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,
 };
-pub use steady::{unroll, unroll_graph};
+pub use steady::{step_suffix, unroll, unroll_graph};
 pub use validate::validate;

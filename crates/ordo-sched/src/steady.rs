@@ -33,7 +33,7 @@ pub fn unroll(problem: &PlaceProblem, steps: usize) -> Result<PlaceProblem, Sche
     out.group_of.clear();
     out.groups.clear();
     for s in 0..steps {
-        out.names.extend(problem.names.iter().map(|name| format!("{name}#{s}")));
+        out.names.extend(problem.names.iter().map(|name| format!("{name}{}", step_suffix(s))));
         out.tensors.extend(problem.tensors.iter().map(|x| Tensor {
             name: step_tensor_name(&x.name, &problem.names[x.producer], s),
             producer: s * n + x.producer,
@@ -77,9 +77,15 @@ pub fn unroll(problem: &PlaceProblem, steps: usize) -> Result<PlaceProblem, Sche
     Ok(out)
 }
 
+/// What the copy of a node (or tensor) for step `s` of an unrolled problem adds to its name:
+/// `#<s>`.
+pub fn step_suffix(s: usize) -> String {
+    format!("#{s}")
+}
+
 /// The name of tensor `name` of `producer` in step `s`: see [`copy_tensor_name`].
 fn step_tensor_name(name: &str, producer: &str, s: usize) -> String {
-    copy_tensor_name(name, producer, &format!("#{s}"))
+    copy_tensor_name(name, producer, &step_suffix(s))
 }
 
 /// The name of tensor `name` of node `producer` in the copy of the graph whose node names end
@@ -116,7 +122,7 @@ pub fn unroll_graph(graph: &Graph, steps: usize) -> Result<Graph, SchedError> {
     for s in 0..steps {
         nodes.extend(graph.nodes.iter().map(|node| Node {
             id: shift(node.id, s),
-            name: format!("{}#{s}", node.name),
+            name: format!("{}{}", node.name, step_suffix(s)),
             inputs: node.inputs.iter().map(|o| OutletId::new(shift(o.node, s), o.slot)).collect(),
             layer: node.layer.map(|l| shift(l, s)),
             ..node.clone()

@@ -67,7 +67,7 @@ pub use error::{Error, Result};
 pub use loss::{Loss, with_loss};
 pub use model::{Model, ModelKind, Size, Variant, is_file, is_onnx};
 pub use problem::Problem;
-pub use run::{Runner, Step, measured_report, predict, program};
+pub use run::{Runner, Step, copied_feeds, measured_report, predict, program};
 pub use steady::{
     DataParallelSteady, FirstK, OneDeviceSchedules, data_parallel_steady, network,
     one_device_schedules,

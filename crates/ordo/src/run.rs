@@ -56,14 +56,8 @@ impl Runner {
         let feeds = (0..planned.replicas)
             .map(|r| match planned.steps {
                 1 => ordo_exec::synthetic_feeds(program.graph(), seed + r as u64),
-                steps => ordo_exec::synthetic_feeds(graph, seed + r as u64).map(|feeds| {
-                    feeds
-                        .into_iter()
-                        .flat_map(|(name, t)| {
-                            (0..steps).map(move |s| (format!("{name}#{s}"), t.clone()))
-                        })
-                        .collect()
-                }),
+                steps => ordo_exec::synthetic_feeds(graph, seed + r as u64)
+                    .map(|feeds| copied_feeds(&feeds, (0..steps).map(ordo_sched::step_suffix))),
             })
             .collect::<Result<_, _>>()?;
         Ok(Self {
@@ -135,6 +129,17 @@ impl Runner {
     pub fn state(&self) -> &TrainState {
         &self.state
     }
+}
+
+/// `feeds` for a graph whose inputs are copied, once per suffix (`#<s>` for a step of an
+/// unrolled graph, `/mb<m>` for a micro-batch): every copy of an input is fed the original's
+/// tensor.
+pub fn copied_feeds(feeds: &Feeds, suffixes: impl IntoIterator<Item = String>) -> Feeds {
+    let suffixes: Vec<String> = suffixes.into_iter().collect();
+    feeds
+        .iter()
+        .flat_map(|(name, t)| suffixes.iter().map(move |s| (format!("{name}{s}"), t.clone())))
+        .collect()
 }
 
 /// The program that runs `planned` on `graph`: a plan of several steps runs the graph unrolled

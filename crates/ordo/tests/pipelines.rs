@@ -86,7 +86,7 @@ fn modulo_allocation_and_dw_on_a_sub_stream_run_too() {
 /// accumulation and the loss scaling (ResNet-50: no dropout, whose masks differ per copy).
 #[test]
 fn two_micro_batches_of_one_batch_step_exactly_as_the_unsplit_graph() {
-    use ordo::stages::exec::{Executable, Feeds, Program, synthetic_feeds};
+    use ordo::stages::exec::{Executable, Program, synthetic_feeds};
 
     let problem = problem("resnet50", 2, 2);
     let graph = problem.model.graph().expect("a zoo model has a graph").clone();
@@ -101,10 +101,8 @@ fn two_micro_batches_of_one_batch_step_exactly_as_the_unsplit_graph() {
         let planned = ordo::plan(&problem, &Strategy::Pipeline(pipeline)).expect("plan");
         let program = ordo::program(&graph, &planned).expect("micro-batched program");
         // Each input's copy for micro-batch m is named `<input>/mb<m>`: both get the batch.
-        let doubled: Feeds = feeds
-            .iter()
-            .flat_map(|(name, t)| (0..2).map(move |m| (format!("{name}/mb{m}"), t.clone())))
-            .collect();
+        let doubled =
+            ordo::copied_feeds(&feeds, (0..2).map(ordo::stages::sched::micro_batch_suffix));
         let exe = Executable::new(program.clone(), &planned.plan, EngineOptions::default())
             .expect("bind");
         let mut state = TrainState::new(&program, 0).expect("state");

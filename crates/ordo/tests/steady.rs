@@ -4,7 +4,7 @@
 //! many times one after the other.
 
 use ordo::stages::exec::synthetic_feeds;
-use ordo::stages::exec::{Executable, Feeds, Program, RunSettings, TrainState, sequential};
+use ordo::stages::exec::{Executable, Program, RunSettings, TrainState, sequential};
 use ordo::{
     EngineOptions, Model, OneDeviceSchedule, Optimizer, Problem, Size, StepMode, Strategy, Target,
 };
@@ -36,10 +36,7 @@ fn check(model: &str, optimizer: Optimizer, deferred_layers: usize, steps: usize
     }
 
     // Each input of step s is named `<input>#<s>`: every step reads the same batch.
-    let unrolled: Feeds = feeds
-        .iter()
-        .flat_map(|(name, t)| (0..steps).map(move |s| (format!("{name}#{s}"), t.clone())))
-        .collect();
+    let unrolled = ordo::copied_feeds(&feeds, (0..steps).map(ordo::stages::sched::step_suffix));
     let options = EngineOptions { workers_per_device: 2, ..EngineOptions::default() };
     let exe = Executable::new(program.clone(), &planned.plan, options).expect(&label);
     let mut state = TrainState::new(&program, 0).unwrap();

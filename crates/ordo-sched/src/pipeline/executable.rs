@@ -53,7 +53,7 @@ pub fn micro_batch_graph(
             return fail(format!("micro-batched node {i} copies node {v}, which the graph lacks"));
         };
         let expected = match m {
-            Some(m) => format!("{}/mb{m}", node.name),
+            Some(m) => format!("{}{}", node.name, super::micro_batch_suffix(m)),
             None => node.name.clone(),
         };
         if split.problem.names[i] != expected {

@@ -18,6 +18,11 @@ pub struct MicroBatched {
     pub micro_batch: Vec<Option<usize>>,
 }
 
+/// What the copy of a node (or tensor) for micro-batch `m` adds to its name: `/mb<m>`.
+pub fn micro_batch_suffix(m: usize) -> String {
+    format!("/mb{m}")
+}
+
 /// Whether node `v` of a training-graph problem runs once per step rather than once per
 /// micro-batch: an [`Role::Update`], or a [`Role::Dw`] node that reads only weight-gradient and
 /// update nodes (the sum of a tied parameter's gradients, which sums the accumulated ones). A
@@ -103,7 +108,7 @@ pub fn micro_batch(
             original[i] = v;
             batch_of[i] = m;
             out.names[i] = match m {
-                Some(m) => format!("{}/mb{m}", problem.names[v]),
+                Some(m) => format!("{}{}", problem.names[v], micro_batch_suffix(m)),
                 None => problem.names[v].clone(),
             };
             out.weights[i] = problem.weights[v];
@@ -128,7 +133,7 @@ pub fn micro_batch(
                 let name = if once[x.producer] {
                     x.name.clone()
                 } else {
-                    copy_tensor_name(&x.name, &problem.names[x.producer], &format!("/mb{m}"))
+                    copy_tensor_name(&x.name, &problem.names[x.producer], &micro_batch_suffix(m))
                 };
                 out.tensors.push(Tensor { name, producer, ..x.clone() });
                 out.tensors.len() - 1

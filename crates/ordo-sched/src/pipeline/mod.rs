@@ -57,7 +57,7 @@ mod order;
 mod units;
 
 pub use executable::{MicroBatchGraph, micro_batch_graph};
-pub use microbatch::{MicroBatched, micro_batch, runs_once_per_step};
+pub use microbatch::{MicroBatched, micro_batch, micro_batch_suffix, runs_once_per_step};
 pub use units::{PipelineUnits, balanced_split, block_of, pipeline_units};
 
 use ordo_problem::{PlaceProblem, Placement};
