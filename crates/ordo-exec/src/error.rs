@@ -22,6 +22,16 @@ pub enum ExecError {
         #[source]
         source: KernelError,
     },
+    /// The backend failed a task: a collective that timed out or whose participants
+    /// disagree, an event that could not be waited for.
+    #[error("task `{task}`: {source}")]
+    Backend {
+        /// The task (or the step's closing work: synchronising or reading back a device).
+        task: String,
+        /// What the backend said.
+        #[source]
+        source: crate::backend::BackendError,
+    },
     /// The plan does not run the graph it was given (a task naming an unknown node, a node
     /// without its input buffer on its device, ...).
     #[error("the plan does not match the graph: {0}")]

@@ -6,6 +6,8 @@
 
 #![warn(missing_docs)]
 
+pub mod backend;
+pub mod conformance;
 pub mod cpu;
 mod engine;
 mod error;

@@ -163,6 +163,14 @@ impl Tensor {
         }
     }
 
+    /// The integer elements, mutable; `None` for a float tensor.
+    pub fn as_i64_mut(&mut self) -> Option<&mut [i64]> {
+        match &mut self.data {
+            Data::I64(v) => Some(v),
+            Data::F32(_) => None,
+        }
+    }
+
     /// The integer elements, `None` for a float tensor.
     pub fn as_i64(&self) -> Option<&[i64]> {
         match &self.data {

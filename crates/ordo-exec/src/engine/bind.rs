@@ -64,6 +64,13 @@ pub(crate) struct BoundTask {
     /// Buffers it writes, allocated when it starts.
     pub writes: Vec<u32>,
     pub workspace: u64,
+    /// The plan's stream it is issued on: its first (a transfer's sender's tx stream, an
+    /// all-reduce's first device's collective stream), where it records its event.
+    pub stream: u32,
+    /// The predecessors on other streams, whose events its stream waits for.
+    pub waits_on: Vec<u32>,
+    /// Whether a successor on another stream waits for its event.
+    pub records: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -226,11 +233,18 @@ pub(crate) fn bind(program: &Program, plan: &Plan, sync: Sync) -> Result<Bound, 
             reads,
             writes,
             workspace: task.workspace_bytes,
+            stream: task.streams.first().map_or(0, |s| s.0),
+            waits_on: Vec::new(),
+            records: false,
         });
     }
     for (t, list) in preds.iter().enumerate() {
         for &p in list {
             tasks[p as usize].succs.push(t as u32);
+            if tasks[p as usize].stream != tasks[t].stream {
+                tasks[p as usize].records = true;
+                tasks[t].waits_on.push(p);
+            }
         }
     }
     check_all_reduce_readers(plan, &tasks, &preds)?;

@@ -1,4 +1,5 @@
-//! The engine: runs a [`Plan`] out of order on CPU devices with real kernels.
+//! The engine: runs a [`Plan`] out of order on the devices of a [`Backend`] (CPU devices with
+//! real kernels unless told otherwise).
 //!
 //! A plan names, for every device, its streams (compute, sub-compute, tx/rx per peer,
 //! collective) with their tasks in order, the events that order tasks across streams, and the
@@ -24,6 +25,10 @@
 //!   producer starts and released when its last reader, transfers included, has finished
 //!   (retained buffers at the end of the step); a device's budget is never exceeded, an
 //!   allocation that would is an error naming the task.
+//! * **Backends.** The engine decides when a task may start; what it does is asked of the
+//!   backend ([`crate::backend`]): a kernel launched on the task's stream, a transfer as a
+//!   send and a receive, an all-reduce issued by every device it joins, events between
+//!   streams. On CPU devices ([`Cpu`]) a call returns when its work is done.
 //! * **Failures.** A kernel error (or panic) stops the step: the first error is kept, every
 //!   queue is closed, workers finish the task in hand and exit, and the error names the task
 //!   and node. Nothing waits on anything else: workers sleep only on their queue, which the
@@ -45,13 +50,15 @@ use ordo_sched::Plan;
 
 pub use bind::Sync;
 
+use crate::backend::{Backend, Cpu, Device};
 use crate::cpu::Tensor;
 use crate::error::ExecError;
 use crate::program::{Program, RunSettings};
 use crate::sequential::StepOutputs;
 use crate::state::{Feeds, TrainState};
 use bind::Bound;
-use step::{Step, bitwise_equal};
+use step::Step;
+pub(crate) use step::bitwise_equal;
 
 /// How a plan runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -104,13 +111,28 @@ pub struct StepRun {
     pub peak_memory_bytes: Vec<u64>,
 }
 
-/// A plan bound to the program it runs.
-#[derive(Clone, Debug)]
-pub struct Executable {
+/// A plan bound to the program it runs and the backend it runs on.
+#[derive(Debug)]
+pub struct Executable<B: Backend = Cpu> {
     program: Program,
     bound: Bound,
     options: EngineOptions,
     workers: Workers,
+    backend: B,
+}
+
+impl Clone for Executable<Cpu> {
+    /// A copy with its own worker threads and its own CPU devices (the copies' collectives
+    /// must not meet).
+    fn clone(&self) -> Self {
+        Self {
+            program: self.program.clone(),
+            bound: self.bound.clone(),
+            options: self.options.clone(),
+            workers: Workers::default(),
+            backend: Cpu::new(self.bound.devices),
+        }
+    }
 }
 
 /// The worker threads of an [`Executable`], started by its first step and kept for the next
@@ -131,21 +153,52 @@ impl std::fmt::Debug for Workers {
     }
 }
 
-impl Executable {
-    /// Binds `plan` to `program`: every compute task must name a node of the program's graph,
-    /// run on one device (a placed plan) or on every device (a data-parallel plan: replica `d`
-    /// on device `d`), and find each input it reads in a buffer on its device.
+impl Executable<Cpu> {
+    /// Binds `plan` to `program` on CPU devices, one per device of the plan: every compute
+    /// task must name a node of the program's graph, run on one device (a placed plan) or on
+    /// every device (a data-parallel plan: replica `d` on device `d`), and find each input it
+    /// reads in a buffer on its device.
     ///
     /// # Errors
     /// [`ExecError::Plan`] for a plan that breaks the rules of plans (including a dependency
     /// cycle); [`ExecError::Mismatch`] for a plan that does not run this graph;
     /// [`ExecError::Config`] for zero workers.
     pub fn new(program: Program, plan: &Plan, options: EngineOptions) -> Result<Self, ExecError> {
+        Self::on(Cpu::new(plan.devices), program, plan, options)
+    }
+}
+
+impl<B: Backend> Executable<B> {
+    /// Binds `plan` to `program` on the devices of `backend` (device `d` of the plan on its
+    /// device `d`), as [`Executable::new`] does on CPU devices.
+    ///
+    /// # Errors
+    /// As [`Executable::new`]; [`ExecError::Config`] when the backend has fewer devices than
+    /// the plan.
+    pub fn on(
+        backend: B,
+        program: Program,
+        plan: &Plan,
+        options: EngineOptions,
+    ) -> Result<Self, ExecError> {
         if options.workers_per_device == 0 {
             return Err(ExecError::Config("a device needs at least one worker thread".into()));
         }
+        if backend.devices() < plan.devices {
+            return Err(ExecError::Config(format!(
+                "the plan runs on {} devices but the {} backend has {}",
+                plan.devices,
+                backend.name(),
+                backend.devices()
+            )));
+        }
         let bound = bind::bind(&program, plan, options.sync)?;
-        Ok(Self { program, bound, options, workers: Workers::default() })
+        Ok(Self { program, bound, options, workers: Workers::default(), backend })
+    }
+
+    /// The backend it runs on.
+    pub fn backend(&self) -> &B {
+        &self.backend
     }
 
     /// The program.
@@ -178,6 +231,7 @@ impl Executable {
         }
         let o = &self.options;
         let step = Step::new(
+            &self.backend,
             &self.bound,
             &self.program,
             &o.settings,
@@ -194,6 +248,12 @@ impl Executable {
             .get_or_init(|| pool::Pool::new(self.bound.devices.max(1) * o.workers_per_device));
         let started = std::time::Instant::now();
         step.run(pool, o.workers_per_device)?;
+        for d in 0..self.bound.devices {
+            self.backend.device(d).synchronize().map_err(|source| ExecError::Backend {
+                task: format!("synchronize device {d}"),
+                source,
+            })?;
+        }
         let wall_us = started.elapsed().as_secs_f64() * 1e6;
         let span = |ns: &std::sync::atomic::AtomicU64| {
             ns.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e3
@@ -210,6 +270,13 @@ impl Executable {
             return Ok(StepRun { outputs: Vec::new(), tasks, wall_us, peak_memory_bytes });
         }
         let Step { fetched, updated, slots, .. } = step;
+        // Results come back to the host from the device that computed them.
+        let download = |device: usize, buffer: &B::Buffer| {
+            self.backend.device(device).download(buffer).map_err(|source| ExecError::Backend {
+                task: format!("download from device {device}"),
+                source,
+            })
+        };
         let outputs = fetched
             .into_iter()
             .map(|values| {
@@ -217,18 +284,26 @@ impl Executable {
                     .into_iter()
                     .enumerate()
                     .map(|(k, v)| {
-                        v.into_inner().unwrap_or_else(|p| p.into_inner()).ok_or_else(|| {
-                            ExecError::Mismatch(format!("graph output {k} was never computed"))
-                        })
+                        let (device, buffer) =
+                            v.into_inner().unwrap_or_else(|p| p.into_inner()).ok_or_else(|| {
+                                ExecError::Mismatch(format!("graph output {k} was never computed"))
+                            })?;
+                        Ok(Arc::unwrap_or_clone(download(device, &buffer)?))
                     })
-                    .collect::<Result<_, _>>()?;
+                    .collect::<Result<_, ExecError>>()?;
                 Ok(StepOutputs { outputs })
             })
             .collect::<Result<Vec<_>, ExecError>>()?;
-        let mut updated: Vec<Vec<(ParamId, Tensor)>> = updated
+        let mut updated: Vec<Vec<(ParamId, Arc<Tensor>)>> = updated
             .into_iter()
-            .map(|u| u.into_inner().unwrap_or_else(|p| p.into_inner()))
-            .collect();
+            .map(|u| {
+                u.into_inner()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .into_iter()
+                    .map(|(p, (device, b))| Ok((p, download(device, &b)?)))
+                    .collect::<Result<_, ExecError>>()
+            })
+            .collect::<Result<_, _>>()?;
         for u in &mut updated {
             u.sort_by_key(|(p, _)| *p);
         }
@@ -247,13 +322,19 @@ impl Executable {
         let mut slots = slots;
         // Node by node, so that the last unrolled step's state is what its home slot keeps.
         for (node, advanced) in slots.swap_remove(0).into_iter().enumerate() {
-            if let Some(advanced) = advanced.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            if let Some((device, advanced)) =
+                advanced.into_inner().unwrap_or_else(|p| p.into_inner())
+            {
+                let advanced = advanced
+                    .iter()
+                    .map(|b| download(device, b).map(Arc::unwrap_or_clone))
+                    .collect::<Result<_, _>>()?;
                 let home = self.program.call(ordo_ir::NodeId(node as u32)).slot_home;
                 state.slots[home.index()] = advanced;
             }
         }
         for (p, t) in updated.swap_remove(0) {
-            state.params[p.index()] = Arc::new(t);
+            state.params[p.index()] = t;
         }
         state.step += self.program.steps();
         Ok(StepRun { outputs, tasks, wall_us, peak_memory_bytes })

@@ -1,9 +1,10 @@
 //! One step of a bound plan on worker threads: the state the workers share, the worker loop,
-//! and what each kind of task does. The protocol is in [`super::queue`].
+//! and what each kind of task asks of the backend. The protocol is in [`super::queue`]; how
+//! tasks are issued to a backend, in [`crate::backend`].
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use ordo_ir::{Op, ParamId};
@@ -11,6 +12,7 @@ use ordo_ir::{Op, ParamId};
 use super::bind::{Bound, Work};
 use super::pool::Pool;
 use super::queue::{Countdown, ReadyQueue};
+use crate::backend::{Backend, BackendError, Collectives, Device, Handle, Launch};
 use crate::cpu::{Data, KernelError, Tensor};
 use crate::error::ExecError;
 use crate::program::{Program, RunSettings};
@@ -23,7 +25,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// A value written once during a step and read after.
-type Slot = Mutex<Option<Arc<Tensor>>>;
+type Slot<T> = Mutex<Option<T>>;
+
+/// A value and the device that holds it.
+type Held<T> = (usize, T);
+/// Per replica, per node: the optimizer state an update left.
+type States<B> = Vec<Vec<Slot<Held<Vec<<B as Backend>::Buffer>>>>>;
+/// Per replica, per graph output: its value.
+type Fetched<B> = Vec<Vec<Slot<Held<<B as Backend>::Buffer>>>>;
+/// Per replica: the next value of each updated parameter.
+type Updated<B> = Vec<Mutex<Vec<(ParamId, Held<<B as Backend>::Buffer>)>>>;
+
+/// An event of a backend's devices.
+type Event<B> = <<B as Backend>::Device as Device>::Event;
 
 /// Bytes in use on a device, and the most seen.
 #[derive(Debug, Default)]
@@ -33,7 +47,8 @@ struct Memory {
 }
 
 /// Everything the workers of one step share. Tasks and buffers are indexed as in [`Bound`].
-pub(crate) struct Step<'a> {
+pub(crate) struct Step<'a, B: Backend> {
+    pub backend: &'a B,
     pub bound: &'a Bound,
     pub program: &'a Program,
     pub settings: &'a RunSettings,
@@ -44,18 +59,20 @@ pub(crate) struct Step<'a> {
     pub empty_kernels: bool,
     /// Optimizer state at the start of the step, per node (read by every replica).
     pub initial_slots: &'a [Vec<Tensor>],
-    /// Per replica, per node: the optimizer state an update left, once it ran.
-    pub slots: Vec<Vec<Mutex<Option<Vec<Tensor>>>>>,
-    /// Per replica, per graph output: its value once computed.
-    pub fetched: Vec<Vec<Mutex<Option<Tensor>>>>,
-    /// Per replica: the next value of each updated parameter.
-    pub updated: Vec<Mutex<Vec<(ParamId, Tensor)>>>,
+    /// Per replica, per node: the optimizer state an update left once it ran, and its device.
+    pub slots: States<B>,
+    /// Per replica, per graph output: its value once computed, and its device.
+    pub fetched: Fetched<B>,
+    /// Per replica: the next value of each updated parameter, and its device.
+    pub updated: Updated<B>,
     /// For a program unrolled over several steps, per replica, parameter and step `s > 0`:
     /// the value step `s - 1`'s update left, which the nodes of step `s` read (empty
     /// otherwise). Each is written once, by that update, before any reader runs: the plan
     /// orders the readers after it.
-    versions: Vec<Vec<Vec<Slot>>>,
-    values: Vec<Mutex<Option<Arc<Tensor>>>>,
+    versions: Vec<Vec<Vec<Slot<B::Buffer>>>>,
+    values: Vec<Slot<B::Buffer>>,
+    /// Per task: the event it recorded, for the tasks on other streams that wait for it.
+    events: Vec<OnceLock<Event<B>>>,
     readers_left: Vec<AtomicUsize>,
     pending: Vec<Countdown>,
     queues: Vec<ReadyQueue>,
@@ -69,9 +86,10 @@ pub(crate) struct Step<'a> {
     pub finished: Vec<AtomicU64>,
 }
 
-impl<'a> Step<'a> {
+impl<'a, B: Backend> Step<'a, B> {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
+        backend: &'a B,
         bound: &'a Bound,
         program: &'a Program,
         settings: &'a RunSettings,
@@ -86,6 +104,7 @@ impl<'a> Step<'a> {
         let replicas = bound.replicas;
         let outputs = program.graph().outputs.len();
         Self {
+            backend,
             bound,
             program,
             settings,
@@ -113,6 +132,7 @@ impl<'a> Step<'a> {
                     .collect(),
             },
             values: bound.buffers.iter().map(|_| Mutex::new(None)).collect(),
+            events: (0..n).map(|_| OnceLock::new()).collect(),
             readers_left: bound.buffers.iter().map(|b| AtomicUsize::new(b.readers)).collect(),
             pending: bound.tasks.iter().map(|t| Countdown::new(t.deps)).collect(),
             queues: (0..bound.devices).map(|_| ReadyQueue::default()).collect(),
@@ -286,7 +306,7 @@ impl<'a> Step<'a> {
         }
     }
 
-    fn value(&self, t: usize, b: u32) -> Result<Arc<Tensor>, ExecError> {
+    fn value(&self, t: usize, b: u32) -> Result<B::Buffer, ExecError> {
         lock(&self.values[b as usize]).clone().ok_or_else(|| self.before_written(t))
     }
 
@@ -306,61 +326,105 @@ impl<'a> Step<'a> {
         replica: usize,
         p: ParamId,
         step: u64,
-    ) -> Result<Arc<Tensor>, ExecError> {
+    ) -> Result<B::Buffer, ExecError> {
         if step == 0 || !self.program.is_updated(p) {
-            return Ok(self.params[p.index()].clone());
+            let device = self.backend.device(self.bound.tasks[t].device);
+            return device
+                .upload(self.bound.tasks[t].stream, &self.params[p.index()])
+                .map_err(|e| self.backend_error(t, e));
         }
         lock(&self.versions[replica][p.index()][step as usize])
             .clone()
             .ok_or_else(|| self.before_written(t))
     }
 
-    fn store(&self, b: u32, tensor: Tensor) {
-        *lock(&self.values[b as usize]) = Some(Arc::new(tensor));
+    fn store(&self, b: u32, buffer: B::Buffer) {
+        *lock(&self.values[b as usize]) = Some(buffer);
     }
 
+    fn backend_error(&self, t: usize, source: BackendError) -> ExecError {
+        ExecError::Backend { task: self.bound.tasks[t].name.clone(), source }
+    }
+
+    /// Issues task `t` to the backend: its stream first waits for the events of its
+    /// predecessors on other streams, and it records its own event when a task on another
+    /// stream waits for it.
     fn execute(&self, t: usize) -> Result<(), ExecError> {
         if self.empty_kernels {
             return Ok(());
         }
-        match &self.bound.tasks[t].work {
-            Work::Compute { node, inputs, outputs, fetch, replica } => {
-                self.compute(t, *node, inputs, outputs, fetch, *replica)
-            }
-            Work::Transfer { from, to } => {
-                let copy = (*self.value(t, *from)?).clone();
-                self.store(*to, copy);
-                Ok(())
-            }
-            Work::AllReduce { groups } => groups.iter().try_for_each(|group| {
-                let sum = self.reduce(t, group)?;
-                for &b in &group[1..] {
-                    self.store(b, sum.clone());
-                }
-                self.store(group[0], sum);
-                Ok(())
-            }),
+        let task = &self.bound.tasks[t];
+        let device = self.backend.device(task.device);
+        for &p in &task.waits_on {
+            // Every predecessor was issued before this task became ready (the countdown's
+            // acquire orders its `set` before this `get`).
+            let event = self.events[p as usize].get().ok_or_else(|| {
+                self.backend_error(
+                    t,
+                    BackendError::Device {
+                        device: task.device,
+                        problem: format!(
+                            "no event of `{}` to wait for",
+                            self.bound.tasks[p as usize].name
+                        ),
+                    },
+                )
+            })?;
+            device.wait(task.stream, event).map_err(|e| self.backend_error(t, e))?;
         }
+        match &task.work {
+            Work::Compute { node, inputs, outputs, fetch, replica } => {
+                self.compute(t, *node, inputs, outputs, fetch, *replica)?
+            }
+            Work::Transfer { from, to } => self.transfer(t, *from, *to)?,
+            Work::AllReduce { groups } => self.all_reduce(t, groups)?,
+        }
+        if task.records {
+            // Set once: a task is issued once per step.
+            let _ = self.events[t].set(device.record(task.stream));
+        }
+        Ok(())
     }
 
-    /// The sum of a group's buffers, added in device order (so every run adds alike).
-    fn reduce(&self, t: usize, group: &[u32]) -> Result<Tensor, ExecError> {
-        let mut sum = (*self.value(t, group[0])?).clone();
-        for &b in &group[1..] {
-            let other = self.value(t, b)?;
-            match (sum.as_f32_mut(), other.as_f32()) {
-                (Some(acc), Some(add)) if acc.len() == add.len() => {
-                    acc.iter_mut().zip(add).for_each(|(a, b)| *a += b)
-                }
-                _ => {
-                    return Err(self.kernel_error(
-                        t,
-                        format!("cannot sum {} and {}", sum.fact(), other.fact()),
-                    ));
-                }
+    /// A transfer: the sender's device sends the buffer, the receiver's receives it.
+    fn transfer(&self, t: usize, from: u32, to: u32) -> Result<(), ExecError> {
+        let collectives = self.backend.collectives();
+        let (sender, receiver) =
+            (self.bound.buffers[from as usize].device, self.bound.buffers[to as usize].device);
+        let value = self.value(t, from)?;
+        let sent =
+            collectives.send(sender, receiver, &value).map_err(|e| self.backend_error(t, e))?;
+        let received = collectives.recv(receiver, sender).map_err(|e| self.backend_error(t, e))?;
+        sent.wait().map_err(|e| self.backend_error(t, e))?;
+        let received = received.wait().map_err(|e| self.backend_error(t, e))?;
+        self.store(to, received);
+        Ok(())
+    }
+
+    /// An all-reduce of several tensors: for each, every device of the group issues its part
+    /// in device order, then every part is waited for. All all-reduces joining a device are
+    /// on its collective stream, so each device issues them in the plan's order.
+    fn all_reduce(&self, t: usize, groups: &[Vec<u32>]) -> Result<(), ExecError> {
+        let collectives = self.backend.collectives();
+        for group in groups {
+            let ranks: Vec<usize> =
+                group.iter().map(|&b| self.bound.buffers[b as usize].device).collect();
+            let handles = group
+                .iter()
+                .zip(&ranks)
+                .map(|(&b, &rank)| {
+                    let value = self.value(t, b)?;
+                    collectives
+                        .all_reduce(&ranks, rank, &value)
+                        .map_err(|e| self.backend_error(t, e))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            for (&b, handle) in group.iter().zip(handles) {
+                let sum = handle.wait().map_err(|e| self.backend_error(t, e))?;
+                self.store(b, sum);
             }
         }
-        Ok(sum)
+        Ok(())
     }
 
     fn compute(
@@ -375,56 +439,70 @@ impl<'a> Step<'a> {
         let graph = self.program.graph();
         let node = graph.node(id);
         let call = self.program.call(id);
-        let values: Vec<Arc<Tensor>> = if node.op == Op::Input {
+        let task = &self.bound.tasks[t];
+        let device = self.backend.device(task.device);
+        let upload = |host: Arc<Tensor>| {
+            device.upload(task.stream, &host).map_err(|e| self.backend_error(t, e))
+        };
+        let values: Vec<B::Buffer> = if node.op == Op::Input {
             let feeds = &self.feeds[replica];
-            vec![Arc::new(fed(feeds, &node.name, &node.outputs[0])?.clone())]
+            vec![upload(Arc::new(fed(feeds, &node.name, &node.outputs[0])?.clone()))?]
         } else {
             inputs.iter().map(|&b| self.value(t, b)).collect::<Result<_, _>>()?
         };
-        let args: Vec<&Tensor> = values.iter().map(|v| &**v).collect();
-        let params: Vec<Arc<Tensor>> = call
+        let params: Vec<B::Buffer> = call
             .params
             .iter()
             .map(|&p| self.param(t, replica, p, call.step_offset))
             .collect::<Result<_, _>>()?;
-        let params: Vec<&Tensor> = params.iter().map(|p| &**p).collect();
         // An update advances a copy of its optimizer state, kept until the step succeeds, so
         // that a failed step leaves the state as it was; in an unrolled step, the state the
         // same update of the step before left.
-        let mut slots = match call.previous_update {
-            None => self.initial_slots[id.index()].clone(),
+        let state = match call.previous_update {
+            None => self.initial_slots[id.index()]
+                .iter()
+                .map(|s| upload(Arc::new(s.clone())))
+                .collect::<Result<_, _>>()?,
             Some(previous) => lock(&self.slots[replica][previous.index()])
-                .clone()
+                .as_ref()
+                .map(|(_, state)| state.clone())
                 .ok_or_else(|| self.before_written(t))?,
         };
-        let outs = self
-            .program
-            .run_node(id, &args, &params, &mut slots, self.step, self.settings)
-            .map_err(|source| ExecError::Kernel {
-                task: self.bound.tasks[t].name.clone(),
-                node: node.name.clone(),
-                source,
-            })?;
+        let launch = Launch {
+            program: self.program,
+            node: id,
+            inputs: &values.iter().collect::<Vec<_>>(),
+            params: &params.iter().collect::<Vec<_>>(),
+            state,
+            step: self.step,
+            settings: self.settings,
+        };
+        let launched = device.launch(task.stream, launch).map_err(|source| ExecError::Kernel {
+            task: task.name.clone(),
+            node: node.name.clone(),
+            source,
+        })?;
+        let (outs, slots) = (launched.outputs, launched.state);
         // An update's state is kept even when empty (plain SGD): the same update of the next
         // unrolled step starts from it.
         if !slots.is_empty() || call.updates.is_some() {
-            *lock(&self.slots[replica][id.index()]) = Some(slots);
+            *lock(&self.slots[replica][id.index()]) = Some((task.device, slots));
         }
         for &(slot, k) in fetch {
-            *lock(&self.fetched[replica][k]) = Some(outs[slot].clone());
+            *lock(&self.fetched[replica][k]) = Some((task.device, outs[slot].clone()));
         }
         if let Some(p) = call.updates {
             let next = call.step_offset as usize + 1;
             match self.versions.get(replica) {
                 Some(versions) if next < versions[p.index()].len() => {
-                    *lock(&versions[p.index()][next]) = Some(Arc::new(outs[0].clone()));
+                    *lock(&versions[p.index()][next]) = Some(outs[0].clone());
                 }
-                _ => lock(&self.updated[replica]).push((p, outs[0].clone())),
+                _ => lock(&self.updated[replica]).push((p, (task.device, outs[0].clone()))),
             }
         }
-        for (slot, tensor) in outs.into_iter().enumerate() {
+        for (slot, buffer) in outs.into_iter().enumerate() {
             if let Some(Some(b)) = outputs.get(slot) {
-                self.store(*b, tensor);
+                self.store(*b, buffer);
             }
         }
         Ok(())
