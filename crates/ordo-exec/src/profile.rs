@@ -11,7 +11,6 @@
 //! peak heap the first call allocates beyond its outputs, measured with a [`HeapMeter`] when
 //! the caller has one (a counting global allocator), else 0.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use ordo_ir::NodeId;
@@ -19,7 +18,7 @@ use ordo_ir::NodeId;
 use crate::cpu::Tensor;
 use crate::error::ExecError;
 use crate::program::{Program, RunSettings};
-use crate::sequential::node_inputs;
+use crate::sequential::Interpreter;
 use crate::state::{Feeds, TrainState};
 
 /// The growth of the process's heap use, as a counting global allocator sees it.
@@ -97,17 +96,12 @@ pub fn profile(
     }
     let graph = program.graph();
     let order = graph.topo_order().map_err(|e| ExecError::Mismatch(e.to_string()))?;
-    let mut runner = Runner {
-        program,
-        state,
-        feeds,
-        settings: &options.settings,
-        values: graph.nodes.iter().map(|n| vec![None; n.outputs.len()]).collect(),
-    };
+    let mut runner =
+        Interpreter::new(program, &state.params, feeds, &options.settings, state.step + 1);
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(options.reps); graph.nodes.len()];
     let mut measured: Vec<Option<(Vec<u64>, u64)>> = vec![None; graph.nodes.len()];
-    let mut measure = |id: NodeId, runner: &mut Runner| -> Result<(), ExecError> {
-        let (_, extra, outs) = runner.call(id, meter)?;
+    let mut measure = |id: NodeId, runner: &mut Interpreter| -> Result<(), ExecError> {
+        let (_, extra, outs) = call(runner, state, id, meter)?;
         let output_bytes: Vec<u64> = outs.iter().map(|t| t.fact().bytes()).collect();
         let temporary = extra.saturating_sub(output_bytes.iter().sum());
         measured[id.index()] = Some((output_bytes, temporary));
@@ -124,7 +118,7 @@ pub fn profile(
                             continue;
                         }
                     }
-                    let (micros, _, outs) = runner.call(id, None)?;
+                    let (micros, _, outs) = call(&runner, state, id, None)?;
                     if pass >= options.warmup {
                         times[id.index()].push(micros);
                     }
@@ -136,7 +130,7 @@ pub fn profile(
             for &id in &order {
                 measure(id, &mut runner)?;
                 for rep in 0..options.warmup + options.reps {
-                    let (micros, _, outs) = runner.call(id, None)?;
+                    let (micros, _, outs) = call(&runner, state, id, None)?;
                     if rep >= options.warmup {
                         times[id.index()].push(micros);
                     }
@@ -167,53 +161,24 @@ pub fn profile(
         .collect()
 }
 
-/// Runs nodes one at a time, keeping the values their consumers read.
-struct Runner<'a> {
-    program: &'a Program,
-    state: &'a TrainState,
-    feeds: &'a Feeds,
-    settings: &'a RunSettings,
-    values: Vec<Vec<Option<Arc<Tensor>>>>,
-}
-
-impl Runner<'_> {
-    /// Calls node `id`'s kernel once on its inputs' current values, with a fresh copy of its
-    /// optimizer state: the time in µs, the peak heap growth `meter` saw, the outputs.
-    fn call(
-        &self,
-        id: NodeId,
-        meter: Option<&dyn HeapMeter>,
-    ) -> Result<(f64, u64, Vec<Tensor>), ExecError> {
-        let node = self.program.graph().node(id);
-        let call = self.program.call(id);
-        let inputs = node_inputs(self.program, id, self.feeds, &self.values)?;
-        let inputs: Vec<&Tensor> = inputs.iter().map(|t| &**t).collect();
-        let params: Vec<&Tensor> =
-            call.params.iter().map(|p| &*self.state.params[p.index()]).collect();
-        let step = self.state.step + 1;
-        if let Some(m) = meter {
-            m.start();
-        }
-        let start = Instant::now();
-        // Timed with the kernel: the engine's update copies its optimizer state too.
-        let mut slots = self.state.slots[id.index()].clone();
-        let outs = self
-            .program
-            .run_node(id, &inputs, &params, &mut slots, step, self.settings)
-            .map_err(|source| ExecError::Kernel {
-                task: node.name.clone(),
-                node: node.name.clone(),
-                source,
-            })?;
-        let micros = start.elapsed().as_secs_f64() * 1e6;
-        let extra = meter.map_or(0, HeapMeter::peak_growth);
-        Ok((micros, extra, outs))
+/// Calls node `id` once through the interpreter with a fresh copy of its optimizer state:
+/// the time in µs, the peak heap growth `meter` saw, the outputs.
+fn call(
+    interpreter: &Interpreter,
+    state: &TrainState,
+    id: NodeId,
+    meter: Option<&dyn HeapMeter>,
+) -> Result<(f64, u64, Vec<Tensor>), ExecError> {
+    if let Some(m) = meter {
+        m.start();
     }
-
-    /// Stores node `id`'s outputs for its consumers.
-    fn keep(&mut self, id: NodeId, outs: Vec<Tensor>) {
-        self.values[id.index()] = outs.into_iter().map(|t| Some(Arc::new(t))).collect();
-    }
+    let start = Instant::now();
+    // Timed with the kernel: the engine's update copies its optimizer state too.
+    let mut slots = state.slots[id.index()].clone();
+    let outs = interpreter.call(id, &mut slots)?;
+    let micros = start.elapsed().as_secs_f64() * 1e6;
+    let extra = meter.map_or(0, HeapMeter::peak_growth);
+    Ok((micros, extra, outs))
 }
 
 /// The median of sorted, non-empty `times`.

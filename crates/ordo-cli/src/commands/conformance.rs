@@ -217,7 +217,7 @@ fn check(
             .with_context(|| format!("no test data for input `{}`", node.name))?;
         feeds.insert(node.name.clone(), run::tensor(value)?);
     }
-    let outputs = run::forward(&import.graph, &feeds, &params)?;
+    let outputs = ordo_exec::sequential::infer(import.graph, params, &feeds)?;
     if outputs.len() != expected.len() {
         bail!("{} outputs, the test expects {}", outputs.len(), expected.len());
     }

@@ -1,12 +1,8 @@
-//! A small sequential interpreter: runs an imported forward graph node by node in topological
-//! order on the CPU kernels (`ordo_exec::cpu::run`), in inference mode (batch norm with its
-//! running statistics, dropout as the identity), as ONNX's reference does.
+//! ONNX tensors as kernel tensors, and comparisons with ONNX's expected outputs. The graph
+//! itself runs through the runtime's sequential interpreter (`ordo_exec::sequential::infer`).
 
-use std::collections::HashMap;
-
-use anyhow::{Context, bail};
-use ordo_exec::cpu::{self, KernelContext, Tensor};
-use ordo_ir::{Graph, Op};
+use anyhow::Context;
+use ordo_exec::cpu::{self, Tensor};
 use ordo_onnx::{TensorValue, Values};
 
 /// A kernel tensor from an ONNX tensor value.
@@ -16,56 +12,6 @@ pub fn tensor(value: &TensorValue) -> anyhow::Result<Tensor> {
         Values::I64(v) => Tensor::from_i64(&value.shape, v.clone()),
     };
     t.with_context(|| format!("tensor `{}`", value.name))
-}
-
-/// Runs `graph` on `feeds` (one per `Input` node, by node name) with `params` (one per
-/// `graph.params`); returns the values of `graph.outputs`.
-pub fn forward(
-    graph: &Graph,
-    feeds: &HashMap<String, Tensor>,
-    params: &[Tensor],
-) -> anyhow::Result<Vec<Tensor>> {
-    if params.len() != graph.params.len() {
-        bail!("{} parameter values for {} parameters", params.len(), graph.params.len());
-    }
-    let order = graph.topo_order()?;
-    let mut values: Vec<Vec<Tensor>> = vec![Vec::new(); graph.nodes.len()];
-    for id in order {
-        let node = graph.node(id);
-        let mut inputs: Vec<&Tensor> = Vec::with_capacity(node.inputs.len());
-        for outlet in &node.inputs {
-            let t = values[outlet.node.0 as usize]
-                .get(outlet.slot as usize)
-                .with_context(|| format!("node `{}` reads a value not computed", node.name))?;
-            inputs.push(t);
-        }
-        if node.op == Op::Input {
-            let fed = feeds
-                .get(&node.name)
-                .with_context(|| format!("no value given for input `{}`", node.name))?;
-            inputs.push(fed);
-        }
-        let node_params: Vec<&Tensor> = node.params.iter().map(|p| &params[p.0 as usize]).collect();
-        let ctx = KernelContext {
-            outputs: &node.outputs,
-            training: false,
-            seed: cpu::node_seed(0, id.0, 1),
-            ..KernelContext::default()
-        };
-        let out = cpu::run(&node.op, &inputs, &node_params, &mut [], &ctx)
-            .with_context(|| format!("running node `{}`", node.name))?;
-        values[id.0 as usize] = out;
-    }
-    graph
-        .outputs
-        .iter()
-        .map(|o| {
-            values[o.node.0 as usize]
-                .get(o.slot as usize)
-                .cloned()
-                .with_context(|| format!("output of `{}` not computed", graph.node(o.node).name))
-        })
-        .collect()
 }
 
 /// Elements of a kernel tensor as `f64`, for comparisons.
