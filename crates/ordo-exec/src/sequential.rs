@@ -1,7 +1,7 @@
 //! The reference: one step run node by node in the graph's topological order on one thread.
 //! Every other way of running a graph must give bitwise the same results.
 //!
-//! [`Interpreter`] is the one loop that walks a program node by node: the reference step
+//! `Interpreter` is the one loop that walks a program node by node: the reference step
 //! ([`run_step`]), inference on given parameters ([`infer`], which `ordo conformance` checks
 //! against ONNX's own test outputs) and the profiler ([`mod@crate::profile`]) all call nodes
 //! through it. The engine runs the same nodes through the same [`Program::run_node`].

@@ -35,7 +35,7 @@ mod cpu;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use cpu::{Cpu, CpuCollectives, CpuDevice, CpuEvent, CpuHandle};
+pub use cpu::{Cpu, CpuCollectives, CpuDevice, CpuEvent, CpuHandle, DEFAULT_TIMEOUT};
 
 use crate::cpu::{KernelError, Tensor};
 use crate::program::{Program, RunSettings};
