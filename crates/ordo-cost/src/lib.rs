@@ -40,3 +40,21 @@ pub use memory::{NodeMemory, Optimizer, StepMode, node_memory};
 pub use model::{CommModel, KernelCost, Roofline};
 pub use profile::{PROFILE_FORMAT, Profile, ProfileError, ProfileLink, ProfileNode, apply_profile};
 pub use synth::synth;
+
+/// The longest time, in µs, that ordo accepts or computes for one thing (a node's compute, a
+/// transfer, a link's latency, a kernel launch): 2^40 µs, about 12.7 days. A file that gives
+/// more is refused with the field named; a time computed from sizes (a roofline, a transfer
+/// of a huge tensor over a slow link) saturates at it. Sums of these times over a schedule
+/// of up to 2^23 tasks then stay below 2^63, so no time ever wraps or reaches the `u64::MAX`
+/// that placers and simulators use for "not yet".
+pub const MAX_TIME_US: u64 = 1 << 40;
+
+/// `x` as a person reads it in a message: plain for everyday magnitudes, in scientific
+/// notation for absurd ones (`1e308`, not 309 digits).
+pub(crate) fn readable(x: f64) -> String {
+    if x != 0.0 && x.is_finite() && !(1e-4..1e15).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        x.to_string()
+    }
+}

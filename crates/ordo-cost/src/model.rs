@@ -144,8 +144,10 @@ impl fmt::Display for CommModel {
 
 /// Rounds half to even, as Python's `round` does, so that numbers match files made by the
 /// Python converter. Negative and non-finite times become 0.
+/// `us` rounded to whole µs, 0 for NaN or negative, at most [`crate::MAX_TIME_US`] (also for
+/// an infinite time).
 fn round_us(us: f64) -> u64 {
-    if us.is_finite() && us > 0.0 { us.round_ties_even() as u64 } else { 0 }
+    if us > 0.0 { (us.round_ties_even().min(crate::MAX_TIME_US as f64)) as u64 } else { 0 }
 }
 
 /// `15.7e12`, `900e9`: a mantissa and an exponent that is a multiple of 3.

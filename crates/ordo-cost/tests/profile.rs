@@ -133,7 +133,11 @@ fn broken_files_are_refused_clearly() {
         ("[]".into(), "not a profile"),
         (good.replace(PROFILE_FORMAT, "ordo.profile/9"), "ordo.profile/9` is not supported"),
         (good.replace(PROFILE_FORMAT, "ordo.plan/1"), "is not a profile"),
-        (good.replacen("\"time_us\": 0.3", "\"time_us\": -0.3", 1), "not a finite, non-negative"),
+        (good.replacen("\"time_us\": 0.3", "\"time_us\": -0.3", 1), "time_us is -0.3; it must be"),
+        (
+            good.replacen("\"time_us\": 0.3", "\"time_us\": 1e300", 1),
+            "time_us is 1e300 µs, more than",
+        ),
         (good.replacen("\"batch\": 4", "\"batch\": \"four\"", 1), "bad profile"),
     ];
     for (text, expected) in cases {

@@ -18,7 +18,7 @@ mod runtime_profile;
 pub mod sequential;
 mod state;
 
-pub use engine::{EngineOptions, Executable, StepRun, Sync, TaskSpan};
+pub use engine::{EngineOptions, Executable, MAX_WORKERS_PER_DEVICE, StepRun, Sync, TaskSpan};
 pub use error::ExecError;
 pub use link::measure_link;
 pub use runtime_profile::step_overhead_us;

@@ -205,7 +205,7 @@ impl PlaceProblem {
 
     /// Sum of all compute times in µs.
     pub fn total_work_us(&self) -> u64 {
-        self.weights.iter().sum()
+        self.weights.iter().fold(0, |sum, &w| sum.saturating_add(w))
     }
 
     /// Longest path through the graph counting compute only (every edge free), in µs.

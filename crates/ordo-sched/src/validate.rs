@@ -16,8 +16,10 @@ use crate::plan::{BufferId, Plan, StreamId, StreamKind, TaskId, TaskKind};
 /// as many buffers on each, and streams and tasks naming each other);
 /// buffers (device in range, known producer and readers on the buffer's device, every transfer
 /// listed as a reader of the buffer it sends, every all-reduce a reader of the buffers it
-/// reduces and the producer of none); and last, no dependency cycle through stream
-/// order and events, which would deadlock a run.
+/// reduces and the producer of none); no dependency cycle through stream order and events,
+/// which would deadlock a run; and last, dataflow: every reader of a buffer is ordered after
+/// its producer by stream order and events, so that no task can read a buffer before it is
+/// written.
 ///
 /// Never panics, and runs in time linear in the size of the plan (up to the readers of the
 /// buffers that transfers send, times the number of such transfers).
@@ -39,7 +41,76 @@ pub fn validate(plan: &Plan) -> Result<(), SchedError> {
     check_events(plan)?;
     check_tasks(plan, &links)?;
     check_buffers(plan)?;
-    task_order(plan).map(|_| ())
+    let order = task_order(plan)?;
+    check_dataflow(plan, &order)
+}
+
+/// Every reader of a buffer runs after its producer: the producer is among the reader's
+/// transitive predecessors. Checked first by what plans use (the reader waits for the
+/// producer's event, follows it on a stream, or waits for a later task of one of the
+/// producer's streams), then by a search back from the reader that never goes below the
+/// producer's position in `order`.
+fn check_dataflow(plan: &Plan, order: &[TaskId]) -> Result<(), SchedError> {
+    let n = plan.tasks.len();
+    let preds = crate::graph::task_graph(plan);
+    let mut rank = vec![0usize; n];
+    for (r, t) in order.iter().enumerate() {
+        rank[t.0 as usize] = r;
+    }
+    // Per task: (stream, position in it) for each stream it is on.
+    let mut places: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
+    for (s, stream) in plan.streams.iter().enumerate() {
+        for (i, t) in stream.tasks.iter().enumerate() {
+            places[t.0 as usize].push((s, i));
+        }
+    }
+    // `q` is `p` or after it on a stream they share.
+    let at_or_after = |q: usize, p: usize| {
+        q == p
+            || places[q].iter().any(|&(s, i)| places[p].iter().any(|&(sp, ip)| sp == s && ip <= i))
+    };
+    let mut seen = vec![usize::MAX; n];
+    let mut stack = Vec::new();
+    let mut search = 0usize;
+    for buffer in &plan.buffers {
+        let p = buffer.producer.0 as usize;
+        for &reader in &buffer.readers {
+            let r = reader.0 as usize;
+            if r == p || at_or_after(r, p) || preds[r].iter().any(|q| at_or_after(q.0 as usize, p))
+            {
+                continue;
+            }
+            search += 1;
+            let mut found = false;
+            stack.clear();
+            stack.push(r);
+            'search: while let Some(t) = stack.pop() {
+                for q in &preds[t] {
+                    let q = q.0 as usize;
+                    if at_or_after(q, p) {
+                        found = true;
+                        break 'search;
+                    }
+                    if rank[q] > rank[p] && seen[q] != search {
+                        seen[q] = search;
+                        stack.push(q);
+                    }
+                }
+            }
+            if !found {
+                return Err(SchedError::Buffer {
+                    buffer: buffer.name.clone(),
+                    device: buffer.device,
+                    problem: format!(
+                        "its reader `{}` may run before its producer `{}` writes it: no stream \
+                         order or event puts the reader after the producer",
+                        plan.tasks[r].name, plan.tasks[p].name
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `stream 3 (device 0 tx->1)`, or `stream 3` for an unknown id.

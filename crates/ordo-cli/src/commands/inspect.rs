@@ -108,11 +108,15 @@ fn inspect_model(graph: &Graph, build_ms: f64, args: &Args) {
 }
 
 fn inspect_costgraph(path: &Path, graph: &CostGraph, read_ms: f64, args: &Args) {
-    let compute_us: u64 = graph.nodes.iter().map(|n| n.weight).sum();
-    let persistent: u64 = graph.nodes.iter().map(|n| n.persistent_memory).sum();
-    let output: u64 = graph.nodes.iter().map(|n| n.output_memory.iter().sum::<u64>()).sum();
+    let compute_us = graph.nodes.iter().map(|n| n.weight).fold(0, u64::saturating_add);
+    let persistent = graph.nodes.iter().map(|n| n.persistent_memory).fold(0, u64::saturating_add);
+    let output = graph
+        .nodes
+        .iter()
+        .flat_map(|n| n.output_memory.iter().copied())
+        .fold(0, u64::saturating_add);
     let flops: Option<u64> = graph.nodes.iter().map(|n| n.flops).sum();
-    let comm_us: u64 = graph.links.iter().map(|l| l.weight).sum();
+    let comm_us = graph.links.iter().map(|l| l.weight).fold(0, u64::saturating_add);
     if args.json {
         let out = json!({
             "nodes": graph.nodes.len(),

@@ -83,7 +83,7 @@ fn print_summary(loaded: &crate::placing::Loaded, placement: &Placement, file: &
     }
     let mut table = Table::new(&["device", "nodes", "compute ms", "peak memory", "limit"]);
     for (d, order) in placement.order.iter().enumerate() {
-        let compute: u64 = order.iter().map(|&v| problem.weights[v]).sum();
+        let compute = order.iter().map(|&v| problem.weights[v]).fold(0, u64::saturating_add);
         let limit = problem.devices.memory[d];
         table.row(vec![
             d.to_string(),

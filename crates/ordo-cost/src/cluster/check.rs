@@ -107,9 +107,9 @@ pub(super) fn check_device(d: &DeviceSpec, origin: &str, label: &str) -> Result<
     let problem = if d.memory_bytes == 0 {
         Some("\"memory_bytes\" is 0".to_string())
     } else {
-        positive(d.peak_flops, "peak_flops", "FLOP/s")
-            .or_else(|| positive(d.memory_bandwidth, "memory_bandwidth", "bytes/s"))
-            .or_else(|| non_negative(d.launch_overhead_us, "launch_overhead_us"))
+        rate(d.peak_flops, "peak_flops", "FLOP/s", MAX_FLOPS)
+            .or_else(|| rate(d.memory_bandwidth, "memory_bandwidth", "bytes/s", MAX_BYTES_PER_S))
+            .or_else(|| time(d.launch_overhead_us, "launch_overhead_us"))
             .or_else(|| {
                 (d.parallelism == 0).then(|| {
                     "\"parallelism\" is 0; a device keeps at least 1 work item in flight".into()
@@ -126,9 +126,9 @@ pub(super) fn check_device(d: &DeviceSpec, origin: &str, label: &str) -> Result<
 
 /// Checks one link's numbers.
 pub(super) fn check_link(l: &LinkSpec, origin: &str, label: &str) -> Result<(), ClusterError> {
-    match non_negative(l.latency_us, "latency_us")
-        .or_else(|| positive(l.bandwidth_bytes_per_s, "bandwidth_bytes_per_s", "bytes/s"))
-    {
+    match time(l.latency_us, "latency_us").or_else(|| {
+        rate(l.bandwidth_bytes_per_s, "bandwidth_bytes_per_s", "bytes/s", MAX_BYTES_PER_S)
+    }) {
         None => Ok(()),
         Some(problem) => {
             Err(ClusterError::Link { origin: origin.into(), link: label.into(), problem })
@@ -136,11 +136,24 @@ pub(super) fn check_link(l: &LinkSpec, origin: &str, label: &str) -> Result<(), 
     }
 }
 
-fn positive(x: f64, field: &str, unit: &str) -> Option<String> {
-    (!(x.is_finite() && x > 0.0))
-        .then(|| format!("\"{field}\" is {x}; it must be a positive number of {unit}"))
+/// The fastest device ordo accepts: 10^21 FLOP/s (a thousand times today's largest).
+const MAX_FLOPS: f64 = 1e21;
+/// The fastest memory or link ordo accepts: 10^18 bytes/s.
+const MAX_BYTES_PER_S: f64 = 1e18;
+
+/// A rate of at least 1 per second and at most `max`.
+fn rate(x: f64, field: &str, unit: &str, max: f64) -> Option<String> {
+    (!(x.is_finite() && (1.0..=max).contains(&x))).then(|| {
+        let x = crate::readable(x);
+        format!("\"{field}\" is {x}; it must be a number of {unit} from 1 to {max:e}")
+    })
 }
 
-fn non_negative(x: f64, field: &str) -> Option<String> {
-    (!(x.is_finite() && x >= 0.0)).then(|| format!("\"{field}\" is {x}; it must be 0 µs or more"))
+/// A time from 0 to [`crate::MAX_TIME_US`] µs.
+fn time(x: f64, field: &str) -> Option<String> {
+    let max = crate::MAX_TIME_US;
+    (!(x.is_finite() && x >= 0.0 && x <= max as f64)).then(|| {
+        let x = crate::readable(x);
+        format!("\"{field}\" is {x}; it must be a time from 0 to {max} µs (about 12.7 days)")
+    })
 }

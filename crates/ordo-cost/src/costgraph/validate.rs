@@ -98,6 +98,9 @@ fn check_nodes(nodes: &[CostNode], origin: &str) -> Result<(), CostGraphError> {
             let problem = "is 0; a compute time is at least 1 µs".to_string();
             return Err(node_error(origin, nodes, position, "weight", problem));
         }
+        if node.weight > crate::MAX_TIME_US {
+            return Err(node_error(origin, nodes, position, "weight", too_long(node.weight)));
+        }
         if let Some(problem) = share_problem(node.occupancy) {
             return Err(node_error(origin, nodes, position, "occupancy", problem));
         }
@@ -204,6 +207,14 @@ fn repeated_pair(ends: &[(usize, usize)]) -> Option<(usize, usize)> {
     order.windows(2).find(|w| ends[w[0]] == ends[w[1]]).map(|w| (w[0], w[1]))
 }
 
+/// The problem with a time above [`crate::MAX_TIME_US`].
+fn too_long(us: u64) -> String {
+    format!(
+        "is {us} µs, more than ordo's limit of {} µs (about 12.7 days) for one time",
+        crate::MAX_TIME_US
+    )
+}
+
 fn check_tensors<'g>(
     link: &'g CostLink,
     position: usize,
@@ -212,6 +223,9 @@ fn check_tensors<'g>(
 ) -> Result<(), CostGraphError> {
     let mut sum = 0u64;
     for (i, tensor) in link.tensor.iter().enumerate() {
+        if tensor.weight > crate::MAX_TIME_US {
+            return Err(fail(position, &format!("tensor[{i}].weight"), too_long(tensor.weight)));
+        }
         sum = sum.saturating_add(tensor.weight);
         match tensors.entry(&tensor.name) {
             Entry::Vacant(slot) => {

@@ -60,6 +60,10 @@ use bind::Bound;
 use step::Step;
 pub(crate) use step::bitwise_equal;
 
+/// The most worker threads a device may have: more than any machine has cores, and few
+/// enough that a typo does not ask the system for ten thousand threads.
+pub const MAX_WORKERS_PER_DEVICE: usize = 256;
+
 /// How a plan runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EngineOptions {
@@ -184,6 +188,12 @@ impl<B: Backend> Executable<B> {
         if options.workers_per_device == 0 {
             return Err(ExecError::Config("a device needs at least one worker thread".into()));
         }
+        if options.workers_per_device > MAX_WORKERS_PER_DEVICE {
+            return Err(ExecError::Config(format!(
+                "{} worker threads per device; at most {MAX_WORKERS_PER_DEVICE}",
+                options.workers_per_device
+            )));
+        }
         if backend.devices() < plan.devices {
             return Err(ExecError::Config(format!(
                 "the plan runs on {} devices but the {} backend has {}",
@@ -242,10 +252,18 @@ impl<B: Backend> Executable<B> {
             &o.memory_budget,
             o.empty_kernels,
         );
-        let pool = self
-            .workers
-            .0
-            .get_or_init(|| pool::Pool::new(self.bound.devices.max(1) * o.workers_per_device));
+        let pool = match self.workers.0.get() {
+            Some(pool) => pool,
+            None => {
+                let threads = self.bound.devices.max(1) * o.workers_per_device;
+                let pool = pool::Pool::new(threads).map_err(|e| {
+                    ExecError::Config(format!("cannot start {threads} worker threads: {e}"))
+                })?;
+                // A concurrent first step may have started its own pool; either serves.
+                let _ = self.workers.0.set(pool);
+                self.workers.0.get().expect("set above")
+            }
+        };
         let started = std::time::Instant::now();
         step.run(pool, o.workers_per_device)?;
         for d in 0..self.bound.devices {

@@ -73,18 +73,25 @@ pub(crate) struct Pool {
 
 impl Pool {
     /// Starts `workers` threads.
-    pub(crate) fn new(workers: usize) -> Self {
-        let shared = Arc::new(Shared::default());
-        let threads = (0..workers)
-            .map(|index| {
-                let shared = Arc::clone(&shared);
-                std::thread::Builder::new()
-                    .name(format!("ordo-worker-{index}"))
-                    .spawn(move || work(&shared, index))
-                    .expect("the system starts a worker thread")
-            })
-            .collect();
-        Self { shared, threads, running: Mutex::new(()) }
+    ///
+    /// # Errors
+    /// The system's error when a thread cannot start, after the threads already started have
+    /// been stopped.
+    pub(crate) fn new(workers: usize) -> std::io::Result<Self> {
+        let mut pool = Self {
+            shared: Arc::default(),
+            threads: Vec::with_capacity(workers),
+            running: Mutex::new(()),
+        };
+        for index in 0..workers {
+            let shared = Arc::clone(&pool.shared);
+            // On failure, dropping `pool` stops the threads started so far.
+            let thread = std::thread::Builder::new()
+                .name(format!("ordo-worker-{index}"))
+                .spawn(move || work(&shared, index))?;
+            pool.threads.push(thread);
+        }
+        Ok(pool)
     }
 
     /// How many workers the pool has.
@@ -163,7 +170,7 @@ mod tests {
 
     #[test]
     fn every_worker_runs_every_job_once_and_borrows_end_with_the_run() {
-        let pool = Pool::new(3);
+        let pool = Pool::new(3).unwrap();
         for round in 0..200 {
             let calls: Vec<AtomicUsize> = (0..3).map(|_| AtomicUsize::new(0)).collect();
             pool.run(&|i| {
@@ -177,7 +184,7 @@ mod tests {
 
     #[test]
     fn a_panicking_job_is_resumed_in_the_caller_and_the_pool_goes_on() {
-        let pool = Pool::new(2);
+        let pool = Pool::new(2).unwrap();
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             pool.run(&|i| assert_ne!(i, 1, "worker 1 fails"));
         }));
