@@ -37,13 +37,13 @@ pub struct ProblemArgs {
     #[command(flatten)]
     pub size: SizeArgs,
     /// Number of devices (default: all of the cluster's).
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     pub devices: Option<usize>,
     /// Memory of each device, e.g. `16GiB` (default: unlimited). Not with `--cluster`.
-    #[arg(long, conflicts_with = "cluster")]
+    #[arg(allow_hyphen_values = true, long, conflicts_with = "cluster")]
     pub memory: Option<String>,
     /// A cluster description: a shipped name (e.g. `a100x8-nvlink`) or a JSON file.
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     pub cluster: Option<String>,
     /// Place the forward graph only, as Baechi does, ignoring what backward keeps in memory.
     #[arg(long, conflicts_with = "train")]
@@ -54,15 +54,15 @@ pub struct ProblemArgs {
     pub train: bool,
     /// With `--train`, a loss to add to a model that ends at its predictions (an ONNX export
     /// of the forward pass): `cross-entropy` over its one output, with an int64 `labels` input.
-    #[arg(long, value_enum, requires = "train")]
+    #[arg(allow_negative_numbers = true, long, value_enum, requires = "train")]
     pub loss: Option<crate::onnx::LossArg>,
     /// Optimizer for the training-step memory model.
-    #[arg(long, value_enum, default_value = "momentum")]
+    #[arg(allow_negative_numbers = true, long, value_enum, default_value = "momentum")]
     pub optimizer: OptimizerArg,
     /// Node compute times, and the cost of a transfer where it was measured, from a profile
     /// written by `ordo profile` (of the same graph: the
     /// same model, size, `--small` and `--train`) instead of the roofline.
-    #[arg(long, value_name = "FILE")]
+    #[arg(allow_negative_numbers = true, long, value_name = "FILE")]
     pub profile: Option<std::path::PathBuf>,
 }
 
@@ -104,12 +104,8 @@ impl ProblemArgs {
             }
             None => {
                 let Some(n) = self.devices else { bail!("give --devices N (or --cluster)") };
-                let memory = match &self.memory {
-                    Some(text) => {
-                        ordo_cost::parse_bytes(text).with_context(|| format!("--memory {text}"))?
-                    }
-                    None => u64::MAX,
-                };
+                let memory = self.memory.as_deref().map(memory_option).transpose()?;
+                let memory = memory.unwrap_or(u64::MAX);
                 let label = if memory == u64::MAX {
                     format!("{n} devices, unlimited memory")
                 } else {
@@ -142,6 +138,18 @@ impl ProblemArgs {
         })?;
         Ok(Loaded { problem, label, devices_label })
     }
+}
+
+/// The bytes of `--memory TEXT`: a size with a unit, more than 0.
+///
+/// # Errors
+/// A size that does not parse, or 0, naming the option.
+pub fn memory_option(text: &str) -> anyhow::Result<u64> {
+    let bytes = ordo_cost::parse_bytes(text).with_context(|| format!("--memory {text}"))?;
+    if bytes == 0 {
+        bail!("--memory {text}: a device needs some memory");
+    }
+    Ok(bytes)
 }
 
 /// The memory mode in words.
@@ -187,10 +195,10 @@ pub struct SearchArgs {
     /// Time budget of `--algo auto`'s search after the fast placers, e.g. `2s`, `500ms`
     /// (turned into a fixed number of simulations, so the result does not depend on the
     /// machine's load).
-    #[arg(long, default_value = "2s")]
+    #[arg(allow_hyphen_values = true, long, default_value = "2s")]
     pub budget: String,
     /// Seed of `--algo auto`'s random restarts: the same seed gives the same placement.
-    #[arg(long, default_value_t = 0)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0)]
     pub seed: u64,
 }
 

@@ -9,11 +9,11 @@ use ordo_ir::Graph;
 #[derive(Args, Debug, Clone, Copy)]
 pub struct SizeArgs {
     /// Batch size (default: the model's; for an ONNX file, dimension 0 of its data inputs).
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     pub batch: Option<usize>,
     /// Sequence length for sequence models (default: the model's; for an ONNX file, dimension
     /// 1 of its integer token inputs).
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     pub seq_len: Option<usize>,
     /// The model's small variant: same structure, small sizes (batch 2; `--batch` and
     /// `--seq-len` still apply).

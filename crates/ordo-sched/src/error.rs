@@ -151,10 +151,13 @@ pub enum SchedError {
         source: std::io::Error,
     },
     /// A plan file is not plan JSON.
-    #[error("plan file {} is not a valid plan: {source}", path.display())]
+    #[error("plan file {} is not a valid plan: {}{source}", path.display(), field_prefix(at))]
     Parse {
         /// The file.
         path: PathBuf,
+        /// Where in the file: the path of the field at fault (`tasks[0].duration_us`), or `.`
+        /// for the whole file.
+        at: String,
         /// The cause.
         source: serde_json::Error,
     },
@@ -166,6 +169,11 @@ pub enum SchedError {
         /// The rule broken.
         source: Box<SchedError>,
     },
+}
+
+/// `tasks[0].duration_us: `, or nothing for the whole file.
+fn field_prefix(at: &str) -> String {
+    if at.is_empty() || at == "." { String::new() } else { format!("{at}: ") }
 }
 
 /// `a -> b -> c -> a`.

@@ -16,11 +16,15 @@ pub fn read_plan(path: impl AsRef<Path>) -> Result<Plan, SchedError> {
     let path = path.as_ref();
     let file =
         File::open(path).map_err(|source| SchedError::Read { path: path.to_path_buf(), source })?;
-    let plan: Plan = serde_json::from_reader(BufReader::new(file)).map_err(|source| {
+    // The path of the field at fault (`tasks[0].duration_us`) goes with the message.
+    let mut reader = serde_json::Deserializer::from_reader(BufReader::new(file));
+    let plan: Plan = serde_path_to_error::deserialize(&mut reader).map_err(|e| {
+        let at = e.path().to_string();
+        let source = e.into_inner();
         if source.is_io() {
             SchedError::Read { path: path.to_path_buf(), source: source.into() }
         } else {
-            SchedError::Parse { path: path.to_path_buf(), source }
+            SchedError::Parse { path: path.to_path_buf(), at, source }
         }
     })?;
     validate(&plan).map_err(|source| SchedError::Invalid {

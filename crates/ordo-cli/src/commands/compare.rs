@@ -16,7 +16,7 @@ pub struct Args {
     #[command(flatten)]
     pub problem: ProblemArgs,
     /// Transfer contention model of the simulated step time.
-    #[arg(long, value_enum, default_value = "tf")]
+    #[arg(allow_negative_numbers = true, long, value_enum, default_value = "tf")]
     pub channel: ChannelArg,
     /// Print one JSON object instead of the table.
     #[arg(long)]

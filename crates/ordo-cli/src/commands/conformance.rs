@@ -21,10 +21,10 @@ pub struct Args {
     #[arg(required = true)]
     pub dirs: Vec<PathBuf>,
     /// Relative tolerance: an output element passes when `|got - want| <= atol + rtol * |want|`.
-    #[arg(long, default_value_t = 1e-3)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1e-3)]
     pub rtol: f64,
     /// Absolute tolerance.
-    #[arg(long, default_value_t = 1e-5)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1e-5)]
     pub atol: f64,
     /// Print every case with its outcome and reason, not only the table.
     #[arg(long)]
@@ -64,6 +64,11 @@ impl Outcome {
 
 /// Runs every case and prints the table.
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    for (option, value) in [("--rtol", args.rtol), ("--atol", args.atol)] {
+        if !(value.is_finite() && value >= 0.0) {
+            bail!("{option} {value}: a tolerance is a finite number, 0 or more");
+        }
+    }
     let mut cases = Vec::new();
     for dir in &args.dirs {
         cases.extend(find_cases(dir)?);

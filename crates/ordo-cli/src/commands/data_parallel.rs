@@ -18,23 +18,41 @@ const MAX_TRIES: usize = 16;
 pub struct DataParallelArgs {
     /// With `--train`: replicate the training step on N devices and all-reduce the gradients
     /// (ring all-reduce), reporting the steady state.
-    #[arg(long, value_name = "N", requires = "train")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N", requires = "train")]
     pub data_parallel: Option<usize>,
     /// Reverse first-k: defer the weight gradients (and updates) of the first K layers with
     /// weights behind the dX chain so their all-reduces overlap the next forward pass; `auto`
     /// lets the simulator choose K.
-    #[arg(long, value_name = "auto|K", default_value = "auto", requires = "data_parallel")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "auto|K",
+        default_value = "auto",
+        requires = "data_parallel"
+    )]
     pub first_k: String,
     /// All-reduce gradients in buckets of at least this size (e.g. `25MiB`); 0 reduces each
     /// gradient on its own.
-    #[arg(long, value_name = "SIZE", default_value = "0", requires = "data_parallel")]
+    #[arg(
+        allow_hyphen_values = true,
+        long,
+        value_name = "SIZE",
+        default_value = "0",
+        requires = "data_parallel"
+    )]
     pub bucket: String,
     /// Bandwidth of the network between replicas in Gbit/s (default: the cluster's link
     /// between devices 0 and 1).
-    #[arg(long, value_name = "GBIT/S", requires = "data_parallel")]
+    #[arg(allow_negative_numbers = true, long, value_name = "GBIT/S", requires = "data_parallel")]
     pub network_gbps: Option<f64>,
     /// Latency of one message on that network, in µs.
-    #[arg(long, value_name = "US", default_value_t = 25.0, requires = "network_gbps")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "US",
+        default_value_t = 25.0,
+        requires = "network_gbps"
+    )]
     pub network_latency_us: f64,
 }
 

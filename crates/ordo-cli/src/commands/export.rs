@@ -15,7 +15,7 @@ pub struct Args {
     #[command(flatten)]
     pub size: SizeArgs,
     /// Where to write the cost graph (NetworkX node-link JSON, Baechi attribute names).
-    #[arg(long, value_name = "OUT.json")]
+    #[arg(allow_negative_numbers = true, long, value_name = "OUT.json")]
     pub costgraph: PathBuf,
 }
 

@@ -14,14 +14,26 @@ use crate::source::SizeArgs;
 #[derive(clap::Args, Clone, Debug)]
 pub struct PipelineArgs {
     /// With `--train`: split the model's blocks into S pipeline stages, one per device.
-    #[arg(long, value_name = "S", requires = "train", conflicts_with = "data_parallel")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "S",
+        requires = "train",
+        conflicts_with = "data_parallel"
+    )]
     pub pipeline: Option<usize>,
     /// Micro-batches per step; `--batch` (the global batch) must be a multiple.
-    #[arg(long, value_name = "M", default_value_t = 4, requires = "pipeline")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "M",
+        default_value_t = 4,
+        requires = "pipeline"
+    )]
     pub micro_batches: usize,
     /// Modulo layer allocation: block l on stage (l div m) mod S instead of contiguous
     /// stages balanced by cost.
-    #[arg(long, value_name = "m", requires = "pipeline")]
+    #[arg(allow_negative_numbers = true, long, value_name = "m", requires = "pipeline")]
     pub modulo: Option<usize>,
 }
 

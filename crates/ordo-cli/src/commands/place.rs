@@ -14,19 +14,19 @@ pub struct Args {
     pub problem: ProblemArgs,
     /// Placement algorithm: auto (the best of the others, improved by a search), m-topo,
     /// m-topo-real, m-etf, m-sct, single, round-robin, balanced.
-    #[arg(long, default_value = "auto")]
+    #[arg(allow_negative_numbers = true, long, default_value = "auto")]
     pub algo: String,
     #[command(flatten)]
     pub search: SearchArgs,
     /// m-SCT: an edge is a favorite when its LP value is below this.
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0.1)]
     pub sct_threshold: f64,
     /// Place a reduced graph (Baechi's co-placement grouping, then fusion of same-group chains)
     /// and expand the result to every node.
     #[arg(long)]
     pub reduce: bool,
     /// Write the placement as JSON to this file (`-` for standard output).
-    #[arg(long, value_name = "OUT")]
+    #[arg(allow_negative_numbers = true, long, value_name = "OUT")]
     pub json: Option<PathBuf>,
 }
 

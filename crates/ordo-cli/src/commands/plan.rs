@@ -15,12 +15,12 @@ pub struct Args {
     #[command(flatten)]
     pub problem: ProblemArgs,
     /// Placement algorithm (see `ordo place --help`).
-    #[arg(long, default_value = "auto")]
+    #[arg(allow_negative_numbers = true, long, default_value = "auto")]
     pub algo: String,
     #[command(flatten)]
     pub search: crate::placing::SearchArgs,
     /// Write the plan as JSON to this file (`-` for standard output).
-    #[arg(long, value_name = "OUT")]
+    #[arg(allow_negative_numbers = true, long, value_name = "OUT")]
     pub json: Option<PathBuf>,
 }
 

@@ -53,28 +53,28 @@ pub struct Args {
     #[arg(long)]
     pub train: bool,
     /// Optimizer of the training graph's updates.
-    #[arg(long, value_enum, default_value = "momentum")]
+    #[arg(allow_negative_numbers = true, long, value_enum, default_value = "momentum")]
     pub optimizer: OptimizerArg,
     /// Timed calls of each kernel; the median is kept.
-    #[arg(long, default_value_t = 5)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 5)]
     pub reps: usize,
     /// Untimed calls of each kernel before the timed ones.
-    #[arg(long, default_value_t = 2)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 2)]
     pub warmup: usize,
     /// How the calls are made: `runtime` (whole steps of the runtime on one device and one
     /// worker; a node's time includes what the runtime spends on its task), `in-step` (whole
     /// passes of kernel calls) or `back-to-back` (each node all its calls in a row: the kernel
     /// alone, warm caches).
-    #[arg(long, value_enum, default_value = "runtime")]
+    #[arg(allow_negative_numbers = true, long, value_enum, default_value = "runtime")]
     pub calls: CallsArg,
     /// Seed of the parameters, synthetic inputs and dropout masks.
-    #[arg(long, default_value_t = 0)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0)]
     pub seed: u64,
     /// Do not measure the cost of a transfer between two CPU devices (it takes a second).
     #[arg(long)]
     pub no_link: bool,
     /// Where to write the profile (JSON, `ordo.profile/1`).
-    #[arg(long, value_name = "FILE")]
+    #[arg(allow_negative_numbers = true, long, value_name = "FILE")]
     pub out: PathBuf,
 }
 

@@ -44,10 +44,10 @@ pub struct Args {
     #[command(flatten)]
     pub size: SizeArgs,
     /// CPU devices to run on, `cpu:N` (or just `N`); each is a pool of worker threads.
-    #[arg(long, default_value = "cpu:1")]
+    #[arg(allow_negative_numbers = true, long, default_value = "cpu:1")]
     pub devices: String,
     /// Placement algorithm (see `ordo place --help`).
-    #[arg(long, default_value = "auto")]
+    #[arg(allow_negative_numbers = true, long, default_value = "auto")]
     pub algo: String,
     /// `--budget` of `--algo auto`; `--seed` also seeds the initial parameters, the synthetic
     /// inputs and dropout.
@@ -57,70 +57,88 @@ pub struct Args {
     #[arg(long)]
     pub train: bool,
     /// Number of steps.
-    #[arg(long, default_value_t = 1)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1)]
     pub steps: usize,
     /// With `--train` on one device: `inorder` or `ooo` (dW and updates on a sub-stream)
     /// instead of a placement; with `--data-parallel`, each replica's schedule; with
     /// `--pipeline`, the pipeline's: `gpipe`, `1f1b` or `fast-forward` (the default).
-    #[arg(long, value_enum, requires = "train")]
+    #[arg(allow_negative_numbers = true, long, value_enum, requires = "train")]
     pub schedule: Option<ScheduleArg>,
     #[command(flatten)]
     pub pipeline: PipelineArgs,
     /// With `--train`: one replica per device, gradients all-reduced (`--batch` is each
     /// replica's).
-    #[arg(long, value_name = "N", requires = "train", conflicts_with = "devices")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "N",
+        requires = "train",
+        conflicts_with = "devices"
+    )]
     pub data_parallel: Option<usize>,
     /// With `--data-parallel`: reverse first-k, the weight gradients and updates of the first
     /// K layers with weights run after the whole dX chain, their all-reduces last.
-    #[arg(long, value_name = "K", default_value_t = 0, requires = "data_parallel")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "K",
+        default_value_t = 0,
+        requires = "data_parallel"
+    )]
     pub first_k: usize,
     /// With `--data-parallel`: all-reduce gradients in buckets of at least this size (e.g.
     /// `1MiB`); 0 reduces each gradient on its own.
-    #[arg(long, value_name = "SIZE", default_value = "0", requires = "data_parallel")]
+    #[arg(
+        allow_hyphen_values = true,
+        long,
+        value_name = "SIZE",
+        default_value = "0",
+        requires = "data_parallel"
+    )]
     pub bucket: String,
     /// With `--schedule ooo`: out-of-order backprop's steady state, the weight-gradient work
     /// of the first N layers with weights deferred into the next step's forward pass. Each run
     /// of the plan is `--unroll` steps; `--steps` must be a multiple of it.
-    #[arg(long, value_name = "N", requires = "schedule")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N", requires = "schedule")]
     pub defer: Option<usize>,
     /// Training steps in one plan: with `--defer` (default 2, at least 2, so that work can cross
     /// steps), or with `--data-parallel` (default 1; more applies reverse first-k's deferred
     /// updates in the next step's forward pass).
-    #[arg(long, value_name = "K")]
+    #[arg(allow_negative_numbers = true, long, value_name = "K")]
     pub unroll: Option<usize>,
     /// Cross-stream synchronisation.
-    #[arg(long, value_enum, default_value = "events")]
+    #[arg(allow_negative_numbers = true, long, value_enum, default_value = "events")]
     pub sync: SyncArg,
     /// Order of each device's tasks.
-    #[arg(long, value_enum, default_value = "plan")]
+    #[arg(allow_negative_numbers = true, long, value_enum, default_value = "plan")]
     pub order: OrderArg,
     /// Worker threads per device.
-    #[arg(long, default_value_t = 1)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1)]
     pub workers: usize,
     /// Memory budget of each device, e.g. `512MiB` (default: unlimited).
-    #[arg(long)]
+    #[arg(allow_hyphen_values = true, long)]
     pub memory: Option<String>,
     /// With `--train` on a forward graph without a loss (an ONNX export): the loss to add.
-    #[arg(long, value_enum, requires = "train")]
+    #[arg(allow_negative_numbers = true, long, value_enum, requires = "train")]
     pub loss: Option<crate::onnx::LossArg>,
     /// Optimizer of the updates.
-    #[arg(long, value_enum, default_value = "momentum")]
+    #[arg(allow_negative_numbers = true, long, value_enum, default_value = "momentum")]
     pub optimizer: OptimizerArg,
     /// Learning rate.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0.01)]
     pub lr: f32,
     /// Run no kernel and move no data: measures the runtime's own overhead.
     #[arg(long)]
     pub empty_kernels: bool,
     /// Node compute times from a profile written by `ordo profile` of the same graph (default:
     /// the shipped `cpu` cluster's roofline), for placing and for the prediction.
-    #[arg(long, value_name = "FILE")]
+    #[arg(allow_negative_numbers = true, long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
     /// Write the last step as a Chrome trace, in the simulator's format.
-    #[arg(long, value_name = "OUT.json")]
+    #[arg(allow_negative_numbers = true, long, value_name = "OUT.json")]
     pub trace: Option<PathBuf>,
     /// Write the simulator's prediction of the step as a Chrome trace, to lay beside `--trace`.
-    #[arg(long, value_name = "OUT.json")]
+    #[arg(allow_negative_numbers = true, long, value_name = "OUT.json")]
     pub predicted_trace: Option<PathBuf>,
     /// Print the results as JSON.
     #[arg(long)]
@@ -131,9 +149,18 @@ pub struct Args {
 fn parse_devices(text: &str) -> anyhow::Result<usize> {
     let count = text.strip_prefix("cpu:").unwrap_or(text);
     match count.parse::<usize>() {
-        Ok(n) if n > 0 => Ok(n),
+        Ok(n) => device_count("--devices", n),
         _ => bail!("--devices {text}: expected `cpu:N` with N at least 1"),
     }
+}
+
+/// `n` devices asked for by `option`: at least 1, at most [`ordo_cost::MAX_DEVICES`].
+fn device_count(option: &str, n: usize) -> anyhow::Result<usize> {
+    let max = ordo_cost::MAX_DEVICES;
+    if n == 0 || n > max {
+        bail!("{option} {n}: expected from 1 to {max} devices");
+    }
+    Ok(n)
 }
 
 /// What is executed: the problem, its plan and how it was made.
@@ -157,7 +184,8 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         );
     }
     let devices = match (args.data_parallel, args.pipeline.pipeline) {
-        (Some(n), _) | (None, Some(n)) => n,
+        (Some(n), _) => device_count("--data-parallel", n)?,
+        (None, Some(n)) => device_count("--pipeline", n)?,
         (None, None) => parse_devices(&args.devices)?,
     };
     // A pipeline runs the model built for one micro-batch, copied once per micro-batch.
@@ -176,12 +204,7 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         forward
     };
     let cpu = ordo_cost::Cluster::builtin("cpu").context("the shipped `cpu` cluster")?;
-    let budget = match &args.memory {
-        Some(text) => {
-            Some(ordo_cost::parse_bytes(text).with_context(|| format!("--memory {text}"))?)
-        }
-        None => None,
-    };
+    let budget = args.memory.as_deref().map(crate::placing::memory_option).transpose()?;
     let comm = cpu.comm(0, 1);
     let profile = args.profile.as_deref().map(ordo_cost::Profile::read).transpose()?;
     let problem_on = |n: usize| -> anyhow::Result<ordo::Problem> {

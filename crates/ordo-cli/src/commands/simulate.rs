@@ -109,34 +109,34 @@ pub struct Args {
     pub problem: ProblemArgs,
     /// With a plan file: check that the plan runs this graph (a zoo model or a cost-graph
     /// file, sized by `--batch` and `--seq-len`) before simulating it.
-    #[arg(long, value_name = "MODEL|COSTGRAPH")]
+    #[arg(allow_negative_numbers = true, long, value_name = "MODEL|COSTGRAPH")]
     pub graph: Option<String>,
     /// With `--train`: run the training graph on device 0 with this schedule (`inorder`,
     /// `ooo`) instead of placing it; with `--data-parallel`, how each replica runs its weight
     /// gradients; with `--pipeline`, the pipeline's schedule (default `fast-forward`).
-    #[arg(long, value_enum, requires = "train")]
+    #[arg(allow_negative_numbers = true, long, value_enum, requires = "train")]
     pub schedule: Option<ScheduleArg>,
     #[command(flatten)]
     pub data_parallel: DataParallelArgs,
     #[command(flatten)]
     pub pipeline: PipelineArgs,
     /// Placement algorithm when the target is not a plan.
-    #[arg(long, default_value = "auto")]
+    #[arg(allow_negative_numbers = true, long, default_value = "auto")]
     pub algo: String,
     #[command(flatten)]
     pub search: crate::placing::SearchArgs,
     /// How transfers contend.
-    #[arg(long, value_enum, default_value = "tf")]
+    #[arg(allow_negative_numbers = true, long, value_enum, default_value = "tf")]
     pub channel: ChannelArg,
     /// Let kernels of different streams of one device run at once, sharing it by occupancy:
     /// kernels that together fill at most the whole device run at full speed.
     #[arg(long)]
     pub concurrent_kernels: bool,
     /// Write a Chrome trace (open it in Perfetto or chrome://tracing).
-    #[arg(long, value_name = "OUT.json")]
+    #[arg(allow_negative_numbers = true, long, value_name = "OUT.json")]
     pub trace: Option<PathBuf>,
     /// Write an SVG Gantt chart, and `<stem>-memory-<device>.svg` memory plots beside it.
-    #[arg(long, value_name = "OUT.svg")]
+    #[arg(allow_negative_numbers = true, long, value_name = "OUT.svg")]
     pub svg: Option<PathBuf>,
     /// Print the report as JSON.
     #[arg(long)]
@@ -259,17 +259,22 @@ fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
     })
 }
 
-/// Whether `path` is a JSON file whose `format` is a plan's.
+/// Whether `path` is to be read as a plan: a JSON file that is not a cost graph (a cost graph
+/// has `nodes`). A broken or empty file that may have been a plan is then refused by the plan
+/// reader, which names the file and the field, rather than taken for a model.
 fn is_plan_file(path: &Path) -> bool {
     #[derive(serde::Deserialize)]
     struct Header {
         format: Option<String>,
+        nodes: Option<serde::de::IgnoredAny>,
     }
     let Ok(text) = std::fs::read_to_string(path) else { return false };
-    serde_json::from_str::<Header>(&text)
-        .ok()
-        .and_then(|h| h.format)
-        .is_some_and(|f| f.starts_with("ordo.plan/"))
+    match serde_json::from_str::<Header>(&text) {
+        Ok(header) => {
+            header.format.is_some_and(|f| f.starts_with("ordo.plan/")) || header.nodes.is_none()
+        }
+        Err(_) => path.extension().is_some_and(|e| e == "json") && !text.contains("\"nodes\""),
+    }
 }
 
 fn write_svgs(path: &Path, plan: &Plan, report: &Report) -> anyhow::Result<()> {

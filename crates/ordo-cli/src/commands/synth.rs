@@ -9,13 +9,13 @@ use anyhow::Context;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Number of nodes.
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     pub nodes: usize,
     /// Random seed; the same seed gives the same graph.
-    #[arg(long, default_value_t = 1)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1)]
     pub seed: u64,
     /// Where to write the cost graph.
-    #[arg(long, value_name = "OUT.json")]
+    #[arg(allow_negative_numbers = true, long, value_name = "OUT.json")]
     pub out: PathBuf,
 }
 
