@@ -12,7 +12,7 @@ use ordo_problem::{PlaceProblem, Placement};
 use crate::build::build_plan_on_streams;
 use crate::error::SchedError;
 use crate::one_device::{
-    OneDeviceSchedule, deferral, deferred_order, is_deferred, layers_with_weights,
+    OneDeviceSchedule, deferral, deferred_nodes, deferred_order, layers_with_weights,
 };
 use crate::plan::{
     BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,
@@ -111,9 +111,8 @@ pub fn data_parallel_plan(
     let mut plan = replicate(&replica, config.replicas);
     if config.replicas > 1 {
         let n = problem.len();
-        let gradients = gradients_in_order(&unrolled, &replica, &order, n, |v| {
-            is_deferred(problem, &deferred, v)
-        })?;
+        let moved = deferred_nodes(problem, &deferred);
+        let gradients = gradients_in_order(&unrolled, &replica, &order, n, |v| moved[v])?;
         add_all_reduces(&mut plan, &replica, &gradients, config);
     }
     validate(&plan)?;
@@ -132,9 +131,10 @@ fn replica_order(problem: &PlaceProblem, deferred: &[bool], steps: usize) -> Vec
             updates_before.entry(layer).or_default().push(u);
         }
     }
+    let moved = deferred_nodes(problem, deferred);
     let mut order = Vec::with_capacity(steps * n);
     for s in 0..steps {
-        for v in (0..n).filter(|&v| !is_deferred(problem, deferred, v)) {
+        for v in (0..n).filter(|&v| !moved[v]) {
             if s > 0
                 && let Some(updates) = updates_before.get(&v)
             {

@@ -44,11 +44,28 @@ pub fn one_device_plan(
     steady_plan(problem, schedule, &vec![false; problem.len()], 1)
 }
 
-/// Whether node `v` is weight-gradient work (a dW, a gradient sum of parameters, an update) of
-/// a layer that `deferred` marks.
-pub(crate) fn is_deferred(problem: &PlaceProblem, deferred: &[bool], v: usize) -> bool {
-    matches!(problem.roles[v], Role::Dw | Role::Update)
-        && problem.layer_of[v].is_some_and(|layer| deferred.get(layer) == Some(&true))
+/// Which nodes deferring the weight-gradient work of the `deferred` layers (by node index)
+/// moves late: the dW, parameter-gradient sums and updates of those layers, and every other
+/// weight-gradient node that reads one of them (the gradient sum and update of a weight that
+/// a deferred layer shares with a kept one, like tied embeddings), so that nothing kept in its
+/// place waits for work moved after it.
+pub(crate) fn deferred_nodes(problem: &PlaceProblem, deferred: &[bool]) -> Vec<bool> {
+    let weight_work = |v: usize| matches!(problem.roles[v], Role::Dw | Role::Update);
+    let mut late: Vec<bool> = (0..problem.len())
+        .map(|v| {
+            weight_work(v)
+                && problem.layer_of[v].is_some_and(|layer| deferred.get(layer) == Some(&true))
+        })
+        .collect();
+    for &v in &problem.topo_order {
+        if !late[v]
+            && weight_work(v)
+            && problem.in_edges[v].iter().any(|&e| late[problem.edges[e].source])
+        {
+            late[v] = true;
+        }
+    }
+    late
 }
 
 /// The plan of `steps` consecutive training steps of `problem` on device 0 ([`unroll`]), for
@@ -84,10 +101,10 @@ pub fn steady_plan(
     }
     let unrolled = unroll(problem, steps)?;
     let late = deferred_order(problem, deferred);
+    let moved = deferred_nodes(problem, deferred);
     let mut device_order = Vec::with_capacity(unrolled.len());
     for s in 0..steps {
-        device_order
-            .extend((0..n).filter(|&v| !is_deferred(problem, deferred, v)).map(|v| s * n + v));
+        device_order.extend((0..n).filter(|&v| !moved[v]).map(|v| s * n + v));
         device_order.extend(late.iter().map(|&v| s * n + v));
     }
     let mut order = vec![Vec::new(); devices];
@@ -114,7 +131,7 @@ pub fn steady_plan(
 /// takes the smallest `(layer, node)` first.
 pub(crate) fn deferred_order(problem: &PlaceProblem, deferred: &[bool]) -> Vec<usize> {
     use std::cmp::Reverse;
-    let chosen: Vec<bool> = (0..problem.len()).map(|v| is_deferred(problem, deferred, v)).collect();
+    let chosen = deferred_nodes(problem, deferred);
     let mut waiting = vec![0usize; problem.len()];
     for edge in &problem.edges {
         if chosen[edge.source] && chosen[edge.target] {
