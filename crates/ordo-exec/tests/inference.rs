@@ -58,3 +58,15 @@ fn inference_names_what_is_wrong() {
     let e = infer(g, params, &missing).unwrap_err();
     assert!(e.to_string().contains("input `labels`: no tensor is fed to it"), "{e}");
 }
+
+/// A size that cannot be had is an error, never an abort: more than the machine has, or more
+/// elements than an address space.
+#[test]
+fn impossible_tensors_are_errors() {
+    let huge = Tensor::full(&[1 << 40, 1 << 10], 0.0).unwrap_err().to_string();
+    assert!(huge.contains("needs 4503599627370496 bytes"), "{huge}");
+    let overflow = Tensor::zeros(&TensorFact::f32([usize::MAX, 2])).unwrap_err().to_string();
+    assert!(overflow.contains("do not fill shape"), "{overflow}");
+    let ids = Tensor::random_ids(&[1 << 40, 1 << 10], 7, 0).unwrap_err().to_string();
+    assert!(ids.contains("bytes"), "{ids}");
+}

@@ -262,6 +262,17 @@ impl<'a> Ctx<'a> {
                 crate::tensor::elem_name(c.elem)
             ))
         })?;
+        // The constant's values are kept with the graph (for the runtime): a splat of a huge
+        // shape would be materialised here, so its size is checked first.
+        if c.numel() > crate::tensor::MAX_CONSTANT {
+            return Err(node.malformed(format!(
+                "constant `{tensor}` of shape {:?} has {} elements; ordo keeps constants of at \
+                 most {} elements",
+                c.shape,
+                c.numel(),
+                crate::tensor::MAX_CONSTANT
+            )));
+        }
         let source = ParamSource::Constant(crate::values::value_of(tensor, c));
         let id = self.new_param(tensor, fact.clone(), false, source);
         Ok(self.push(tensor, Op::Parameter, Vec::new(), vec![id], vec![fact]))

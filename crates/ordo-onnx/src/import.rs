@@ -12,7 +12,9 @@ use crate::error::{OnnxError, OnnxResult, UnsupportedNode};
 use crate::node::Node;
 use crate::ops;
 use crate::proto::{GraphProto, ModelProto, NodeProto};
-use crate::tensor::{code, declared_fact, fact_of_type, ir_dtype, parse_tensor, tensor_fact};
+use crate::tensor::{
+    check_data_length, code, declared_fact, fact_of_type, ir_dtype, parse_tensor, tensor_fact,
+};
 use crate::value::Value;
 use crate::{Import, ImportOptions, ImportReport};
 
@@ -272,6 +274,7 @@ fn declare_inputs(
         } else {
             let dtype = ir_dtype(elem)
                 .ok_or_else(|| bad(format!("element type {elem} is not supported")))?;
+            check_data_length(t).map_err(bad)?;
             ctx.declare_param(t.name(), TensorFact::new(dtype, shape));
         }
     }

@@ -9,6 +9,9 @@ use crate::proto::{TensorProto, TypeProto, tensor_shape_proto::dimension, type_p
 pub(crate) const MAX_DIM: u64 = 1 << 40;
 /// Largest number of elements of a tensor (2^48).
 pub(crate) const MAX_NUMEL: u64 = 1 << 48;
+/// Largest constant kept as a tensor of the graph (2^28 elements, 1 GiB of `f32`): its values
+/// are materialised at import.
+pub(crate) const MAX_CONSTANT: u64 = 1 << 28;
 /// Largest constant the importer folds element by element.
 pub(crate) const MAX_FOLD: u64 = 1 << 22;
 
@@ -298,6 +301,46 @@ fn parse_typed(t: &TensorProto, elem: i32) -> Result<ConstData, String> {
         }
         other => return Err(format!("element type {} cannot be read", elem_name(other))),
     })
+}
+
+/// Checks, without reading the values, that an initializer holds as many values as its shape
+/// says (data stored outside the file is not checked here).
+pub(crate) fn check_data_length(t: &TensorProto) -> Result<(), String> {
+    if t.data_location() == crate::proto::tensor_proto::DataLocation::External {
+        return Ok(());
+    }
+    let (elem, shape) = tensor_fact(t)?;
+    let numel = shape
+        .iter()
+        .try_fold(1u64, |n, &d| n.checked_mul(d as u64))
+        .ok_or_else(|| format!("shape {shape:?} has more elements than a tensor can"))?;
+    let size: u64 = match elem {
+        code::BOOL | code::UINT8 | code::INT8 => 1,
+        code::UINT16 | code::INT16 | code::FLOAT16 | code::BFLOAT16 => 2,
+        code::FLOAT | code::INT32 | code::UINT32 => 4,
+        code::INT64 | code::DOUBLE | code::UINT64 => 8,
+        _ => return Ok(()),
+    };
+    let (held, unit) = match t.raw_data.as_deref() {
+        Some(raw) => (raw.len() as u64, "bytes of raw data"),
+        None => {
+            let values = match elem {
+                code::FLOAT => t.float_data.len(),
+                code::DOUBLE => t.double_data.len(),
+                code::INT64 => t.int64_data.len(),
+                code::UINT32 | code::UINT64 => t.uint64_data.len(),
+                _ => t.int32_data.len(),
+            };
+            (values as u64 * size, "bytes of values")
+        }
+    };
+    match numel.checked_mul(size) {
+        Some(expected) if expected == held => Ok(()),
+        expected => Err(format!(
+            "shape {shape:?} needs {} bytes, but the tensor holds {held} {unit}",
+            expected.map_or_else(|| "more than 2^64".to_string(), |e| e.to_string())
+        )),
+    }
 }
 
 /// IEEE half precision (little-endian bytes) to f64.

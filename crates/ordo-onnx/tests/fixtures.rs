@@ -186,6 +186,22 @@ fn defective_models_give_clear_errors() {
     assert!(matches!(err, OnnxError::Io { .. }), "{err}");
 }
 
+/// Sizes read from a file are checked before anything is allocated: a 4 TiB initializer with
+/// 16 bytes of data, a `ConstantOfShape` of 2^34 elements kept as a tensor of the graph.
+#[test]
+fn impossible_sizes_are_errors_before_any_allocation() {
+    let err = import_file(path("bad_initializer_length")).unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "tensor `w`: shape [1048576, 1048576] needs 4398046511104 bytes, but the \
+                      tensor holds 16 bytes of raw data"
+        ),
+        "{err}"
+    );
+    let err = import_file(path("bad_huge_constant")).unwrap_err().to_string();
+    assert!(err.contains("has 17179869184 elements; ordo keeps constants of at most"), "{err}");
+}
+
 #[test]
 fn garbage_and_truncated_bytes_are_errors() {
     assert!(matches!(import_bytes(b"this is not an onnx model"), Err(OnnxError::Decode(_))));

@@ -26,6 +26,39 @@ fn numel(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
 }
 
+/// `n` copies of `value` for a tensor of `shape`, or an error when the memory cannot be had:
+/// more than the machine has (checked before asking), or refused by the allocator. Sizes
+/// come from files and options; an impossible one must be an error, not an abort.
+fn filled<T: Clone>(shape: &[usize], value: T) -> KernelResult<Vec<T>> {
+    let n = numel(shape).ok_or_else(|| length_error(shape, usize::MAX))?;
+    let bytes = (n as u64).saturating_mul(std::mem::size_of::<T>() as u64);
+    let too_big = |why: String| KernelError::Value {
+        op: "Tensor".into(),
+        message: format!("a tensor of shape {shape:?} needs {bytes} bytes, {why}"),
+    };
+    if let Some(total) = host_memory_bytes()
+        && bytes > total
+    {
+        return Err(too_big(format!("more than this machine's {total}")));
+    }
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| too_big("which the system refused".into()))?;
+    v.resize(n, value);
+    Ok(v)
+}
+
+/// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`), read once; `None` where
+/// it cannot be read.
+fn host_memory_bytes() -> Option<u64> {
+    static TOTAL: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        kib.checked_mul(1024)
+    })
+}
+
 fn length_error(shape: &[usize], len: usize) -> KernelError {
     KernelError::Value {
         op: "Tensor".into(),
@@ -38,21 +71,22 @@ impl Tensor {
     ///
     /// # Errors
     /// [`KernelError::UnsupportedDType`] for `F16`, `BF16` and `Bool`; [`KernelError::Value`]
-    /// when the element count overflows.
+    /// when the element count overflows or the memory cannot be had.
     pub fn zeros(fact: &TensorFact) -> KernelResult<Self> {
-        let n = numel(&fact.shape).ok_or_else(|| length_error(&fact.shape, usize::MAX))?;
         let data = match fact.dtype {
-            DType::F32 => Data::F32(vec![0.0; n]),
-            DType::I64 | DType::I32 => Data::I64(vec![0; n]),
+            DType::F32 => Data::F32(filled(&fact.shape, 0.0)?),
+            DType::I64 | DType::I32 => Data::I64(filled(&fact.shape, 0)?),
             dtype => return Err(KernelError::UnsupportedDType { op: "Tensor".into(), dtype }),
         };
         Ok(Self { shape: fact.shape.clone(), data })
     }
 
     /// An `f32` tensor of the given shape filled with `value`.
+    ///
+    /// # Errors
+    /// [`KernelError::Value`] when the element count overflows or the memory cannot be had.
     pub fn full(shape: &[usize], value: f32) -> KernelResult<Self> {
-        let n = numel(shape).ok_or_else(|| length_error(shape, usize::MAX))?;
-        Ok(Self { shape: shape.to_vec(), data: Data::F32(vec![value; n]) })
+        Ok(Self { shape: shape.to_vec(), data: Data::F32(filled(shape, value)?) })
     }
 
     /// An `f32` tensor from its row-major elements.
@@ -110,9 +144,9 @@ impl Tensor {
                 message: "random ids need a bound of at least 1".into(),
             });
         }
-        let n = numel(shape).ok_or_else(|| length_error(shape, usize::MAX))?;
+        let mut ids = filled(shape, 0i64)?;
         let mut rng = fastrand::Rng::with_seed(seed);
-        let ids = (0..n).map(|_| rng.u64(0..bound as u64) as i64).collect();
+        ids.iter_mut().for_each(|x| *x = rng.u64(0..bound as u64) as i64);
         Ok(Self { shape: shape.to_vec(), data: Data::I64(ids) })
     }
 
