@@ -15,7 +15,7 @@ impl Table {
 
     /// Appends a row; missing cells are blank.
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows.push(cells.iter().map(|c| printable(c)).collect());
     }
 
     /// The table as lines of text.
@@ -90,6 +90,32 @@ pub fn gflops(flops: u64) -> String {
     format!("{:.2}", flops as f64 / 1e9)
 }
 
+/// Writes an output file atomically (see [`ordo_cost::write_atomically`]), naming it in the
+/// error.
+pub fn write_file(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    write_file_io(path, bytes).with_context(|| format!("writing {}", path.display()))
+}
+
+/// [`write_file`] with the I/O error, for callers that add their own context.
+pub fn write_file_io(
+    path: impl AsRef<std::path::Path>,
+    bytes: impl AsRef<[u8]>,
+) -> std::io::Result<()> {
+    ordo_cost::write_atomically(path.as_ref(), |out| out.write_all(bytes.as_ref()))
+}
+
+/// `text` safe for a terminal: control characters (an escape sequence in a node name, a
+/// newline) shown as `\u{1b}`, everything else as it is.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +136,11 @@ mod tests {
         t.row(vec!["a".into(), "1".into()]);
         t.row(vec!["long".into(), "100".into()]);
         assert_eq!(t.render(), "name    n\na       1\nlong  100\n");
+    }
+
+    #[test]
+    fn control_characters_are_shown_escaped() {
+        assert_eq!(super::printable("a\u{1b}[31mb\nc"), "a\\u{1b}[31mb\\u{a}c");
+        assert_eq!(super::printable("plain ü"), "plain ü");
     }
 }

@@ -60,7 +60,11 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}", message(&err));
+            // Line breaks of the message stay; other control characters (from a node name)
+            // are shown escaped.
+            let text = message(&err);
+            let lines: Vec<String> = text.split('\n').map(format::printable).collect();
+            eprintln!("error: {}", lines.join("\n"));
             ExitCode::FAILURE
         }
     }

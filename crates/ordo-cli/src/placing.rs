@@ -246,6 +246,6 @@ pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> anyh
         println!("{text}");
         return Ok(true);
     }
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    crate::format::write_file(path, text.as_bytes())?;
     Ok(false)
 }

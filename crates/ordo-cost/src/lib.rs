@@ -24,6 +24,7 @@ mod bytes;
 mod cluster;
 mod costgraph;
 mod export;
+mod file;
 mod memory;
 mod model;
 mod profile;
@@ -36,6 +37,7 @@ pub use costgraph::{
     TensorRef, parse_costgraph, read_costgraph, to_json_string, write_costgraph,
 };
 pub use export::{costgraph_for_cluster, costgraph_from_graph, costgraph_with};
+pub use file::write_atomically;
 pub use memory::{NodeMemory, Optimizer, StepMode, node_memory};
 pub use model::{CommModel, KernelCost, Roofline};
 pub use profile::{PROFILE_FORMAT, Profile, ProfileError, ProfileLink, ProfileNode, apply_profile};

@@ -216,10 +216,9 @@ impl Profile {
     /// [`ProfileError::Io`].
     pub fn write(&self, path: impl AsRef<Path>) -> Result<(), ProfileError> {
         let path = path.as_ref();
-        std::fs::write(path, self.to_json_string()).map_err(|source| ProfileError::Io {
-            origin: path.display().to_string(),
-            action: "write",
-            source,
+        let text = self.to_json_string();
+        crate::write_atomically(path, |out| out.write_all(text.as_bytes())).map_err(|source| {
+            ProfileError::Io { origin: path.display().to_string(), action: "write", source }
         })
     }
 }

@@ -494,7 +494,8 @@ fn placed<B: Backend>(make: &impl Fn(usize) -> B, numerics: Numerics) -> CheckRe
         let device_of = (0..graph.nodes.len()).map(|_| rng.usize(..devices)).collect();
         let placement = Placement::in_id_order("random", device_of, devices);
         let plan = ordo_sched::build_plan(&problem(&graph, devices)?, &placement).map_err(err)?;
-        let what = format!("a random placement on {devices} devices ({sync:?}, {workers} workers)");
+        let mode = if sync == Sync::Events { "events" } else { "device wait" };
+        let what = format!("a random placement on {devices} devices ({mode}, {workers} workers)");
         same_as_reference(
             make(devices),
             (&program, &plan, std::slice::from_ref(&feeds)),

@@ -17,7 +17,7 @@ pub enum IrError {
         message: String,
     },
     /// A node reads an outlet that does not exist.
-    #[error("node `{node}` reads {input:?}, which does not exist")]
+    #[error("node `{node}` reads {input}, which does not exist")]
     DanglingInput {
         /// Name of the reading node.
         node: String,

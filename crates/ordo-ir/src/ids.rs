@@ -45,6 +45,13 @@ impl OutletId {
     }
 }
 
+impl fmt::Display for OutletId {
+    /// `output 0 of node #3`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "output {} of node {}", self.slot, self.node)
+    }
+}
+
 impl fmt::Debug for OutletId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}>", self.node.0, self.slot)

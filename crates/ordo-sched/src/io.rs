@@ -1,7 +1,7 @@
 //! Plan files: the [`Plan`] as JSON.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::BufReader;
 use std::path::Path;
 
 use crate::error::SchedError;
@@ -41,8 +41,9 @@ pub fn read_plan(path: impl AsRef<Path>) -> Result<Plan, SchedError> {
 pub fn write_plan(plan: &Plan, path: impl AsRef<Path>) -> Result<(), SchedError> {
     let path = path.as_ref();
     let fail = |source: std::io::Error| SchedError::Write { path: path.to_path_buf(), source };
-    let mut out = BufWriter::new(File::create(path).map_err(fail)?);
-    serde_json::to_writer_pretty(&mut out, plan).map_err(|e| fail(e.into()))?;
-    out.write_all(b"\n").map_err(fail)?;
-    out.flush().map_err(fail)
+    ordo_cost::write_atomically(path, |out| {
+        serde_json::to_writer_pretty(&mut *out, plan)?;
+        out.write_all(b"\n")
+    })
+    .map_err(fail)
 }

@@ -22,6 +22,8 @@ fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
+            // XML cannot hold control characters, not even as references: shown as text.
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
             _ => out.push(c),
         }
     }

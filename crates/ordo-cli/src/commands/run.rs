@@ -361,11 +361,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let measured = walls[walls.len() / 2];
     let last = runs.last().expect("at least one step");
     if let Some(path) = &args.trace {
-        std::fs::write(path, ordo_sim::chrome_trace_json(plan, &ordo::measured_report(last)))
-            .with_context(|| format!("writing {}", path.display()))?;
+        crate::format::write_file_io(
+            path,
+            ordo_sim::chrome_trace_json(plan, &ordo::measured_report(last)),
+        )
+        .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.predicted_trace {
-        std::fs::write(path, ordo_sim::chrome_trace_json(plan, &predicted))
+        crate::format::write_file_io(path, ordo_sim::chrome_trace_json(plan, &predicted))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if args.json {

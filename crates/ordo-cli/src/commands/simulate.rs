@@ -182,7 +182,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         );
     }
     if let Some(path) = &args.trace {
-        std::fs::write(path, ordo_sim::chrome_trace_json(&plan, &report))
+        crate::format::write_file_io(path, ordo_sim::chrome_trace_json(&plan, &report))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.svg {
@@ -278,13 +278,13 @@ fn is_plan_file(path: &Path) -> bool {
 }
 
 fn write_svgs(path: &Path, plan: &Plan, report: &Report) -> anyhow::Result<()> {
-    std::fs::write(path, ordo_sim::gantt_svg(plan, report))
+    crate::format::write_file_io(path, ordo_sim::gantt_svg(plan, report))
         .with_context(|| format!("writing {}", path.display()))?;
     let stem = path.with_extension("");
     for device in 0..plan.devices {
         if let Some(svg) = ordo_sim::memory_svg(report, device) {
             let memory_path = PathBuf::from(format!("{}-memory-{device}.svg", stem.display()));
-            std::fs::write(&memory_path, svg)
+            crate::format::write_file_io(&memory_path, svg)
                 .with_context(|| format!("writing {}", memory_path.display()))?;
         }
     }

@@ -228,7 +228,8 @@ impl Cluster {
     /// [`ClusterError::Write`] when the file cannot be written.
     pub fn write(&self, path: impl AsRef<Path>) -> Result<(), ClusterError> {
         let path = path.as_ref();
-        std::fs::write(path, self.to_json_string())
+        let text = self.to_json_string();
+        crate::write_atomically(path, |out| out.write_all(text.as_bytes()))
             .map_err(|source| ClusterError::Write { origin: path.display().to_string(), source })
     }
 

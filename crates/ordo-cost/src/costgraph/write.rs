@@ -1,7 +1,5 @@
 //! Writing: NetworkX node-link JSON with edges under `"links"`.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use ordo_ir::Role;
@@ -30,9 +28,7 @@ pub fn write_costgraph(graph: &CostGraph, path: impl AsRef<Path>) -> Result<(), 
         origin: path.display().to_string(),
         source,
     };
-    let mut out = BufWriter::new(File::create(path).map_err(fail)?);
-    serde_json::to_writer(&mut out, graph).map_err(|e| fail(e.into()))?;
-    out.flush().map_err(fail)
+    crate::write_atomically(path, |out| Ok(serde_json::to_writer(out, graph)?)).map_err(fail)
 }
 
 /// Writes kept attributes, skipping any that would repeat a key already written.

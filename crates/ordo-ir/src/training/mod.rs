@@ -44,7 +44,7 @@ pub fn training_graph(forward: &Graph, loss: OutletId, optimizer: Optimizer) -> 
     validate(forward)?;
     let fail = |message: String| Err(IrError::Training { model: forward.name.clone(), message });
     let Some(loss_fact) = forward.fact(loss) else {
-        return fail(format!("the loss {loss:?} is not an output of the graph"));
+        return fail(format!("the loss ({loss}) is not an output of the graph"));
     };
     let loss_name = &forward.node(loss.node).name;
     if !loss_fact.dtype.is_float() || loss_fact.numel() != 1 {
