@@ -1,6 +1,7 @@
 //! Models: a zoo model, an imported ONNX file or a cost-graph file, and the training graph
 //! of a model.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use ordo_cost::{CostGraph, Optimizer};
@@ -66,6 +67,17 @@ impl Size {
 pub struct Model {
     kind: ModelKind,
     name: String,
+    /// For an ONNX import: the file and where each parameter's value comes from, read when a
+    /// run starts (planning never needs the values).
+    weights: Option<std::sync::Arc<FileWeights>>,
+}
+
+/// Where an imported model's parameter values are: the file, and per parameter (by name) its
+/// source in it.
+#[derive(Debug)]
+struct FileWeights {
+    path: std::path::PathBuf,
+    sources: Vec<(String, Vec<usize>, ordo_onnx::ParamSource)>,
 }
 
 /// What a [`Model`] holds.
@@ -108,7 +120,15 @@ impl Model {
         };
         let import = ordo_onnx::import_file_with(path, &options)
             .map_err(|source| Error::Onnx { path: path.to_path_buf(), source })?;
-        Ok(Self::from_graph(import.graph))
+        let sources = import
+            .graph
+            .params
+            .iter()
+            .zip(import.sources)
+            .map(|(p, source)| (p.name.clone(), p.fact.shape.clone(), source))
+            .collect();
+        let weights = FileWeights { path: path.to_path_buf(), sources };
+        Ok(Self { weights: Some(std::sync::Arc::new(weights)), ..Self::from_graph(import.graph) })
     }
 
     /// Reads a cost-graph file (`ordo.costgraph`, Baechi's attribute names).
@@ -118,7 +138,11 @@ impl Model {
     pub fn cost_graph(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let graph = ordo_cost::read_costgraph(path)?;
-        Ok(Self { kind: ModelKind::CostGraph(Box::new(graph)), name: path.display().to_string() })
+        Ok(Self {
+            kind: ModelKind::CostGraph(Box::new(graph)),
+            name: path.display().to_string(),
+            weights: None,
+        })
     }
 
     /// What a command-line `MODEL` argument names: an ONNX file if it ends in `.onnx`, a
@@ -139,12 +163,12 @@ impl Model {
 
     /// A model from a graph built by hand.
     pub fn from_graph(graph: Graph) -> Self {
-        Self { name: graph.name.clone(), kind: ModelKind::Graph(Box::new(graph)) }
+        Self { name: graph.name.clone(), kind: ModelKind::Graph(Box::new(graph)), weights: None }
     }
 
     /// A model from a cost graph, named `name` in messages.
     pub fn from_cost_graph(graph: CostGraph, name: impl Into<String>) -> Self {
-        Self { kind: ModelKind::CostGraph(Box::new(graph)), name: name.into() }
+        Self { kind: ModelKind::CostGraph(Box::new(graph)), name: name.into(), weights: None }
     }
 
     /// The model's name: the graph's, or the cost graph's file.
@@ -213,7 +237,50 @@ impl Model {
         let (forward, loss) = with_loss(forward, add)?;
         let mut graph = ordo_ir::training::training_graph(&forward, loss, optimizer)?;
         graph.name = format!("{} (training graph)", forward.name);
-        Ok(Self::from_graph(graph))
+        // The training graph keeps the forward graph's parameters, so the file's values.
+        Ok(Self { weights: self.weights.clone(), ..Self::from_graph(graph) })
+    }
+
+    /// The parameter values an imported file holds, by parameter name (`None` for a model
+    /// that is not an import). A parameter the file gives no value (a graph input taken as a
+    /// parameter, with no initializer) is left out.
+    ///
+    /// # Errors
+    /// [`Error::Onnx`] when the file cannot be read again or a value does not fit its
+    /// parameter.
+    pub fn file_weights(&self) -> Result<Option<HashMap<String, ordo_exec::cpu::Tensor>>> {
+        let Some(weights) = &self.weights else { return Ok(None) };
+        let onnx = |source| Error::Onnx { path: weights.path.clone(), source };
+        let bytes = std::fs::read(&weights.path).map_err(|e| {
+            onnx(ordo_onnx::OnnxError::Io { path: weights.path.clone(), source: e })
+        })?;
+        let tensors = ordo_onnx::initializers(&bytes).map_err(onnx)?;
+        let mut values = HashMap::new();
+        for (name, shape, source) in &weights.sources {
+            let one = ordo_onnx::param_values(
+                std::slice::from_ref(source),
+                std::slice::from_ref(shape),
+                &tensors,
+            );
+            let value = match one {
+                Ok(mut v) => v.remove(0),
+                Err(ordo_onnx::OnnxError::UnknownTensor { .. }) => continue,
+                Err(e) => return Err(onnx(e)),
+            };
+            let tensor = match value.values {
+                ordo_onnx::Values::F32(v) => ordo_exec::cpu::Tensor::from_f32(&value.shape, v),
+                ordo_onnx::Values::I64(v) => ordo_exec::cpu::Tensor::from_i64(&value.shape, v),
+            };
+            let tensor = tensor.map_err(|e| {
+                onnx(ordo_onnx::OnnxError::Shape {
+                    node: name.clone(),
+                    op: "parameter".into(),
+                    message: e.to_string(),
+                })
+            })?;
+            values.insert(name.clone(), tensor);
+        }
+        Ok(Some(values))
     }
 
     /// Whether this is the graph of a training step (it has update nodes).

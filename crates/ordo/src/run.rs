@@ -34,11 +34,14 @@ pub struct Runner {
     micro_batches: usize,
     /// Training steps per run (1 but for a steady-state plan).
     steps: usize,
+    /// For a model imported from a file: how many of the parameters started from its values.
+    from_file: Option<usize>,
 }
 
 impl Runner {
-    /// Binds `planned` (made from `problem`) to the model's kernels. The initial parameters,
-    /// the inputs and dropout are seeded by `options.settings.seed`. A data-parallel plan's
+    /// Binds `planned` (made from `problem`) to the model's kernels. The parameters start from
+    /// the values of an imported file where it has them ([`crate::Model::file_weights`]); the other
+    /// parameters, the inputs and dropout are seeded by `options.settings.seed`. A data-parallel plan's
     /// loss gradient is scaled by `1 / replicas`, so that the all-reduced sum is the mean.
     ///
     /// # Errors
@@ -50,7 +53,25 @@ impl Runner {
         let seed = options.settings.seed;
         let workers = options.workers_per_device;
         let exe = Executable::new(program.clone(), &planned.plan, options)?;
-        let state = TrainState::new(&program, seed)?;
+        let mut state = TrainState::new(&program, seed)?;
+        let mut from_file = None;
+        if let Some(weights) = problem.model.file_weights()? {
+            let mut loaded = 0;
+            for (p, param) in program.graph().params.iter().enumerate() {
+                let Some(value) = weights.get(&param.name) else { continue };
+                if value.shape() != param.fact.shape.as_slice() {
+                    return Err(crate::Error::Usage(format!(
+                        "parameter `{}`: the file holds {}, the graph needs {}",
+                        param.name,
+                        value.fact(),
+                        param.fact
+                    )));
+                }
+                state.params[p] = std::sync::Arc::new(value.clone());
+                loaded += 1;
+            }
+            from_file = Some(loaded);
+        }
         // Every training step reads the same batch: an unrolled plan's input `<name>#<s>` is
         // fed what the step's graph would read as `<name>`.
         let feeds = (0..planned.replicas)
@@ -69,7 +90,19 @@ impl Runner {
             step_overhead_us: problem.step_overhead_us,
             micro_batches: planned.micro_batches(),
             steps: planned.steps,
+            from_file,
         })
+    }
+
+    /// For a model imported from a file, how many parameters started from its values, of how
+    /// many (the others were seeded); `None` for a model without a file (all seeded).
+    pub fn parameters_from_file(&self) -> Option<(usize, usize)> {
+        self.from_file.map(|loaded| (loaded, self.state.params.len()))
+    }
+
+    /// The parameters as they are now.
+    pub fn parameters(&self) -> &[std::sync::Arc<ordo_exec::cpu::Tensor>] {
+        &self.state.params
     }
 
     /// The program the plan runs: the model's graph, or for a pipeline its micro-batched copy.

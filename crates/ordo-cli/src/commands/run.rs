@@ -343,6 +343,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut runner = ordo::Runner::new(&problem, &planned, options)
         .with_context(|| format!("preparing `{}`", args.target))?;
     let mut predicted = runner.predict().context("simulating the plan")?;
+    let params = runner.parameters().len();
+    let from_file = runner.parameters_from_file().map(|(loaded, _)| loaded);
     predicted.step_time_us /= per_run as f64;
     let mut runs: Vec<StepRun> = Vec::with_capacity(args.steps / per_run);
     let mut losses = Vec::with_capacity(args.steps);
@@ -383,11 +385,22 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             "predicted_step_us": predicted.step_time_us,
             "peak_memory_bytes": last.peak_memory_bytes,
             "predicted_peak_memory_bytes": predicted.peak_memory_bytes,
+            "parameters": params,
+            "parameters_from_file": from_file,
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
     println!("ran `{}`: {label}, {} tasks, {} step(s)", args.target, plan.tasks.len(), args.steps);
+    if params > 0 {
+        let start = match from_file {
+            None => format!("{params} parameters, seeded"),
+            Some(0) => format!("{params} parameters, seeded (the model file holds no values)"),
+            Some(n) if n == params => format!("{params} parameters, from the model file"),
+            Some(n) => format!("{n} of {params} parameters from the model file, the others seeded"),
+        };
+        println!("start from    {start}");
+    }
     if !args.empty_kernels {
         let shown: Vec<String> = losses.iter().map(|l| format!("{l:.4}")).collect();
         println!("loss          {}", shown.join(" "));
