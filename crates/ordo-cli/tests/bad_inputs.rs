@@ -267,6 +267,18 @@ fn plan_cases(dir: &Path, graph: &str) -> Vec<Case> {
             culprit: vec![culprit.to_string()],
         });
     }
+    // Options that place a model, given with a plan whose placement is fixed.
+    let plan_arg = plan_path.display().to_string();
+    for options in [&["--devices", "2", "--algo", "m-sct"][..], &["--memory", "1GiB"], &["--train"]]
+    {
+        let mut args = strings(&["simulate", &plan_arg]);
+        args.extend(strings(options));
+        cases.push(Case {
+            label: format!("plan with {}", options.join(" ")),
+            args,
+            culprit: vec![options[0].to_string(), "would be ignored".into()],
+        });
+    }
     let text = std::fs::read_to_string(&plan_path).unwrap();
     let truncated = write(dir, "plan-truncated.json", &text[..text.len() / 2]);
     cases.push(Case {
@@ -330,6 +342,8 @@ fn option_cases(graph: &str) -> Vec<Case> {
         (vec!["run", "resnet50", "--small", "--train", "--pipeline", "9999"], "pipeline"),
         (vec!["conformance", ".", "--rtol", "-1"], "rtol"),
         (vec!["synth", "--nodes", "0", "--out", "/dev/null"], "nodes"),
+        (vec!["inspect", "resnet50", "--seq-len", "64"], "seq-len"),
+        (vec!["place", "mobilenet_v3_large", "--seq-len", "8", "--devices", "2"], "seq-len"),
     ];
     table
         .into_iter()

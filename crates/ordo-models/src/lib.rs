@@ -116,6 +116,12 @@ pub enum ModelError {
         /// `"batch size"` or `"sequence length"`.
         what: &'static str,
     },
+    /// A sequence length given for a model without sequences (an image model).
+    #[error("model `{name}` has no sequence length: --seq-len applies to sequence models")]
+    NoSequence {
+        /// The model.
+        name: String,
+    },
     /// The builder rejected the graph: a bug in the model definition or an unsupported size.
     #[error("model `{name}` could not be built")]
     Build {
@@ -172,6 +178,9 @@ pub fn build_variant(
         config.batch = b;
     }
     if let Some(s) = seq_len {
+        if spec.default_seq_len.is_none() {
+            return Err(ModelError::NoSequence { name: name.to_string() });
+        }
         config.seq_len = s;
     }
     if config.batch == 0 {

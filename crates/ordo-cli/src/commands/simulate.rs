@@ -214,6 +214,7 @@ struct Loaded {
 fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
     let target = &args.problem.target;
     if is_plan_file(Path::new(target)) {
+        refuse_model_options(args)?;
         let plan = ordo_sched::read_plan(target)?;
         if let Some(graph) = &args.graph {
             let devices = args.problem.devices.or(Some(plan.devices.max(1)));
@@ -257,6 +258,39 @@ fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
             }
         }
     })
+}
+
+/// A plan fixes its devices, placement and schedule: the options that make them for a model
+/// would be ignored, so they are refused (those that size the `--graph` a plan is checked
+/// against stay).
+fn refuse_model_options(args: &Args) -> anyhow::Result<()> {
+    let p = &args.problem;
+    let given = [
+        ("--devices", p.devices.is_some() && args.graph.is_none()),
+        ("--memory", p.memory.is_some()),
+        ("--cluster", p.cluster.is_some()),
+        ("--profile", p.profile.is_some()),
+        ("--train", p.train),
+        ("--forward-only", p.forward_only),
+        ("--algo", args.algo != "auto"),
+        ("--schedule", args.schedule.is_some()),
+        ("--budget", args.search.budget != "2s"),
+        ("--seed", args.search.seed != 0),
+        ("--batch", p.size.batch.is_some() && args.graph.is_none()),
+        ("--seq-len", p.size.seq_len.is_some() && args.graph.is_none()),
+        ("--small", p.size.small && args.graph.is_none()),
+    ];
+    let ignored: Vec<&str> = given.iter().filter(|(_, on)| *on).map(|(name, _)| *name).collect();
+    if !ignored.is_empty() {
+        anyhow::bail!(
+            "{} would be ignored: `{}` is a plan, whose devices, placement and schedule are \
+             fixed (simulate the model itself to place it, or give --graph to check the plan \
+             against a model of that size)",
+            ignored.join(", "),
+            p.target
+        );
+    }
+    Ok(())
 }
 
 /// Whether `path` is to be read as a plan: a JSON file that is not a cost graph (a cost graph
