@@ -11,7 +11,8 @@ use ordo_ir::{Op, OutletId};
 fn every_training_graph_node_of_the_zoo_has_a_kernel() {
     let mut seen = std::collections::BTreeSet::new();
     for spec in ordo_models::zoo() {
-        let forward = ordo_models::build(spec.name, Some(1), Some(8)).unwrap();
+        let forward =
+            ordo_models::build(spec.name, Some(1), spec.default_seq_len.map(|_| 8)).unwrap();
         let loss = OutletId::new(forward.find("loss").unwrap().id, 0);
         for optimizer in [Optimizer::Sgd, Optimizer::SgdMomentum, Optimizer::Adam] {
             let g = training_graph(&forward, loss, optimizer).unwrap();

@@ -171,3 +171,12 @@ fn sequence_small_variants_keep_masks_cross_attention_lstms_and_tied_weights() {
     assert_eq!(node(&g, "lm_head").params, node(&g, "transformer.wte").params);
     assert_eq!(count(&g, |n| n.op == Op::CausalMask), 2);
 }
+
+#[test]
+fn a_sequence_length_for_an_image_model_is_an_error() {
+    let err = build_variant("resnet50", Variant::Small, None, Some(8)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "model `resnet50` has no sequence length: --seq-len applies to sequence models"
+    );
+}

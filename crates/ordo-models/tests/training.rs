@@ -17,7 +17,7 @@ fn flops(g: &Graph, role: Role) -> u64 {
 fn every_zoo_model_has_a_checked_training_graph() {
     for spec in ordo_models::zoo() {
         let name = spec.name;
-        let forward = ordo_models::build(name, Some(2), Some(16)).unwrap();
+        let forward = ordo_models::build(name, Some(2), spec.default_seq_len.map(|_| 16)).unwrap();
         let loss = OutletId::new(forward.find("loss").unwrap().id, 0);
         let g = training_graph(&forward, loss, Optimizer::Adam).unwrap();
         let grads = g.nodes.iter().filter(|n| matches!(n.op, Op::Grad(_))).count();
