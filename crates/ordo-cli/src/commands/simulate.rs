@@ -228,8 +228,12 @@ fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
     if args.graph.is_some() {
         anyhow::bail!("--graph checks a plan file, but `{target}` is not one");
     }
-    let loaded = args.problem.load()?;
     let schedule = args.schedule.map(ScheduleArg::one_device).transpose()?;
+    // A one-device schedule needs no --devices: it runs on one.
+    let loaded = match (schedule, args.problem.devices, &args.problem.cluster) {
+        (Some(_), None, None) => ProblemArgs { devices: Some(1), ..args.problem.clone() }.load()?,
+        _ => args.problem.load()?,
+    };
     let strategy = match schedule {
         Some(schedule) => Strategy::OneDevice(schedule),
         None => Strategy::placed(args.search.placer(&args.algo, &PlaceOptions::default())?),
@@ -238,7 +242,12 @@ fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
         .with_context(|| format!("planning `{}`", loaded.label))?;
     Ok(match schedule {
         Some(schedule) => Loaded {
-            label: format!("{} on one device, {}", loaded.label, schedule.name()),
+            label: format!(
+                "{} on one device, {}, one step from an empty start (`compare --schedules` \
+                 reports the steady state)",
+                loaded.label,
+                schedule.name()
+            ),
             placer_estimate: None,
             limit: Some(loaded.place_problem().devices.memory[0]),
             plan: planned.plan,
