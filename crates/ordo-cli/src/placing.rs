@@ -39,8 +39,9 @@ pub struct ProblemArgs {
     /// Number of devices (default: all of the cluster's).
     #[arg(allow_negative_numbers = true, long)]
     pub devices: Option<usize>,
-    /// Memory of each device, e.g. `16GiB` (default: unlimited). Not with `--cluster`.
-    #[arg(allow_hyphen_values = true, long, conflicts_with = "cluster")]
+    /// Memory of each device, e.g. `16GiB` (default: unlimited, or the cluster's; with
+    /// `--cluster`, every device's memory instead of the cluster's).
+    #[arg(allow_hyphen_values = true, long)]
     pub memory: Option<String>,
     /// A cluster description: a shipped name (e.g. `a100x8-nvlink`) or a JSON file.
     #[arg(allow_negative_numbers = true, long)]
@@ -97,8 +98,13 @@ impl ProblemArgs {
     fn target(&self) -> anyhow::Result<(Target, String)> {
         let (label, target) = match &self.cluster {
             Some(name) => {
-                let cluster = ordo::cluster(name)?;
-                let label = format!("devices of cluster `{}`", cluster.name);
+                let mut cluster = ordo::cluster(name)?;
+                let mut label = format!("devices of cluster `{}`", cluster.name);
+                if let Some(text) = &self.memory {
+                    let memory = memory_option(text)?;
+                    cluster = cluster.with_memory(memory);
+                    label.push_str(&format!(" with {} each", crate::format::bytes(memory)));
+                }
                 let target = Target::cluster(cluster, self.devices)?;
                 (format!("{} {label}", target.count()), target)
             }

@@ -506,3 +506,26 @@ fn auto_is_the_default_and_says_where_it_started() {
     let out = on_sample("place", "inception_v3", 4, &["--algo", "m-best"]);
     assert!(stderr(&out).contains("auto"), "{}", stderr(&out));
 }
+
+#[test]
+fn memory_overrides_a_clusters_device_memory() {
+    let placed = |memory: &str| {
+        let mut args = vec!["place", "resnet50", "--cluster", "v100x4-pcie", "--algo", "m-topo"];
+        if !memory.is_empty() {
+            args.extend(["--memory", memory]);
+        }
+        ordo(&args)
+    };
+    let out = placed("8GiB");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("of cluster `v100x4-pcie` with 8.0 GiB each"),
+        "{}",
+        stdout(&out)
+    );
+    // The cluster's own 16 GiB fit; 40 MiB cannot hold the input, and the error says so.
+    assert!(placed("").status.success());
+    let out = placed("40MiB");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("the largest device has 41943040"), "{}", stderr(&out));
+}

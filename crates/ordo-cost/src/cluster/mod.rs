@@ -81,6 +81,15 @@ impl Cluster {
         check::assemble(name, devices, Some(link), Vec::new(), &origin)
     }
 
+    /// The same cluster with `memory_bytes` of memory on every device (a smaller card of the
+    /// same kind, or a budget below what the card has).
+    pub fn with_memory(mut self, memory_bytes: u64) -> Self {
+        for device in &mut self.devices {
+            device.memory_bytes = memory_bytes;
+        }
+        self
+    }
+
     /// `count` copies of `device` named `<device.name><i>` (`gpu0`, `gpu1`, ...), joined
     /// pairwise by `link`.
     ///
