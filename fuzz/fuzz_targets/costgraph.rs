@@ -8,7 +8,8 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     if let Ok(graph) = ordo_cost::parse_costgraph(text, "fuzz.json") {
         let again = ordo_cost::to_json_string(&graph);
-        let back = ordo_cost::parse_costgraph(&again, "again.json").expect("what was written reads");
+        let back =
+            ordo_cost::parse_costgraph(&again, "again.json").expect("what was written reads");
         assert_eq!(back.nodes.len(), graph.nodes.len());
     }
 });
