@@ -156,3 +156,36 @@ fn a_closed_pipe_ends_ordo_quietly() {
     let out = child.wait_with_output().unwrap();
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 }
+
+/// `simulate --steady-state` reports what `compare --schedules` reports for the same schedule,
+/// and `simulate` without it one step from an empty start (which takes at least as long as a
+/// step of a long run, whose first work overlaps the step before).
+#[test]
+fn simulate_reports_one_step_or_the_steady_state_as_asked() {
+    let compare = json(&ordo(&[
+        "compare",
+        "gnmt",
+        "--small",
+        "--train",
+        "--schedules",
+        "--devices",
+        "1",
+        "--json",
+    ]));
+    for schedule in ["inorder", "ooo"] {
+        let row = compare["schedules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["schedule"] == schedule)
+            .unwrap()
+            .clone();
+        let base = ["simulate", "gnmt", "--small", "--train", "--schedule", schedule, "--json"];
+        let steady = json(&ordo(&[&base[..], &["--steady-state"]].concat()));
+        assert_eq!(steady["measures"], "steady state");
+        assert_eq!(steady["step_time_us"], row["step_time_us"], "{schedule}");
+        assert_eq!(steady["peak_memory_bytes"], row["peak_memory_bytes"], "{schedule}");
+        let one = json(&ordo(&base));
+        assert!(one["step_time_us"].as_f64().unwrap() >= steady["step_time_us"].as_f64().unwrap());
+    }
+}

@@ -116,6 +116,11 @@ pub struct Args {
     /// gradients; with `--pipeline`, the pipeline's schedule (default `fast-forward`).
     #[arg(allow_negative_numbers = true, long, value_enum, requires = "train")]
     pub schedule: Option<ScheduleArg>,
+    /// With `--schedule inorder|ooo`: report the steady state (what one more step of a long
+    /// run adds: step 3 minus step 2 of a three-step plan, as `compare --schedules` does)
+    /// instead of one step from an empty start.
+    #[arg(long, requires = "schedule")]
+    pub steady_state: bool,
     #[command(flatten)]
     pub data_parallel: DataParallelArgs,
     #[command(flatten)]
@@ -168,6 +173,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let schedule = args.schedule.unwrap_or(ScheduleArg::FastForward).pipeline()?;
         let loaded = args.pipeline.micro_batch_problem(&args.problem)?.load()?;
         return pipeline::simulate(&loaded, &args.pipeline, schedule, &options, args.json);
+    }
+    if args.steady_state {
+        return steady_state(args, &options);
     }
     let Loaded { plan, label, placer_estimate, limit } = load_plan(args)?;
     let report = with_spinner("simulating", |_| ordo_sim::simulate(&plan, &options))
@@ -267,6 +275,45 @@ fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
             }
         }
     })
+}
+
+/// `--steady-state`: the one-device schedule's steady state, as `compare --schedules` reports it.
+fn steady_state(args: &Args, options: &SimOptions) -> anyhow::Result<()> {
+    if args.trace.is_some() || args.svg.is_some() {
+        anyhow::bail!("--trace and --svg show one step; --steady-state reports a long run's");
+    }
+    let schedule = match args.schedule {
+        Some(schedule) => schedule.one_device()?,
+        None => anyhow::bail!("--steady-state applies to --schedule inorder or ooo"),
+    };
+    let problem = match (args.problem.devices, &args.problem.cluster) {
+        (None, None) => ProblemArgs { devices: Some(1), ..args.problem.clone() },
+        _ => args.problem.clone(),
+    };
+    let loaded = problem.load()?;
+    let place = loaded.place_problem();
+    let none = vec![false; place.len()];
+    let steady = ordo_sim::steady_state(place, schedule, &none, options)
+        .with_context(|| format!("simulating the steady state of `{}`", loaded.label))?;
+    if args.json {
+        let value = serde_json::json!({
+            "model": loaded.label,
+            "schedule": schedule.name(),
+            "measures": "steady state",
+            "step_time_us": steady.step_time_us,
+            "peak_memory_bytes": steady.peak_memory_bytes,
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    println!(
+        "simulated {} on one device, {}, steady state (step 3 minus step 2 of a three-step plan)",
+        loaded.label,
+        schedule.name()
+    );
+    println!("step time     {:.2} ms", steady.step_time_us / 1e3);
+    println!("peak memory   {}", bytes(steady.peak_memory_bytes));
+    Ok(())
 }
 
 /// A plan fixes its devices, placement and schedule: the options that make them for a model
