@@ -291,6 +291,9 @@ fn plan_cases(dir: &Path, graph: &str) -> Vec<Case> {
 
 /// Options that make no sense, with the option a refusal must name.
 fn option_cases(graph: &str) -> Vec<Case> {
+    // `run` of a small ResNet-50 training graph with `extra` options.
+    let train =
+        |extra: &[&'static str]| [&["run", "resnet50", "--small", "--train"][..], extra].concat();
     let table: Vec<(Vec<&str>, &str)> = vec![
         (vec!["place", graph, "--devices", "0"], "devices"),
         (vec!["place", graph, "--devices", "100000"], "devices"),
@@ -303,43 +306,16 @@ fn option_cases(graph: &str) -> Vec<Case> {
         (vec!["place", graph, "--devices", "2", "--sct-threshold", "NaN"], "sct-threshold"),
         (vec!["place", "no-such-file.json", "--devices", "2"], "no-such-file"),
         (vec!["place", "no_such_model", "--devices", "2"], "no_such_model"),
-        (vec!["run", "resnet50", "--small", "--train", "--lr", "NaN"], "lr"),
-        (vec!["run", "resnet50", "--small", "--train", "--lr", "-1"], "lr"),
-        (vec!["run", "resnet50", "--small", "--train", "--workers", "0"], "worker"),
-        (vec!["run", "resnet50", "--small", "--train", "--workers", "10000"], "worker"),
-        (
-            vec!["run", "resnet50", "--small", "--train", "--data-parallel", "100000"],
-            "data-parallel",
-        ),
-        (vec!["run", "resnet50", "--small", "--train", "--steps", "0"], "steps"),
+        (train(&["--lr", "NaN"]), "lr"),
+        (train(&["--lr", "-1"]), "lr"),
+        (train(&["--workers", "0"]), "worker"),
+        (train(&["--workers", "10000"]), "worker"),
+        (train(&["--data-parallel", "100000"]), "data-parallel"),
+        (train(&["--steps", "0"]), "steps"),
         (vec!["run", "resnet50", "--small", "--batch", "0"], "batch"),
-        (
-            vec![
-                "run",
-                "resnet50",
-                "--small",
-                "--train",
-                "--pipeline",
-                "2",
-                "--micro-batches",
-                "0",
-            ],
-            "micro-batches",
-        ),
-        (
-            vec![
-                "run",
-                "resnet50",
-                "--small",
-                "--train",
-                "--pipeline",
-                "2",
-                "--micro-batches",
-                "3",
-            ],
-            "micro-batches",
-        ),
-        (vec!["run", "resnet50", "--small", "--train", "--pipeline", "9999"], "pipeline"),
+        (train(&["--pipeline", "2", "--micro-batches", "0"]), "micro-batches"),
+        (train(&["--pipeline", "2", "--micro-batches", "3"]), "micro-batches"),
+        (train(&["--pipeline", "9999"]), "pipeline"),
         (vec!["conformance", ".", "--rtol", "-1"], "rtol"),
         (vec!["synth", "--nodes", "0", "--out", "/dev/null"], "nodes"),
         (vec!["inspect", "resnet50", "--seq-len", "64"], "seq-len"),

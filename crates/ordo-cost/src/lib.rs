@@ -51,6 +51,24 @@ pub use synth::synth;
 /// that placers and simulators use for "not yet".
 pub const MAX_TIME_US: u64 = 1 << 40;
 
+/// Why `x` is not a time ordo accepts (negative, not finite, or above [`MAX_TIME_US`]), as the
+/// end of a message about a field: `is -1; it must be ...`. `unit` names what `x` counts.
+pub(crate) fn time_problem(x: f64, unit: &str) -> Option<String> {
+    let shown = readable(x);
+    if !(x.is_finite() && x >= 0.0) {
+        Some(format!("is {shown}; it must be a finite, non-negative number of {unit}"))
+    } else if x > MAX_TIME_US as f64 {
+        Some(too_long(&shown, unit))
+    } else {
+        None
+    }
+}
+
+/// The end of a message about a time of `shown` `unit` above [`MAX_TIME_US`].
+pub(crate) fn too_long(shown: &str, unit: &str) -> String {
+    format!("is {shown} {unit}, more than ordo's limit of {MAX_TIME_US} µs (about 12.7 days)")
+}
+
 /// `x` as a person reads it in a message: plain for everyday magnitudes, in scientific
 /// notation for absurd ones (`1e308`, not 309 digits).
 pub(crate) fn readable(x: f64) -> String {

@@ -163,24 +163,30 @@ impl Profile {
         let profile: Profile =
             serde_json::from_value(value).map_err(|e| invalid(format!("bad profile: {e}")))?;
         let mut seen = BTreeSet::new();
-        if let Some(problem) = profile.step_overhead_us.and_then(|t| time_problem(t, "µs")) {
+        if let Some(problem) = profile.step_overhead_us.and_then(|t| crate::time_problem(t, "µs"))
+        {
             return Err(invalid(format!("step_overhead_us {problem}")));
         }
         if let Some(link) = profile.link {
-            if let Some(problem) = time_problem(link.fixed_us, "µs") {
+            if let Some(problem) = crate::time_problem(link.fixed_us, "µs") {
                 return Err(invalid(format!("link.fixed_us {problem}")));
             }
             // At most 1 s per byte: a link of 1 byte/s.
-            if let Some(problem) = time_problem(link.us_per_byte, "µs per byte").or_else(|| {
-                (link.us_per_byte > 1e6).then(|| {
-                    format!("is {}: a link slower than 1 byte/s", crate::readable(link.us_per_byte))
+            if let Some(problem) =
+                crate::time_problem(link.us_per_byte, "µs per byte").or_else(|| {
+                    (link.us_per_byte > 1e6).then(|| {
+                        format!(
+                            "is {}: a link slower than 1 byte/s",
+                            crate::readable(link.us_per_byte)
+                        )
+                    })
                 })
-            }) {
+            {
                 return Err(invalid(format!("link.us_per_byte {problem}")));
             }
         }
         for node in &profile.nodes {
-            if let Some(problem) = time_problem(node.time_us, "µs") {
+            if let Some(problem) = crate::time_problem(node.time_us, "µs") {
                 return Err(invalid(format!("node `{}`: time_us {problem}", node.name)));
             }
             if !seen.insert(node.name.as_str()) {
@@ -304,20 +310,5 @@ fn listing(names: &[&str]) -> String {
         format!("{}, ... ({} in all)", shown.join(", "), names.len())
     } else {
         format!("{} ({} in all)", shown.join(", "), names.len())
-    }
-}
-
-/// Why `t` is not a time ordo accepts: negative, not finite, or above [`crate::MAX_TIME_US`].
-fn time_problem(t: f64, unit: &str) -> Option<String> {
-    let shown = crate::readable(t);
-    if !(t.is_finite() && t >= 0.0) {
-        Some(format!("is {shown}; it must be a finite, non-negative number of {unit}"))
-    } else if t > crate::MAX_TIME_US as f64 {
-        Some(format!(
-            "is {shown} {unit}, more than ordo's limit of {} (about 12.7 days)",
-            crate::MAX_TIME_US
-        ))
-    } else {
-        None
     }
 }

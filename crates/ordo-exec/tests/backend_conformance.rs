@@ -36,7 +36,6 @@ enum Fault {
 
 /// The CPU backend with one fault.
 struct Broken {
-    cpu: Cpu,
     devices: Vec<BrokenDevice>,
     collectives: BrokenCollectives,
 }
@@ -49,7 +48,6 @@ impl Broken {
         // A backend without a timeout is modelled by one far longer than the check allows.
         let timeout = if fault == Fault::NoTimeout { Duration::from_secs(6) } else { timeout };
         Self {
-            cpu,
             devices: cpu_devices,
             collectives: BrokenCollectives {
                 fault,
@@ -210,7 +208,7 @@ impl Backend for Broken {
     type Collectives = BrokenCollectives;
 
     fn devices(&self) -> usize {
-        self.cpu.devices()
+        self.devices.len()
     }
 
     fn device(&self, index: usize) -> &BrokenDevice {

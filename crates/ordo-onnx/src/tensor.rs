@@ -238,12 +238,8 @@ pub(crate) fn parse_tensor_limited(t: &TensorProto, limit: u64) -> Result<ConstT
 }
 
 fn parse_raw(elem: i32, raw: &[u8], n: usize) -> Result<ConstData, String> {
-    let size = match elem {
-        code::BOOL | code::UINT8 | code::INT8 => 1,
-        code::UINT16 | code::INT16 | code::FLOAT16 | code::BFLOAT16 => 2,
-        code::FLOAT | code::INT32 | code::UINT32 => 4,
-        code::INT64 | code::DOUBLE | code::UINT64 => 8,
-        other => return Err(format!("element type {} cannot be read", elem_name(other))),
+    let Some(size) = elem_size(elem) else {
+        return Err(format!("element type {} cannot be read", elem_name(elem)));
     };
     if raw.len() != n * size {
         return Err(format!("raw data has {} bytes, expected {}", raw.len(), n * size));
@@ -303,6 +299,17 @@ fn parse_typed(t: &TensorProto, elem: i32) -> Result<ConstData, String> {
     })
 }
 
+/// Bytes of one element of a type the readers understand.
+fn elem_size(elem: i32) -> Option<usize> {
+    match elem {
+        code::BOOL | code::UINT8 | code::INT8 => Some(1),
+        code::UINT16 | code::INT16 | code::FLOAT16 | code::BFLOAT16 => Some(2),
+        code::FLOAT | code::INT32 | code::UINT32 => Some(4),
+        code::INT64 | code::DOUBLE | code::UINT64 => Some(8),
+        _ => None,
+    }
+}
+
 /// Checks, without reading the values, that an initializer holds as many values as its shape
 /// says (data stored outside the file is not checked here).
 pub(crate) fn check_data_length(t: &TensorProto) -> Result<(), String> {
@@ -314,13 +321,7 @@ pub(crate) fn check_data_length(t: &TensorProto) -> Result<(), String> {
         .iter()
         .try_fold(1u64, |n, &d| n.checked_mul(d as u64))
         .ok_or_else(|| format!("shape {shape:?} has more elements than a tensor can"))?;
-    let size: u64 = match elem {
-        code::BOOL | code::UINT8 | code::INT8 => 1,
-        code::UINT16 | code::INT16 | code::FLOAT16 | code::BFLOAT16 => 2,
-        code::FLOAT | code::INT32 | code::UINT32 => 4,
-        code::INT64 | code::DOUBLE | code::UINT64 => 8,
-        _ => return Ok(()),
-    };
+    let Some(size) = elem_size(elem).map(|s| s as u64) else { return Ok(()) };
     let (held, unit) = match t.raw_data.as_deref() {
         Some(raw) => (raw.len() as u64, "bytes of raw data"),
         None => {

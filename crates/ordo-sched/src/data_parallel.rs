@@ -87,11 +87,11 @@ pub fn data_parallel_plan(
             layers.len()
         ));
     }
-    let deferred = deferral(problem, &layers[..config.first_k]);
+    let moved = deferred_nodes(problem, &deferral(problem, &layers[..config.first_k]));
     let mut one = problem.clone();
     one.devices.memory.truncate(1);
     let unrolled = unroll(&one, steps)?;
-    let order = replica_order(&one, &deferred, steps);
+    let order = replica_order(&one, &moved, steps);
     let placement = Placement {
         algo: format!("data parallel x{}", config.replicas),
         device_of: vec![0; unrolled.len()],
@@ -111,7 +111,6 @@ pub fn data_parallel_plan(
     let mut plan = replicate(&replica, config.replicas);
     if config.replicas > 1 {
         let n = problem.len();
-        let moved = deferred_nodes(problem, &deferred);
         let gradients = gradients_in_order(&unrolled, &replica, &order, n, |v| moved[v])?;
         add_all_reduces(&mut plan, &replica, &gradients, config);
     }
@@ -119,10 +118,11 @@ pub fn data_parallel_plan(
     Ok(plan)
 }
 
-/// One replica's order of the unrolled steps (see [`data_parallel_plan`]).
-fn replica_order(problem: &PlaceProblem, deferred: &[bool], steps: usize) -> Vec<usize> {
+/// One replica's order of the unrolled steps (see [`data_parallel_plan`]), the nodes
+/// `moved` marks ([`deferred_nodes`]) run late.
+fn replica_order(problem: &PlaceProblem, moved: &[bool], steps: usize) -> Vec<usize> {
     let n = problem.len();
-    let late = deferred_order(problem, deferred);
+    let late = deferred_order(problem, moved);
     let (late_grads, late_updates): (Vec<usize>, Vec<usize>) =
         late.into_iter().partition(|&v| problem.roles[v] != Role::Update);
     let mut updates_before: HashMap<usize, Vec<usize>> = HashMap::new();
@@ -131,7 +131,6 @@ fn replica_order(problem: &PlaceProblem, deferred: &[bool], steps: usize) -> Vec
             updates_before.entry(layer).or_default().push(u);
         }
     }
-    let moved = deferred_nodes(problem, deferred);
     let mut order = Vec::with_capacity(steps * n);
     for s in 0..steps {
         for v in (0..n).filter(|&v| !moved[v]) {

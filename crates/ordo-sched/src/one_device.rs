@@ -100,8 +100,8 @@ pub fn steady_plan(
         return Err(SchedError::Schedule("no device to schedule on".into()));
     }
     let unrolled = unroll(problem, steps)?;
-    let late = deferred_order(problem, deferred);
     let moved = deferred_nodes(problem, deferred);
+    let late = deferred_order(problem, &moved);
     let mut device_order = Vec::with_capacity(unrolled.len());
     for s in 0..steps {
         device_order.extend((0..n).filter(|&v| !moved[v]).map(|v| s * n + v));
@@ -127,11 +127,10 @@ pub fn steady_plan(
     build_plan_on_streams(&unrolled, &placement, &on_sub_stream)
 }
 
-/// The deferred nodes of one step in the order they run: a topological order among them that
-/// takes the smallest `(layer, node)` first.
-pub(crate) fn deferred_order(problem: &PlaceProblem, deferred: &[bool]) -> Vec<usize> {
+/// The nodes `chosen` marks (see [`deferred_nodes`]) in the order they run in a step: a
+/// topological order among them that takes the smallest `(layer, node)` first.
+pub(crate) fn deferred_order(problem: &PlaceProblem, chosen: &[bool]) -> Vec<usize> {
     use std::cmp::Reverse;
-    let chosen = deferred_nodes(problem, deferred);
     let mut waiting = vec![0usize; problem.len()];
     for edge in &problem.edges {
         if chosen[edge.source] && chosen[edge.target] {

@@ -55,10 +55,10 @@ impl Runner {
         let exe = Executable::new(program.clone(), &planned.plan, options)?;
         let mut state = TrainState::new(&program, seed)?;
         let mut from_file = None;
-        if let Some(weights) = problem.model.file_weights()? {
+        if let Some(mut weights) = problem.model.file_weights()? {
             let mut loaded = 0;
             for (p, param) in program.graph().params.iter().enumerate() {
-                let Some(value) = weights.get(&param.name) else { continue };
+                let Some(value) = weights.remove(&param.name) else { continue };
                 if value.shape() != param.fact.shape.as_slice() {
                     return Err(crate::Error::Usage(format!(
                         "parameter `{}`: the file holds {}, the graph needs {}",
@@ -67,7 +67,7 @@ impl Runner {
                         param.fact
                     )));
                 }
-                state.params[p] = std::sync::Arc::new(value.clone());
+                state.params[p] = std::sync::Arc::new(value);
                 loaded += 1;
             }
             from_file = Some(loaded);

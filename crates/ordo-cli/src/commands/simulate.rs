@@ -237,10 +237,9 @@ fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
         anyhow::bail!("--graph checks a plan file, but `{target}` is not one");
     }
     let schedule = args.schedule.map(ScheduleArg::one_device).transpose()?;
-    // A one-device schedule needs no --devices: it runs on one.
-    let loaded = match (schedule, args.problem.devices, &args.problem.cluster) {
-        (Some(_), None, None) => ProblemArgs { devices: Some(1), ..args.problem.clone() }.load()?,
-        _ => args.problem.load()?,
+    let loaded = match schedule {
+        Some(_) => one_device_problem(&args.problem).load()?,
+        None => args.problem.load()?,
     };
     let strategy = match schedule {
         Some(schedule) => Strategy::OneDevice(schedule),
@@ -277,6 +276,15 @@ fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
     })
 }
 
+/// The problem of a one-device schedule: one device when neither --devices nor --cluster
+/// says otherwise (it runs on one, so it needs neither).
+fn one_device_problem(problem: &ProblemArgs) -> ProblemArgs {
+    match (problem.devices, &problem.cluster) {
+        (None, None) => ProblemArgs { devices: Some(1), ..problem.clone() },
+        _ => problem.clone(),
+    }
+}
+
 /// `--steady-state`: the one-device schedule's steady state, as `compare --schedules` reports it.
 fn steady_state(args: &Args, options: &SimOptions) -> anyhow::Result<()> {
     if args.trace.is_some() || args.svg.is_some() {
@@ -286,11 +294,7 @@ fn steady_state(args: &Args, options: &SimOptions) -> anyhow::Result<()> {
         Some(schedule) => schedule.one_device()?,
         None => anyhow::bail!("--steady-state applies to --schedule inorder or ooo"),
     };
-    let problem = match (args.problem.devices, &args.problem.cluster) {
-        (None, None) => ProblemArgs { devices: Some(1), ..args.problem.clone() },
-        _ => args.problem.clone(),
-    };
-    let loaded = problem.load()?;
+    let loaded = one_device_problem(&args.problem).load()?;
     let place = loaded.place_problem();
     let none = vec![false; place.len()];
     let steady = ordo_sim::steady_state(place, schedule, &none, options)

@@ -151,9 +151,5 @@ fn rate(x: f64, field: &str, unit: &str, max: f64) -> Option<String> {
 
 /// A time from 0 to [`crate::MAX_TIME_US`] µs.
 fn time(x: f64, field: &str) -> Option<String> {
-    let max = crate::MAX_TIME_US;
-    (!(x.is_finite() && x >= 0.0 && x <= max as f64)).then(|| {
-        let x = crate::readable(x);
-        format!("\"{field}\" is {x}; it must be a time from 0 to {max} µs (about 12.7 days)")
-    })
+    crate::time_problem(x, "µs").map(|problem| format!("\"{field}\" {problem}"))
 }

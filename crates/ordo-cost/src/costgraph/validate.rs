@@ -99,7 +99,8 @@ fn check_nodes(nodes: &[CostNode], origin: &str) -> Result<(), CostGraphError> {
             return Err(node_error(origin, nodes, position, "weight", problem));
         }
         if node.weight > crate::MAX_TIME_US {
-            return Err(node_error(origin, nodes, position, "weight", too_long(node.weight)));
+            let problem = crate::too_long(&node.weight.to_string(), "µs");
+            return Err(node_error(origin, nodes, position, "weight", problem));
         }
         if let Some(problem) = share_problem(node.occupancy) {
             return Err(node_error(origin, nodes, position, "occupancy", problem));
@@ -207,14 +208,6 @@ fn repeated_pair(ends: &[(usize, usize)]) -> Option<(usize, usize)> {
     order.windows(2).find(|w| ends[w[0]] == ends[w[1]]).map(|w| (w[0], w[1]))
 }
 
-/// The problem with a time above [`crate::MAX_TIME_US`].
-fn too_long(us: u64) -> String {
-    format!(
-        "is {us} µs, more than ordo's limit of {} µs (about 12.7 days) for one time",
-        crate::MAX_TIME_US
-    )
-}
-
 fn check_tensors<'g>(
     link: &'g CostLink,
     position: usize,
@@ -224,7 +217,8 @@ fn check_tensors<'g>(
     let mut sum = 0u64;
     for (i, tensor) in link.tensor.iter().enumerate() {
         if tensor.weight > crate::MAX_TIME_US {
-            return Err(fail(position, &format!("tensor[{i}].weight"), too_long(tensor.weight)));
+            let problem = crate::too_long(&tensor.weight.to_string(), "µs");
+            return Err(fail(position, &format!("tensor[{i}].weight"), problem));
         }
         sum = sum.saturating_add(tensor.weight);
         match tensors.entry(&tensor.name) {

@@ -48,9 +48,17 @@ impl Cpu {
     /// `devices` CPU devices whose collectives wait `timeout` for a participant.
     pub fn with_timeout(devices: usize, timeout: Duration) -> Self {
         Self {
-            devices: (0..devices).map(|index| CpuDevice { index }).collect(),
+            devices: vec![CpuDevice { _host: () }; devices],
             collectives: CpuCollectives::new(devices, timeout),
         }
+    }
+}
+
+impl Clone for Cpu {
+    /// The same devices with collectives of their own: calls on the copy never meet calls on
+    /// the original.
+    fn clone(&self) -> Self {
+        Self::with_timeout(self.devices.len(), self.collectives.timeout)
     }
 }
 
@@ -76,10 +84,11 @@ impl Backend for Cpu {
     }
 }
 
-/// A CPU device: kernels run on the launching thread.
+/// A CPU device: kernels run on the launching thread. CPU devices share the host's memory,
+/// so one is like another; a plan's device index tells them apart.
 #[derive(Clone, Copy, Debug)]
 pub struct CpuDevice {
-    index: usize,
+    _host: (),
 }
 
 /// An event of a CPU stream: complete when recorded, since the stream's work is done when
@@ -134,7 +143,6 @@ impl Device for CpuDevice {
     }
 
     fn synchronize(&self) -> Result<(), BackendError> {
-        let _ = self.index;
         Ok(())
     }
 }

@@ -125,16 +125,16 @@ pub struct Executable<B: Backend = Cpu> {
     backend: B,
 }
 
-impl Clone for Executable<Cpu> {
-    /// A copy with its own worker threads and its own CPU devices (the copies' collectives
-    /// must not meet).
+impl<B: Backend + Clone> Clone for Executable<B> {
+    /// A copy with its own worker threads and a clone of the backend (which, for [`Cpu`], has
+    /// collectives of its own: the copies' collectives must not meet).
     fn clone(&self) -> Self {
         Self {
             program: self.program.clone(),
             bound: self.bound.clone(),
             options: self.options.clone(),
             workers: Workers::default(),
-            backend: Cpu::new(self.bound.devices),
+            backend: self.backend.clone(),
         }
     }
 }
