@@ -188,8 +188,10 @@ impl Loaded {
     ) -> anyhow::Result<Placed> {
         let placer = search.placer(algo, options)?;
         let name = placer.name();
-        crate::progress::with_spinner(&format!("placing with {name}"), |_| {
-            ordo::place(&self.problem, &placer)
+        crate::progress::with_spinner(&format!("placing with {name}"), |bar| {
+            ordo::place_reporting(&self.problem, &placer, &mut |p| {
+                crate::progress::show_auto(bar, p);
+            })
         })
         .with_context(|| format!("placing `{}` with {name}", self.label))
     }
@@ -198,9 +200,10 @@ impl Loaded {
 /// The budget and seed of `--algo auto`'s search.
 #[derive(clap::Args, Clone, Debug)]
 pub struct SearchArgs {
-    /// Time budget of `--algo auto`'s search after the fast placers, e.g. `2s`, `500ms`
-    /// (turned into a fixed number of simulations, so the result does not depend on the
-    /// machine's load).
+    /// Time budget of `--algo auto`, e.g. `2s`, `500ms`: half (at least 1 s) for the fast
+    /// placers, the rest for the search, whose number of simulations it sets (so the result
+    /// does not depend on the machine's load unless a huge graph makes the search run past
+    /// 1.1 x the budget, which the output then says).
     #[arg(allow_hyphen_values = true, long, default_value = "2s")]
     pub budget: String,
     /// Seed of `--algo auto`'s random restarts: the same seed gives the same placement.

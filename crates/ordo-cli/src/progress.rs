@@ -1,5 +1,6 @@
-//! A spinner for work that may take a while: it appears only once the work has run for a
-//! second, and never when stderr is not a terminal.
+//! A spinner for work that may take a while, which becomes a bar with counts and an estimate
+//! of the time left once the work knows how much of it there is ([`set_counts`]): it appears
+//! only once the work has run for a second, and never when stderr is not a terminal.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -33,4 +34,31 @@ pub fn with_spinner<T>(message: &str, work: impl FnOnce(&ProgressBar) -> T) -> T
     *finished = true;
     bar.finish_and_clear();
     result
+}
+
+/// Shows `done` of `total` steps on `bar` (from [`with_spinner`]), with the time left that the
+/// rate so far gives; the message stays. A new total starts a new count (a new phase).
+pub fn set_counts(bar: &ProgressBar, done: usize, total: usize) {
+    let total = total.max(done) as u64;
+    if bar.length() != Some(total) {
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {msg} [{bar:20}] {pos}/{len} [{elapsed}, about {eta} left]",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        bar.set_length(total);
+        bar.reset_eta();
+    }
+    bar.set_position(done as u64);
+}
+
+/// Reports `auto`'s progress on `bar`: what it is doing, the best step so far, and the count
+/// of its phase (placers, then the search's simulations).
+pub fn show_auto(bar: &ProgressBar, progress: &ordo::AutoProgress) {
+    let best =
+        progress.best_us.map_or(String::new(), |us| format!(", best {:.2} ms", us as f64 / 1e3));
+    bar.set_message(format!("auto: {}{best}", progress.doing));
+    set_counts(bar, progress.done, progress.total);
 }

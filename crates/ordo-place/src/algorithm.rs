@@ -88,11 +88,54 @@ pub struct PlaceOptions {
     /// Place a reduced graph ([`reduce::reduce`]: Baechi's co-placement grouper, then fusion)
     /// and expand the result to the original nodes.
     pub reduce: bool,
+    /// Give up at this instant: m-ETF and m-SCT (its LP and its scheduling loop) stop with
+    /// [`PlaceError::OutOfTime`]; `balanced` returns the best split its search has found so
+    /// far. The other placers take time linear in the graph and do not look at it. `auto`
+    /// sets it from its budget; `None` (the default) lets every placer finish.
+    pub deadline: Option<Instant>,
 }
 
 impl Default for PlaceOptions {
     fn default() -> Self {
-        Self { sct_threshold: 0.1, reduce: false }
+        Self { sct_threshold: 0.1, reduce: false, deadline: None }
+    }
+}
+
+/// The instant a placer gives up at, checked where it loops: [`Deadline::passed`] is an error
+/// naming the placer and how long it ran.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Deadline {
+    at: Option<Instant>,
+    start: Instant,
+}
+
+impl Deadline {
+    /// A deadline at `at` (none: never), counted from now.
+    pub(crate) fn new(at: Option<Instant>) -> Self {
+        Self { at, start: Instant::now() }
+    }
+
+    /// Whether the deadline has passed.
+    pub(crate) fn is_over(&self) -> bool {
+        self.at.is_some_and(|at| Instant::now() >= at)
+    }
+
+    /// Seconds left, if there is a deadline (0 once it has passed).
+    pub(crate) fn seconds_left(&self) -> Option<f64> {
+        self.at.map(|at| at.saturating_duration_since(Instant::now()).as_secs_f64())
+    }
+
+    /// [`PlaceError::OutOfTime`] for `algo` once the deadline has passed.
+    pub(crate) fn check(&self, algo: &'static str) -> Result<(), PlaceError> {
+        if self.is_over() {
+            return Err(self.out_of_time(algo));
+        }
+        Ok(())
+    }
+
+    /// [`PlaceError::OutOfTime`] for `algo`, with the time it ran.
+    pub(crate) fn out_of_time(&self, algo: &'static str) -> PlaceError {
+        PlaceError::OutOfTime { algo, seconds: self.start.elapsed().as_secs_f64() }
     }
 }
 
@@ -117,6 +160,7 @@ pub fn place(
 ) -> Result<Placement, PlaceError> {
     let start = Instant::now();
     check_fits(problem)?;
+    let deadline = Deadline::new(options.deadline);
     let reduced = if options.reduce { Some(reduce::reduce(problem)?) } else { None };
     let target = reduced.as_ref().map_or(problem, |r| &r.problem);
     let device_of = match algo {
@@ -124,11 +168,11 @@ pub fn place(
         Algorithm::MTopoReal => topo::m_topo(target, Capacity::Real)?,
         Algorithm::Single => baselines::single(target)?,
         Algorithm::RoundRobin => baselines::round_robin(target)?,
-        Algorithm::Balanced => baselines::balanced(target)?,
+        Algorithm::Balanced => baselines::balanced_until(target, deadline)?,
         Algorithm::MEtf | Algorithm::MSct => {
             let full = match algo {
-                Algorithm::MEtf => crate::etf::m_etf(target)?,
-                _ => crate::sct::m_sct(target, options.sct_threshold)?,
+                Algorithm::MEtf => crate::etf::m_etf_until(target, deadline)?,
+                _ => crate::sct::m_sct_until(target, options.sct_threshold, deadline)?,
             };
             if reduced.is_none() {
                 let placement_seconds = start.elapsed().as_secs_f64();

@@ -42,7 +42,7 @@
 mod cuts;
 mod search;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::algorithm::{Algorithm, PlaceOptions, place};
 use crate::error::PlaceError;
@@ -69,16 +69,29 @@ const STARTS: usize = 3;
 /// Up to this many nodes m-SCT also places on fewer devices (beyond, its LP would add seconds
 /// to the fast placers' time).
 const SMALL_NODES: usize = 2_000;
+/// The fast placers may use half the budget, but at least this many seconds: enough for all of
+/// them on graphs of a few thousand nodes, so that a small budget still compares them all.
+const PLACERS_SECONDS: f64 = 1.0;
+/// The search stops at this many times the budget at the latest (its simulation count, set
+/// from a conservative rate, ends it sooner on an idle machine), and at least this many times
+/// half the budget after the placers' deadline.
+const SEARCH_SLACK: f64 = 1.1;
 
 /// Settings of [`place_auto`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct AutoOptions {
-    /// Search budget in seconds (converted to a number of simulations, see the module
-    /// documentation); 0 keeps the best fast placer.
+    /// Time budget in seconds of all of `auto`, fast placers and search. The fast placers get
+    /// half of it (at least one second): past that, a placer still running stops (m-ETF and
+    /// m-SCT without a result, `balanced` with its best split so far) and the ones not started
+    /// are skipped. The search gets a number of simulations from the budget (see the module
+    /// documentation), so that its result does not depend on the machine's speed, and stops
+    /// at 1.1 times the budget at the latest, which happens only on graphs of tens of
+    /// thousands of nodes or on a loaded machine ([`AutoPlacement::search_cut`] says so).
+    /// 0 keeps the best fast placer.
     pub budget_seconds: f64,
     /// Seed of the random moves that restart the search from a local optimum.
     pub seed: u64,
-    /// Options of the fast placers.
+    /// Options of the fast placers (their deadline is set from the budget).
     pub place: PlaceOptions,
 }
 
@@ -97,8 +110,9 @@ pub struct AutoPlacement {
     /// Where the winning search started: a fast placer's name (`m-etf`), with the devices it
     /// placed on when fewer than all (`m-etf on 2 of 4 devices`), or `memory cuts`.
     pub winner: String,
-    /// Every fast placer's makespan in µs on all devices, or why it has none (an error, or a
-    /// placement that does not fit the memory limits, which forward-only placers can return).
+    /// Every fast placer's makespan in µs on all devices, or why it has none (an error, a
+    /// placement that does not fit the memory limits, which forward-only placers can return,
+    /// or the budget spent), in the order of [`Algorithm::all`].
     pub candidates: Vec<(Algorithm, Result<u64, String>)>,
     /// The fast placers run on fewer devices: algorithm, devices, makespan or why none.
     pub fewer_devices: Vec<(Algorithm, usize, Result<u64, String>)>,
@@ -108,6 +122,29 @@ pub struct AutoPlacement {
     pub evaluations: usize,
     /// Wall time of the searches alone, in seconds.
     pub search_seconds: f64,
+    /// Fast placer runs that the budget's deadline stopped (as [`AutoProgress::doing`] names
+    /// them), with the seconds they ran.
+    pub stopped: Vec<(String, f64)>,
+    /// Fast placer runs not started because the deadline had passed.
+    pub skipped: Vec<String>,
+    /// When the deadline stopped the search before its simulation count: the simulations made
+    /// and planned. The result then depends on the machine's speed.
+    pub search_cut: Option<(usize, usize)>,
+}
+
+/// How far [`place_auto_reporting`] has got.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AutoProgress {
+    /// What it is doing: a fast placer (`m-etf`, `m-etf on 2 of 4 devices`), `memory cuts`,
+    /// or `search`.
+    pub doing: String,
+    /// Steps done in this phase: placer runs, or simulations.
+    pub done: usize,
+    /// Steps planned in this phase (the search may stop sooner: at the lower bound, or when
+    /// it stops improving).
+    pub total: usize,
+    /// The fastest step found so far, in µs.
+    pub best_us: Option<u64>,
 }
 
 /// A candidate start: what made it, the placement.
@@ -117,18 +154,114 @@ type Start = (String, Placement);
 /// moving groups and chains along the critical path (see the [module documentation](self)).
 ///
 /// # Errors
-/// The error of the first fast placer when none of them gives a placement.
+/// The error of the first fast placer (in [`Algorithm::all`]'s order) when none of them gives
+/// a placement.
 pub fn place_auto(
     problem: &PlaceProblem,
     options: &AutoOptions,
 ) -> Result<AutoPlacement, PlaceError> {
+    place_auto_reporting(problem, options, &mut |_| {})
+}
+
+/// [`place_auto`], telling `report` what it is doing before each fast placer and after each
+/// simulation of the search.
+///
+/// # Errors
+/// As [`place_auto`].
+pub fn place_auto_reporting(
+    problem: &PlaceProblem,
+    options: &AutoOptions,
+    report: &mut dyn FnMut(&AutoProgress),
+) -> Result<AutoPlacement, PlaceError> {
     let start = Instant::now();
+    // A budget beyond 30 years is no budget; clamping it keeps every instant representable.
+    let budget_seconds = match options.budget_seconds {
+        b if b.is_finite() => b.clamp(0.0, 1e9),
+        _ => 0.0,
+    };
+    let after = |seconds: f64| start + Duration::from_secs_f64(seconds);
+    let placers_until = after((budget_seconds / 2.0).max(PLACERS_SECONDS));
     let devices = problem.devices.count();
+    let small = problem.len() <= SMALL_NODES;
+    let levels = std::iter::successors(Some(devices / 2), |c| Some(c / 2)).take_while(|&c| c >= 2);
+    let fewer_runs = levels.clone().count() * if small { 6 } else { 5 };
+    let mut placers = Placers {
+        until: placers_until,
+        options: PlaceOptions { deadline: Some(placers_until), ..options.place.clone() },
+        progress: AutoProgress {
+            doing: String::new(),
+            done: 0,
+            total: Algorithm::all().len() + 1 + fewer_runs,
+            best_us: None,
+        },
+        stopped: Vec::new(),
+        skipped: Vec::new(),
+        report,
+    };
+    // Cheapest first, so that when the deadline stops the run the cheap placers have their
+    // results: the linear ones on all devices, m-ETF (whose work grows with the devices) on
+    // two, four, ... devices up to all, the linear ones on fewer devices, m-SCT (whose LP
+    // grows faster than the graph) last.
+    let linear = [
+        Algorithm::Single,
+        Algorithm::MTopo,
+        Algorithm::MTopoReal,
+        Algorithm::RoundRobin,
+        Algorithm::Balanced,
+    ];
+    let mut on_all = Vec::new();
+    for algo in linear {
+        on_all.push((algo, placers.run(problem, algo, algo.name().into())));
+    }
+    placers.announce("memory cuts".into());
+    let cuts = if Instant::now() < placers_until {
+        cuts::memory_cuts(problem)
+    } else {
+        placers.skipped.push("memory cuts".into());
+        Vec::new()
+    };
+    let subproblems: Vec<(usize, PlaceProblem, Vec<usize>)> = levels
+        .map(|count| {
+            let (sub, chosen) = on_largest(problem, count);
+            (count, sub, chosen)
+        })
+        .collect();
+    let mut on_fewer = Vec::new();
+    let mut run_on =
+        |placers: &mut Placers,
+         algo: Algorithm,
+         (count, sub, chosen): &(usize, PlaceProblem, Vec<usize>)| {
+            let label = format!("{algo} on {count} of {devices} devices");
+            let result = placers.run(sub, algo, label).and_then(|p| embed(problem, &p, chosen));
+            on_fewer.push((algo, *count, result));
+        };
+    for level in subproblems.iter().rev() {
+        run_on(&mut placers, Algorithm::MEtf, level);
+    }
+    on_all.push((Algorithm::MEtf, placers.run(problem, Algorithm::MEtf, "m-etf".into())));
+    for algo in linear.into_iter().filter(|&a| a != Algorithm::Single) {
+        for level in &subproblems {
+            run_on(&mut placers, algo, level);
+        }
+    }
+    on_all.push((Algorithm::MSct, placers.run(problem, Algorithm::MSct, "m-sct".into())));
+    if small {
+        for level in &subproblems {
+            run_on(&mut placers, Algorithm::MSct, level);
+        }
+    }
+
+    // Starts in a fixed order whatever the run order: all devices in the order of
+    // `Algorithm::all`, the memory cuts, then fewer devices (most first). At equal makespans,
+    // this order decides.
+    let rank = |algo: Algorithm| Algorithm::all().iter().position(|&a| a == algo);
+    on_all.sort_by_key(|&(algo, _)| rank(algo));
+    on_fewer.sort_by_key(|&(algo, count, _)| (std::cmp::Reverse(count), rank(algo)));
     let mut starts: Vec<Start> = Vec::new();
     let mut candidates = Vec::new();
     let mut first_error = None;
-    for &algo in Algorithm::all() {
-        let result = match candidate(problem, algo, &options.place) {
+    for (algo, result) in on_all {
+        let result = match result {
             Ok(placement) => keep(&mut starts, algo, devices, Ok(placement)),
             Err(err) => {
                 let text = err.to_string();
@@ -138,26 +271,13 @@ pub fn place_auto(
         };
         candidates.push((algo, result));
     }
-    for (placement, order) in cuts::memory_cuts(problem).into_iter().zip(["", " by latest start"]) {
+    for (placement, order) in cuts.into_iter().zip(["", " by latest start"]) {
         starts.push((format!("memory cuts{order}"), placement));
     }
-    let mut fewer_devices = Vec::new();
-    let mut count = devices / 2;
-    while count >= 2 {
-        let (sub, chosen) = on_largest(problem, count);
-        let small = problem.len() <= SMALL_NODES;
-        let cheap = |a: &&Algorithm| match a {
-            Algorithm::Single => false,
-            Algorithm::MSct => small,
-            _ => true,
-        };
-        for &algo in Algorithm::all().iter().filter(cheap) {
-            let result =
-                candidate(&sub, algo, &options.place).and_then(|p| embed(problem, &p, &chosen));
-            fewer_devices.push((algo, count, keep(&mut starts, algo, count, result)));
-        }
-        count /= 2;
-    }
+    let fewer_devices: Vec<_> = on_fewer
+        .into_iter()
+        .map(|(algo, count, result)| (algo, count, keep(&mut starts, algo, count, result)))
+        .collect();
     // Stable: at equal makespans, the order above (all devices first) decides.
     starts.sort_by_key(|(_, p)| p.makespan_us);
     starts.dedup_by(|b, a| a.1.device_of == b.1.device_of);
@@ -165,14 +285,27 @@ pub fn place_auto(
     let Some((winner, first)) = starts.first().cloned() else {
         return Err(first_error.unwrap_or(PlaceError::NoDevices));
     };
+    let Placers { stopped, skipped, report, .. } = placers;
+    let mut search_cut = None;
     let search_start = Instant::now();
     let elements = (problem.len() + problem.edges.len()).max(1) as f64;
     let rate = elements_per_second(elements);
-    let budget = (options.budget_seconds.max(0.0) * rate / elements) as usize;
+    let budget = (budget_seconds * rate / elements) as usize;
+    // At least 1.1 times the search's own half of the budget after the placers' deadline: a
+    // small budget (below the placers' floor of 1 s) must not be spent before the search
+    // starts, or its result would depend on the machine.
+    let search_until = after(budget_seconds * SEARCH_SLACK)
+        .max(placers_until + Duration::from_secs_f64(budget_seconds * SEARCH_SLACK / 2.0));
     let chains = Chains::new(problem);
     let bound = crate::bound::lower_bounds(problem).best_us();
     let (mut best, mut from) = (first, winner);
     let (mut moves, mut evaluations, mut left) = (0, 0, 0);
+    let mut search_progress = AutoProgress {
+        doing: "search".into(),
+        done: 0,
+        total: budget,
+        best_us: Some(best.makespan_us),
+    };
     for (i, (label, placement)) in starts.iter().enumerate() {
         let share = match (i, starts.len()) {
             (_, 1) => budget,
@@ -181,11 +314,30 @@ pub fn place_auto(
         };
         // What an earlier search left when it stopped improving goes to this one.
         let share = share + left;
-        let mut search =
-            Search { problem, chains: &chains, bound, evaluations: 0, budget: share, moves: 0 };
+        let so_far = evaluations;
+        let best_so_far = best.makespan_us;
+        let mut tell = |done: usize, best_us: u64| {
+            search_progress.done = so_far + done;
+            search_progress.best_us = Some(best_us.min(best_so_far));
+            report(&search_progress);
+        };
+        let mut search = Search {
+            problem,
+            chains: &chains,
+            bound,
+            evaluations: 0,
+            budget: share,
+            moves: 0,
+            deadline: search_until,
+            out_of_time: false,
+            report: &mut tell,
+        };
         let seed = options.seed.wrapping_add(i as u64);
         let found = search.run(placement, seed).unwrap_or_else(|| placement.clone());
         left = share.saturating_sub(search.evaluations);
+        if search.out_of_time {
+            search_cut.get_or_insert((evaluations, budget)).0 += search.evaluations;
+        }
         (moves, evaluations) = (moves + search.moves, evaluations + search.evaluations);
         if found.makespan_us < best.makespan_us {
             (best, from) = (found, label.clone());
@@ -202,7 +354,57 @@ pub fn place_auto(
         moves,
         evaluations,
         search_seconds,
+        stopped,
+        skipped,
+        search_cut,
     })
+}
+
+/// The fast placers' part of `auto`: their deadline and options, and what they report.
+struct Placers<'r> {
+    until: Instant,
+    options: PlaceOptions,
+    progress: AutoProgress,
+    stopped: Vec<(String, f64)>,
+    skipped: Vec<String>,
+    report: &'r mut dyn FnMut(&AutoProgress),
+}
+
+impl Placers<'_> {
+    /// Reports that `doing` starts.
+    fn announce(&mut self, doing: String) {
+        self.progress.doing = doing;
+        (self.report)(&self.progress);
+        self.progress.done += 1;
+    }
+
+    /// `algo`'s placement of `problem` (see [`candidate`]) unless the deadline has passed,
+    /// reported as `label`; a placer stopped or skipped by the deadline is noted.
+    fn run(
+        &mut self,
+        problem: &PlaceProblem,
+        algo: Algorithm,
+        label: String,
+    ) -> Result<Placement, PlaceError> {
+        self.announce(label.clone());
+        let result = if Instant::now() >= self.until {
+            Err(PlaceError::OutOfTime { algo: algo.name(), seconds: 0.0 })
+        } else {
+            candidate(problem, algo, &self.options)
+        };
+        match &result {
+            Err(PlaceError::OutOfTime { seconds, .. }) if *seconds > 0.0 => {
+                self.stopped.push((label, *seconds));
+            }
+            Err(PlaceError::OutOfTime { .. }) => self.skipped.push(label),
+            Err(_) => {}
+            Ok(placement) => {
+                let best = self.progress.best_us.get_or_insert(placement.makespan_us);
+                *best = (*best).min(placement.makespan_us);
+            }
+        }
+        result
+    }
 }
 
 /// `algo`'s placement of `problem`, or an error when it fails or does not fit.

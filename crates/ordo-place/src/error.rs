@@ -61,10 +61,27 @@ pub enum PlaceError {
         /// The known names, comma separated.
         known: String,
     },
+    /// A placer stopped at its deadline ([`crate::PlaceOptions::deadline`]).
+    #[error("{algo} {}", out_of_time(*seconds))]
+    OutOfTime {
+        /// The algorithm.
+        algo: &'static str,
+        /// How long it ran, in seconds (0: it was not started).
+        seconds: f64,
+    },
     /// The favorite-child LP of m-SCT failed (the LP error's message).
     #[error("m-SCT: the favorite-child LP failed: {0}")]
     Lp(String),
     /// A malformed request: a placement or favourite list that does not fit the problem.
     #[error("invalid placement problem: {0}")]
     Invalid(String),
+}
+
+/// The end of [`PlaceError::OutOfTime`]'s message.
+fn out_of_time(seconds: f64) -> String {
+    if seconds > 0.0 {
+        format!("stopped after {seconds:.2} s: its time limit ran out")
+    } else {
+        "was not started: its time limit had run out".into()
+    }
 }

@@ -17,7 +17,7 @@ pub mod topo;
 pub use algorithm::{
     Algorithm, MemoryNeed, PlaceOptions, check_fits, device_needs, group_need, place,
 };
-pub use auto::{AutoOptions, AutoPlacement, place_auto};
+pub use auto::{AutoOptions, AutoPlacement, AutoProgress, place_auto, place_auto_reporting};
 pub use bound::{LowerBounds, lower_bounds};
 pub use error::PlaceError;
 pub use etf::m_etf;

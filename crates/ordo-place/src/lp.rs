@@ -87,6 +87,9 @@ pub enum LpError {
     /// Compute and communication times along some path add up to more than `f64` holds.
     #[error("compute and communication times along a path add up to more than f64 can hold")]
     Overflow,
+    /// The solver ran out of the time it was given.
+    #[error("the favorite-child LP ran out of time")]
+    OutOfTime,
     /// The LP solver failed.
     #[error("the favorite-child LP failed: {message}")]
     Solver {
@@ -170,6 +173,23 @@ pub fn favorite_children(
     edges: &[(usize, usize, f64)],
     threshold: f64,
 ) -> Result<FavoriteChildren, LpError> {
+    favorite_children_within(weights, edges, threshold, None)
+}
+
+/// [`favorite_children`] with the solver given at most `seconds` (none: no limit); past it,
+/// [`LpError::OutOfTime`].
+///
+/// # Errors
+/// Those of [`favorite_children`], and [`LpError::OutOfTime`].
+pub fn favorite_children_within(
+    weights: &[f64],
+    edges: &[(usize, usize, f64)],
+    threshold: f64,
+    seconds: Option<f64>,
+) -> Result<FavoriteChildren, LpError> {
+    if seconds.is_some_and(|s| s <= 0.0) {
+        return Err(LpError::OutOfTime);
+    }
     if threshold.is_nan() {
         return Err(LpError::InvalidThreshold);
     }
@@ -186,7 +206,7 @@ pub fn favorite_children(
             conflicts_resolved: 0,
         });
     }
-    let relaxation = model::solve(&dag, weights, edges, charged, true)?;
+    let relaxation = model::solve(&dag, weights, edges, charged, true, seconds)?;
     let candidates = edges
         .iter()
         .zip(&relaxation.x)

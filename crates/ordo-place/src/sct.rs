@@ -32,7 +32,7 @@
 
 use std::time::Instant;
 
-use crate::algorithm::check_fits;
+use crate::algorithm::{Deadline, check_fits};
 use crate::error::PlaceError;
 use crate::etf::Engine;
 use crate::lp;
@@ -52,6 +52,16 @@ use ordo_problem::Placement;
 /// [`PlaceError::Lp`] with the LP's message if it fails (including a NaN threshold);
 /// [`PlaceError::OutOfMemory`] when the ops fit one by one but not all together.
 pub fn m_sct(problem: &PlaceProblem, threshold: f64) -> Result<Placement, PlaceError> {
+    m_sct_until(problem, threshold, Deadline::new(None))
+}
+
+/// [`m_sct`], giving up with [`PlaceError::OutOfTime`] once `deadline` has passed (the LP
+/// solver is given the time left).
+pub(crate) fn m_sct_until(
+    problem: &PlaceProblem,
+    threshold: f64,
+    deadline: Deadline,
+) -> Result<Placement, PlaceError> {
     let clock = Instant::now();
     check_fits(problem)?;
     let favorite = if threshold <= 0.0 {
@@ -60,11 +70,14 @@ pub fn m_sct(problem: &PlaceProblem, threshold: f64) -> Result<Placement, PlaceE
         let weights: Vec<f64> = problem.weights.iter().map(|&w| w as f64).collect();
         let edges: Vec<(usize, usize, f64)> =
             problem.edges.iter().map(|e| (e.source, e.target, e.comm_us as f64)).collect();
-        lp::favorite_children(&weights, &edges, threshold)
-            .map_err(|e| PlaceError::Lp(e.to_string()))?
-            .child
+        match lp::favorite_children_within(&weights, &edges, threshold, deadline.seconds_left()) {
+            Ok(favorites) => favorites.child,
+            Err(lp::LpError::OutOfTime) => return Err(deadline.out_of_time("m-sct")),
+            Err(e) => return Err(PlaceError::Lp(e.to_string())),
+        }
     };
-    let mut placement = without_waits(problem, schedule(problem, &favorite))?;
+    let engine = schedule(problem, &favorite, deadline)?;
+    let mut placement = without_waits(problem, engine)?;
     placement.placement_seconds = clock.elapsed().as_secs_f64();
     Ok(placement)
 }
@@ -103,7 +116,8 @@ pub fn m_sct_with_favorites(
             )));
         }
     }
-    let mut placement = without_waits(problem, schedule(problem, favorite))?;
+    let engine = schedule(problem, favorite, Deadline::new(None))?;
+    let mut placement = without_waits(problem, engine)?;
     placement.placement_seconds = clock.elapsed().as_secs_f64();
     Ok(placement)
 }
@@ -131,8 +145,13 @@ enum State {
 }
 
 /// Runs the m-SCT event loop (m-ETF's when no op has a favorite) and returns the finished
-/// engine, with every op started unless memory ran out.
-fn schedule<'a>(problem: &'a PlaceProblem, favorite: &[Option<usize>]) -> Engine<'a> {
+/// engine, with every op started unless memory ran out; [`PlaceError::OutOfTime`] once
+/// `deadline` has passed.
+fn schedule<'a>(
+    problem: &'a PlaceProblem,
+    favorite: &[Option<usize>],
+    deadline: Deadline,
+) -> Result<Engine<'a>, PlaceError> {
     let m = problem.devices.count();
     let mut engine = Engine::new(problem);
     let mut ready: Vec<usize> = Vec::new();
@@ -146,6 +165,7 @@ fn schedule<'a>(problem: &'a PlaceProblem, favorite: &[Option<usize>]) -> Engine
     add(&mut ready, &mut slot, engine.sources());
     let mut now = 0;
     loop {
+        deadline.check("m-sct")?;
         let newly = engine.advance(now);
         add(&mut ready, &mut slot, newly);
         let mut table;
@@ -181,7 +201,7 @@ fn schedule<'a>(problem: &'a PlaceProblem, favorite: &[Option<usize>]) -> Engine
             None => break,
         }
     }
-    engine
+    Ok(engine)
 }
 
 /// `schedule_ts` of every ready op on every device where it may run.

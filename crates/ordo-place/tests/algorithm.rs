@@ -160,3 +160,36 @@ fn reduction_keeps_single_consumer_chains_together() {
         }
     }
 }
+
+/// A deadline that has passed: m-ETF and m-SCT stop with an error that names them, `balanced`
+/// returns a split that fits (the first one its search tries), the linear placers ignore it;
+/// a deadline far ahead changes nothing.
+#[test]
+fn placers_honour_a_deadline() {
+    let p = sample("inception_v3");
+    let past =
+        PlaceOptions { deadline: Some(std::time::Instant::now()), ..PlaceOptions::default() };
+    let ahead = PlaceOptions {
+        deadline: Some(std::time::Instant::now() + std::time::Duration::from_secs(3600)),
+        ..PlaceOptions::default()
+    };
+    for algo in [Algorithm::MEtf, Algorithm::MSct] {
+        match place(&p, algo, &past) {
+            Err(err @ PlaceError::OutOfTime { .. }) => {
+                assert!(err.to_string().starts_with(algo.name()), "{err}")
+            }
+            other => panic!("{algo}: {other:?}"),
+        }
+    }
+    for &algo in Algorithm::all() {
+        let free = place(&p, algo, &PlaceOptions::default()).unwrap();
+        assert_eq!(place(&p, algo, &ahead).unwrap().device_of, free.device_of, "{algo}");
+        if !matches!(algo, Algorithm::MEtf | Algorithm::MSct) {
+            let hurried = place(&p, algo, &past).unwrap();
+            assert_eq!(hurried.device_of.len(), p.len(), "{algo}");
+            if algo != Algorithm::Balanced {
+                assert_eq!(hurried.device_of, free.device_of, "{algo}");
+            }
+        }
+    }
+}

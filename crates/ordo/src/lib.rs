@@ -72,12 +72,12 @@ pub use steady::{
     DataParallelSteady, FirstK, OneDeviceSchedules, data_parallel_steady, network,
     one_device_schedules,
 };
-pub use strategy::{Placed, Placer, Planned, Strategy, TaskOrder, place, plan};
+pub use strategy::{Placed, Placer, Planned, Strategy, TaskOrder, place, place_reporting, plan};
 pub use target::{Target, cluster};
 
 pub use ordo_cost::{Cluster, CommModel, Optimizer, Profile, StepMode};
 pub use ordo_exec::{EngineOptions, RunSettings, StepRun, TrainState};
-pub use ordo_place::{Algorithm, AutoOptions, AutoPlacement, PlaceOptions};
+pub use ordo_place::{Algorithm, AutoOptions, AutoPlacement, AutoProgress, PlaceOptions};
 pub use ordo_problem::{Devices, PlaceProblem, Placement};
 pub use ordo_sched::{DataParallel, OneDeviceSchedule, Pipeline, PipelineSchedule, Plan};
 pub use ordo_sim::{Channel, Deferral, Report, SimOptions, Steady};

@@ -3,7 +3,7 @@
 
 use std::str::FromStr;
 
-use ordo_place::{Algorithm, AutoOptions, AutoPlacement, PlaceError, PlaceOptions};
+use ordo_place::{Algorithm, AutoOptions, AutoPlacement, AutoProgress, PlaceError, PlaceOptions};
 use ordo_problem::Placement;
 use ordo_sched::{DataParallel, MicroBatched, OneDeviceSchedule, Pipeline, Plan};
 
@@ -62,9 +62,22 @@ pub struct Placed {
 /// # Errors
 /// [`crate::Error::Place`] from the placer.
 pub fn place(problem: &Problem, placer: &Placer) -> Result<Placed> {
+    place_reporting(problem, placer, &mut |_| {})
+}
+
+/// [`place`], telling `report` how far `auto` has got (see
+/// [`ordo_place::place_auto_reporting`]); the other placers report nothing.
+///
+/// # Errors
+/// As [`place`].
+pub fn place_reporting(
+    problem: &Problem,
+    placer: &Placer,
+    report: &mut dyn FnMut(&AutoProgress),
+) -> Result<Placed> {
     Ok(match placer {
         Placer::Auto(options) => {
-            let auto = ordo_place::place_auto(&problem.place, options)?;
+            let auto = ordo_place::place_auto_reporting(&problem.place, options, report)?;
             Placed { placement: auto.placement.clone(), auto: Some(auto) }
         }
         Placer::Algorithm(algo, options) => {

@@ -73,10 +73,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let problem = loaded.place_problem();
     let options = PlaceOptions::default();
     let mut results: Vec<Row> = with_spinner("comparing placers", |bar| {
-        Algorithm::all()
-            .iter()
-            .map(|&algo| {
+        let all = Algorithm::all();
+        all.iter()
+            .enumerate()
+            .map(|(i, &algo)| {
                 bar.set_message(format!("placing with {}", algo.name()));
+                crate::progress::set_counts(bar, i, all.len());
                 let placement = ordo_place::place(problem, algo, &options);
                 let simulated = placement
                     .as_ref()
@@ -92,8 +94,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         seed: args.search.seed,
         place: options.clone(),
     };
-    let auto =
-        with_spinner("placing with auto", |_| ordo_place::place_auto(problem, &auto_options));
+    let auto = with_spinner("placing with auto", |bar| {
+        ordo_place::place_auto_reporting(problem, &auto_options, &mut |p| {
+            crate::progress::show_auto(bar, p);
+        })
+    });
     results.push(match auto {
         Ok(auto) => Row {
             algo: "auto".into(),

@@ -33,7 +33,8 @@ pub struct Args {
 /// Places the graph and prints or writes the result.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let loaded = args.problem.load()?;
-    let options = PlaceOptions { sct_threshold: args.sct_threshold, reduce: args.reduce };
+    let options =
+        PlaceOptions { sct_threshold: args.sct_threshold, reduce: args.reduce, deadline: None };
     let placed = loaded.place(&args.algo, &options, &args.search)?;
     let placement = placed.placement;
     let file = ordo_place::placement_file(loaded.place_problem(), &placement);
@@ -121,4 +122,32 @@ fn print_auto(auto: &ordo_place::AutoPlacement) {
         "auto started from {}, then {} moves in {} simulations ({:.2} s)",
         auto.winner, auto.moves, auto.evaluations, auto.search_seconds
     );
+    if let Some(line) = budget_note(auto) {
+        println!("{line}");
+    }
+}
+
+/// What `auto`'s budget cut short, if anything, in one line: placers stopped or not started,
+/// a search stopped before its simulation count.
+pub fn budget_note(auto: &ordo_place::AutoPlacement) -> Option<String> {
+    let mut parts: Vec<String> = auto
+        .stopped
+        .iter()
+        .map(|(run, seconds)| format!("{run} stopped after {seconds:.2} s"))
+        .collect();
+    if let Some(first) = auto.skipped.first() {
+        parts.push(match auto.skipped.len() {
+            1 => format!("{first} not started"),
+            n => format!("{n} placer runs not started ({first}, ...)"),
+        });
+    }
+    if let Some((done, planned)) = auto.search_cut {
+        parts.push(format!(
+            "the search stopped after {done} of {planned} simulations (so the result depends on \
+             this machine's speed)"
+        ));
+    }
+    (!parts.is_empty()).then(|| {
+        format!("the budget ran out: {}; a larger --budget gives them time", parts.join("; "))
+    })
 }

@@ -352,7 +352,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         for step in (per_run..=args.steps).step_by(per_run) {
             let ordo::Step { loss, losses: of_run, run } =
                 runner.step().with_context(|| format!("step {step}"))?;
-            bar.set_message(format!("step {step}/{}, loss {loss:.4}", args.steps));
+            bar.set_message(format!("steps, loss {loss:.4}"));
+            crate::progress::set_counts(bar, step, args.steps);
             losses.extend(of_run);
             runs.push(run);
         }

@@ -1,6 +1,8 @@
 //! The local search of `auto`: moves of colocation groups and chains along the critical path of
 //! the simulated step, with random restarts.
 
+use std::time::Instant;
+
 use crate::sim::{Schedule, simulate};
 use ordo_problem::PlaceProblem;
 use ordo_problem::Placement;
@@ -108,9 +110,28 @@ pub(super) struct Search<'a> {
     pub(super) evaluations: usize,
     pub(super) budget: usize,
     pub(super) moves: usize,
+    /// The wall-clock end of the search: past it no simulation starts, whatever the budget
+    /// left (`auto`'s time budget on a graph too large for its simulation count).
+    pub(super) deadline: Instant,
+    /// Whether the deadline, not the budget, stopped the search.
+    pub(super) out_of_time: bool,
+    /// Told the number of simulations of this search and the best makespan after each one.
+    pub(super) report: &'a mut dyn FnMut(usize, u64),
 }
 
 impl Search<'_> {
+    /// Whether another simulation may start: budget left and the deadline not passed.
+    fn may_simulate(&mut self) -> bool {
+        if self.evaluations >= self.budget {
+            return false;
+        }
+        if Instant::now() >= self.deadline {
+            self.out_of_time = true;
+            return false;
+        }
+        true
+    }
+
     /// The best placement found within the budget, or `None` when nothing beat `start`. The
     /// sequence of simulations depends only on the problem, `start` and `seed`: a larger
     /// budget continues it.
@@ -120,6 +141,10 @@ impl Search<'_> {
         let mut best: Option<(Vec<usize>, Schedule)> = None;
         let mut best_us = start.makespan_us;
         let mut device_of = start.device_of.clone();
+        if Instant::now() >= self.deadline {
+            self.out_of_time = true;
+            return None;
+        }
         self.evaluations += 1;
         let mut schedule = simulate(problem, &device_of);
         if schedule.makespan_us < best_us && fits(problem, &schedule.peak_memory_bytes) {
@@ -127,10 +152,10 @@ impl Search<'_> {
             best = Some((device_of.clone(), schedule.clone()));
         }
         let (mut stalled_at, mut since) = (best_us, self.evaluations);
-        while self.evaluations < self.budget && best_us > self.bound {
+        while best_us > self.bound && self.may_simulate() {
             let mut step: Option<(Vec<usize>, Schedule)> = None;
             for (unit, device) in self.proposals(&device_of, &schedule) {
-                if self.evaluations >= self.budget {
+                if !self.may_simulate() {
                     break;
                 }
                 let moved = moved(problem, self.chains, &device_of, unit, device);
@@ -139,6 +164,7 @@ impl Search<'_> {
                 }
                 self.evaluations += 1;
                 let trial = simulate(problem, &moved);
+                (self.report)(self.evaluations, best_us);
                 if trial.makespan_us < schedule.makespan_us
                     && fits(problem, &trial.peak_memory_bytes)
                 {

@@ -88,7 +88,7 @@ use std::collections::{BTreeSet, BinaryHeap};
 use std::ops::Bound;
 use std::time::Instant;
 
-use crate::algorithm::check_fits;
+use crate::algorithm::{Deadline, check_fits};
 use crate::error::PlaceError;
 use ordo_problem::PlaceProblem;
 use ordo_problem::Placement;
@@ -107,6 +107,14 @@ use ordo_problem::Placement;
 /// [`check_fits`]); [`PlaceError::OutOfMemory`] when the ops fit one by one but not all
 /// together: no device can take any ready op and nothing is running.
 pub fn m_etf(problem: &PlaceProblem) -> Result<Placement, PlaceError> {
+    m_etf_until(problem, Deadline::new(None))
+}
+
+/// [`m_etf`], giving up with [`PlaceError::OutOfTime`] once `deadline` has passed.
+pub(crate) fn m_etf_until(
+    problem: &PlaceProblem,
+    deadline: Deadline,
+) -> Result<Placement, PlaceError> {
     let clock = Instant::now();
     check_fits(problem)?;
     let mut engine = Engine::new(problem);
@@ -116,6 +124,7 @@ pub fn m_etf(problem: &PlaceProblem) -> Result<Placement, PlaceError> {
     }
     let mut now = 0;
     loop {
+        deadline.check("m-etf")?;
         for v in engine.advance(now) {
             queues.insert(&engine, v);
         }

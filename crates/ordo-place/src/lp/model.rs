@@ -93,6 +93,7 @@ pub(super) fn solve(
     edges: &[(usize, usize, f64)],
     scale: f64,
     eliminate_chains: bool,
+    seconds: Option<f64>,
 ) -> Result<Relaxation, LpError> {
     let scale = if scale > 0.0 { scale } else { 1.0 };
     let p: Vec<f64> = weights.iter().map(|&p| p / scale).collect();
@@ -188,6 +189,7 @@ pub(super) fn solve(
         .tol_feas(FEASIBILITY_TOLERANCE)
         .iterative_refinement_enable(ITERATIVE_REFINEMENT)
         .equilibrate_enable(EQUILIBRATE)
+        .time_limit(seconds.unwrap_or(f64::INFINITY))
         .build()
         .map_err(|err| LpError::Solver { message: err.to_string() })?;
     let a = rows.matrix();
@@ -201,6 +203,7 @@ pub(super) fn solve(
         solver.solve();
         match solver.solution.status {
             SolverStatus::Solved | SolverStatus::AlmostSolved => Ok(solver.solution.x),
+            SolverStatus::MaxTime => Err(LpError::OutOfTime),
             status => Err(LpError::Solver { message: format!("the solver stopped: {status:?}") }),
         }
     }))

@@ -339,8 +339,8 @@ proptest! {
         prop_assume!(!edges.is_empty());
         let dag = graph::Dag::new(weights.len(), &edges).unwrap();
         let scale = dag.longest_path(&weights, &edges, |_| 1.0);
-        let reduced = model::solve(&dag, &weights, &edges, scale, true).unwrap();
-        let full = model::solve(&dag, &weights, &edges, scale, false).unwrap();
+        let reduced = model::solve(&dag, &weights, &edges, scale, true, None).unwrap();
+        let full = model::solve(&dag, &weights, &edges, scale, false, None).unwrap();
         prop_assert!(close(reduced.makespan, full.makespan), "{} != {}", reduced.makespan, full.makespan);
     }
 
