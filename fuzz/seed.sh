@@ -11,6 +11,6 @@ cp "$root"/crates/ordo-cost/clusters/*.json corpus/cluster/
 (cd "$root" && cargo build --release --quiet --bin ordo)
 ordo="$root/target/release/ordo"
 "$ordo" synth --nodes 12 --out corpus/costgraph/synth12.json > /dev/null
-"$ordo" plan corpus/costgraph/synth12.json --devices 2 --algo m-etf --json corpus/plan/synth12.json > /dev/null
+"$ordo" plan corpus/costgraph/synth12.json --devices 2 --algo m-etf --out corpus/plan/synth12.json > /dev/null
 "$ordo" profile resnet50 --small --reps 1 --warmup 0 --out corpus/profile/resnet50.json > /dev/null
 echo "seeded: $(ls corpus/* | wc -l) files"

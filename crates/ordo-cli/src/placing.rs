@@ -232,29 +232,41 @@ impl SearchArgs {
 
     /// The budget in seconds.
     pub fn budget_seconds(&self) -> anyhow::Result<f64> {
-        let text = self.budget.trim();
-        let (number, scale) = if let Some(ms) = text.strip_suffix("ms") {
-            (ms, 1e-3)
-        } else if let Some(s) = text.strip_suffix('s') {
-            (s, 1.0)
-        } else {
-            (text, 1.0)
-        };
-        match number.trim().parse::<f64>() {
-            Ok(value) if value.is_finite() && value >= 0.0 => Ok(value * scale),
-            _ => anyhow::bail!("--budget {text}: expected a duration such as `2s` or `500ms`"),
-        }
+        seconds("--budget", &self.budget)
     }
 }
 
-/// Writes `value` as pretty JSON to `path`, or to standard output when `path` is `-`.
-/// Returns whether it went to standard output (so nothing else should be printed).
-pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> anyhow::Result<bool> {
-    let text = serde_json::to_string_pretty(value)?;
-    if path.as_os_str() == "-" {
-        println!("{text}");
-        return Ok(true);
+/// The longest time an option takes: a day.
+const MAX_SECONDS: f64 = 86_400.0;
+
+/// A duration given to `option` as `2s`, `500ms` or a number of seconds, in seconds: finite,
+/// at least 0 and at most a day.
+pub fn seconds(option: &str, text: &str) -> anyhow::Result<f64> {
+    let text = text.trim();
+    let (number, scale) = if let Some(ms) = text.strip_suffix("ms") {
+        (ms, 1e-3)
+    } else if let Some(s) = text.strip_suffix('s') {
+        (s, 1.0)
+    } else {
+        (text, 1.0)
+    };
+    match number.trim().parse::<f64>().map(|value| value * scale) {
+        Ok(value) if value.is_finite() && (0.0..=MAX_SECONDS).contains(&value) => Ok(value),
+        Ok(value) if value > MAX_SECONDS => {
+            anyhow::bail!("{option} {text}: at most a day (86400s)")
+        }
+        _ => anyhow::bail!("{option} {text}: expected a duration such as `2s` or `500ms`"),
     }
-    crate::format::write_file(path, text.as_bytes())?;
-    Ok(false)
+}
+
+/// Writes `value` as pretty JSON to the file `path` (atomically: whole or not at all).
+///
+/// # Errors
+/// `-` (standard output is `--json`'s), and a file that cannot be written.
+pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    if path.as_os_str() == "-" {
+        bail!("--out -: give a file name; --json prints the JSON on standard output");
+    }
+    let text = serde_json::to_string_pretty(value)?;
+    crate::format::write_file(path, text.as_bytes())
 }

@@ -250,7 +250,7 @@ fn plan_cases(dir: &Path, graph: &str) -> Vec<Case> {
         "2",
         "--algo",
         "round-robin",
-        "--json",
+        "--out",
         &plan_path.display().to_string(),
     ]);
     assert!(out.status.success(), "{}", common::stderr(&out));

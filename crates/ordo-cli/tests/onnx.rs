@@ -39,13 +39,13 @@ fn every_model_command_takes_an_onnx_file() {
     assert_eq!(json(&ordo(&["inspect", costgraph, "--json"]))["nodes"], import.graph.nodes.len());
 
     let args = [path.as_str(), "--devices", "2", "--algo", "m-etf"];
-    let placed = json(&ordo(&[&["place"][..], &args, &["--json", "-"]].concat()));
+    let placed = json(&ordo(&[&["place"][..], &args, &["--json"]].concat()));
     let placed_nodes = placed["device_of"].as_object().unwrap();
     assert_eq!(placed_nodes.len(), import.graph.nodes.len());
     for node in &import.graph.nodes {
         assert!(placed_nodes.contains_key(&node.name), "{} is placed", node.name);
     }
-    let plan = json(&ordo(&[&["plan"][..], &args, &["--json", "-"]].concat()));
+    let plan = json(&ordo(&[&["plan"][..], &args, &["--json"]].concat()));
     assert!(plan.is_object());
     let simulated = json(&ordo(&[&["simulate"][..], &args, &["--json"]].concat()));
     assert_eq!(simulated["step_time_us"].as_f64(), placed["makespan_us"].as_f64());
@@ -62,7 +62,7 @@ fn training_from_onnx_needs_a_loss_and_cross_entropy_adds_one() {
     assert!(err.contains("`fc` f32[2,10]"), "the error names the output: {err}");
 
     let args = [&path, "--devices", "2", "--train", "--loss", "cross-entropy", "--algo", "m-etf"];
-    let placed = json(&ordo(&[&["place"][..], &args[..], &["--json", "-"]].concat()));
+    let placed = json(&ordo(&[&["place"][..], &args[..], &["--json"]].concat()));
     assert_eq!(placed["mode"], "training-graph");
     let device_of = placed["device_of"].as_object().unwrap();
     for node in ["labels", "loss", "loss.grad", "fc.dx", "fc.dw", "conv2.dx", "bn1.dw"] {

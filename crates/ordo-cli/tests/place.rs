@@ -33,7 +33,6 @@ fn place_json_has_the_documented_keys_and_places_every_node() {
         "--algo",
         "m-etf",
         "--json",
-        "-",
     ]));
     assert_eq!(v["format"], "ordo.placement/1");
     assert_eq!(v["algo"], "m-etf");
@@ -60,7 +59,7 @@ fn forward_only_on_baechis_resnet50_sample_matches_baechi() {
     // Baechi's own placer on this graph, 4 devices, unlimited memory: m-TOPO 75.90 ms,
     // m-ETF 25.94 ms.
     for (algo, expected_us) in [("m-topo", 75_900), ("m-etf", 25_940)] {
-        let v = json(&on_sample("place", "resnet50", 4, &["--algo", algo, "--json", "-"]));
+        let v = json(&on_sample("place", "resnet50", 4, &["--algo", algo, "--json"]));
         let makespan = v["makespan_us"].as_i64().unwrap();
         assert!((makespan - expected_us).abs() <= 10, "{algo}: {makespan} us");
     }
@@ -70,7 +69,7 @@ fn forward_only_on_baechis_resnet50_sample_matches_baechi() {
 fn baechis_own_estimate_is_reported_beside_ours() {
     // On Baechi's gnmt sample m-ETF's own schedule (101.73 ms) beats what Baechi's virtual
     // scheduler makes of the same placement (135.69 ms, the number Baechi reports).
-    let v = json(&on_sample("place", "gnmt", 4, &["--algo", "m-etf", "--json", "-"]));
+    let v = json(&on_sample("place", "gnmt", 4, &["--algo", "m-etf", "--json"]));
     assert!((v["baechi_makespan_us"].as_i64().unwrap() - 135_690).abs() <= 10, "{v}");
     assert!((v["makespan_us"].as_i64().unwrap() - 101_730).abs() <= 10, "{v}");
 }
@@ -90,7 +89,6 @@ fn training_placements_need_more_memory_than_forward_only() {
             "--algo",
             "single",
             "--json",
-            "-",
         ];
         args.extend_from_slice(extra);
         json(&ordo(&args))["peak_memory_bytes"][0].as_u64().unwrap()
@@ -132,16 +130,8 @@ fn bad_arguments_are_clear_errors() {
 #[test]
 fn a_cluster_sets_devices_memory_and_speed() {
     let step = |cluster: &str| {
-        let v = json(&ordo(&[
-            "place",
-            "resnet50",
-            "--cluster",
-            cluster,
-            "--algo",
-            "m-etf",
-            "--json",
-            "-",
-        ]));
+        let v =
+            json(&ordo(&["place", "resnet50", "--cluster", cluster, "--algo", "m-etf", "--json"]));
         assert_eq!(v["devices"], 4);
         v["makespan_us"].as_u64().unwrap()
     };
@@ -174,13 +164,9 @@ fn compare_runs_every_algorithm() {
 
 #[test]
 fn a_reduced_placement_still_places_every_node() {
-    let full = json(&on_sample("place", "transformer", 4, &["--algo", "m-etf", "--json", "-"]));
-    let reduced = json(&on_sample(
-        "place",
-        "transformer",
-        4,
-        &["--algo", "m-etf", "--reduce", "--json", "-"],
-    ));
+    let full = json(&on_sample("place", "transformer", 4, &["--algo", "m-etf", "--json"]));
+    let reduced =
+        json(&on_sample("place", "transformer", 4, &["--algo", "m-etf", "--reduce", "--json"]));
     let nodes = |v: &serde_json::Value| v["device_of"].as_object().unwrap().len();
     assert_eq!(nodes(&reduced), nodes(&full));
     let ordered: usize =
@@ -191,7 +177,7 @@ fn a_reduced_placement_still_places_every_node() {
 
 #[test]
 fn plan_json_is_a_valid_plan_with_one_compute_task_per_node() {
-    let out = on_sample("plan", "transformer", 4, &["--algo", "m-etf", "--json", "-"]);
+    let out = on_sample("plan", "transformer", 4, &["--algo", "m-etf", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let plan: ordo_sched::Plan = serde_json::from_slice(&out.stdout).unwrap();
     ordo_sched::validate(&plan).unwrap();
@@ -239,12 +225,8 @@ fn simulate_reports_json_and_writes_trace_and_svgs() {
 fn simulate_takes_a_plan_file_and_channel_models_differ_as_expected() {
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.json");
-    let out = on_sample(
-        "plan",
-        "inception_v3",
-        4,
-        &["--algo", "m-etf", "--json", plan.to_str().unwrap()],
-    );
+    let out =
+        on_sample("plan", "inception_v3", 4, &["--algo", "m-etf", "--out", plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let step = |channel: &str| {
         json(&ordo(&["simulate", plan.to_str().unwrap(), "--channel", channel, "--json"]))
@@ -256,7 +238,7 @@ fn simulate_takes_a_plan_file_and_channel_models_differ_as_expected() {
     assert!(step("pytorch") <= step("tf"));
     assert!(step("pytorch") <= step("duplex"));
     // The placer's estimate is the simulated step under the default channel model.
-    let placed = json(&on_sample("place", "inception_v3", 4, &["--algo", "m-etf", "--json", "-"]));
+    let placed = json(&on_sample("place", "inception_v3", 4, &["--algo", "m-etf", "--json"]));
     assert_eq!(step("tf"), placed["makespan_us"].as_f64().unwrap());
 
     // Checked against the graph it came from, and against another.
@@ -274,8 +256,7 @@ fn simulate_takes_a_plan_file_and_channel_models_differ_as_expected() {
 #[test]
 fn train_places_the_training_graph_and_it_fits_in_simulation() {
     let args = ["resnet50", "--train", "--batch", "8", "--devices", "4", "--memory", "600MiB"];
-    let placed =
-        json(&ordo(&[&["place"][..], &args, &["--algo", "m-etf", "--json", "-"]].concat()));
+    let placed = json(&ordo(&[&["place"][..], &args, &["--algo", "m-etf", "--json"]].concat()));
     assert_eq!(placed["mode"], "training-graph");
     let device_of = placed["device_of"].as_object().unwrap();
     for node in ["conv1", "conv1.dw", "fc.dx", "layer1.0.conv1.dx", "fc.weight.update"] {
@@ -496,10 +477,10 @@ fn auto_is_the_default_and_says_where_it_started() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(text.contains("with auto"), "{text}");
     assert!(text.contains("auto started from m-etf"), "{text}");
-    let v = json(&on_sample("place", "inception_v3", 4, &["--budget", "100ms", "--json", "-"]));
+    let v = json(&on_sample("place", "inception_v3", 4, &["--budget", "100ms", "--json"]));
     assert_eq!(v["algo"], "auto");
     // The same seed and budget give the same placement.
-    let again = json(&on_sample("place", "inception_v3", 4, &["--budget", "100ms", "--json", "-"]));
+    let again = json(&on_sample("place", "inception_v3", 4, &["--budget", "100ms", "--json"]));
     assert_eq!(v["device_of"], again["device_of"]);
     let out = on_sample("place", "inception_v3", 4, &["--budget", "soon"]);
     assert!(stderr(&out).contains("--budget soon"), "{}", stderr(&out));

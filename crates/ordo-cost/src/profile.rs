@@ -50,6 +50,10 @@ pub struct Profile {
     pub calls: String,
     /// Whether `temporary_bytes` were measured (else they are 0).
     pub temporary_measured: bool,
+    /// How much the machine's speed varied while profiling: the interquartile range of the
+    /// timed steps' totals over their median (absent in profiles that did not measure it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<f64>,
     /// Every node of the graph, in the graph's order.
     pub nodes: Vec<ProfileNode>,
     /// What a transfer between two devices of the runtime measured, when it was measured.
@@ -59,6 +63,10 @@ pub struct Profile {
     /// µs, when it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_overhead_us: Option<f64>,
+    /// How much slower a step runs while another copy of it runs at once on the machine (at
+    /// least 1), when it was measured: what a second CPU device or worker costs the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_slowdown: Option<f64>,
 }
 
 /// A measured transfer between two devices: a fixed cost and a cost per byte.
@@ -163,6 +171,22 @@ impl Profile {
         let profile: Profile =
             serde_json::from_value(value).map_err(|e| invalid(format!("bad profile: {e}")))?;
         let mut seen = BTreeSet::new();
+        if let Some(slowdown) = profile.concurrency_slowdown
+            && !(slowdown.is_finite() && (1.0..=100.0).contains(&slowdown))
+        {
+            return Err(invalid(format!(
+                "concurrency_slowdown is {}: expected a factor between 1 and 100",
+                crate::readable(slowdown)
+            )));
+        }
+        if let Some(spread) = profile.spread
+            && !(spread.is_finite() && (0.0..=1e3).contains(&spread))
+        {
+            return Err(invalid(format!(
+                "spread is {}: expected a ratio between 0 and 1000",
+                crate::readable(spread)
+            )));
+        }
         if let Some(problem) = profile.step_overhead_us.and_then(|t| crate::time_problem(t, "µs"))
         {
             return Err(invalid(format!("step_overhead_us {problem}")));

@@ -24,6 +24,7 @@ fn profile_of(graph: &Graph) -> Profile {
         warmup: 1,
         calls: "in-step".into(),
         temporary_measured: true,
+        spread: Some(0.05),
         nodes: graph
             .nodes
             .iter()
@@ -37,6 +38,7 @@ fn profile_of(graph: &Graph) -> Profile {
             .collect(),
         link: None,
         step_overhead_us: None,
+        concurrency_slowdown: None,
     }
 }
 

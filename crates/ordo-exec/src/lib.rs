@@ -15,13 +15,13 @@ mod link;
 pub mod profile;
 mod program;
 mod runtime_profile;
+pub use runtime_profile::concurrency_slowdown;
 pub mod sequential;
 mod state;
 
 pub use engine::{EngineOptions, Executable, MAX_WORKERS_PER_DEVICE, StepRun, Sync, TaskSpan};
 pub use error::ExecError;
 pub use link::measure_link;
-pub use runtime_profile::step_overhead_us;
 
 /// Makes the C allocator keep memory that is freed for the next allocation: glibc hands large
 /// blocks (above a threshold that grows to 32 MiB) to the kernel with `mmap` and returns them
@@ -39,7 +39,10 @@ pub fn keep_freed_memory() {
         libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
     }
 }
-pub use profile::{HeapMeter, NodeProfile, ProfileMode, ProfileOptions, profile};
+pub use profile::{
+    HeapMeter, MAX_REPS, NodeProfile, Observers, ProfileMode, ProfileOptions, Profiled,
+    WIDE_SPREAD, profile, spread,
+};
 pub use program::{NodeCall, Program, RunSettings, scale_backward_seed};
 pub use sequential::StepOutputs;
 pub use state::{Feeds, TrainState, initial_params, synthetic_feeds};

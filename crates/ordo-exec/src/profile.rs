@@ -1,8 +1,12 @@
 //! The profiler: every node's kernel timed on its real inputs, one thread, node after node.
 //!
 //! [`profile`] runs the graph in topological order, as the sequential reference does, calling
-//! each node's kernel through [`Program::run_node`] `warmup` times untimed, then `reps` times
-//! timed, and keeps each node's median. By default ([`ProfileMode::InStep`]) the calls are
+//! each node's kernel through [`Program::run_node`] untimed until the machine is warm (at
+//! least `warmup` times and `warmup_seconds`: a virtual machine's idle cores and a cold
+//! process run a step several times slower for tens of milliseconds), then timed (at least
+//! `reps` times and `timed_seconds`, so that a short disturbance touches few of the calls),
+//! and keeps each node's median, scaled so that the medians add up to the median step. The
+//! spread of the timed steps' totals is reported with it. By default ([`ProfileMode::InStep`]) the calls are
 //! made in whole passes over the graph, so that every call meets the caches and the heap as
 //! a step leaves them; [`ProfileMode::BackToBack`] calls each node all its times in a row
 //! instead (warm caches: the kernel alone). The kernels are deterministic, so every call
@@ -32,10 +36,15 @@ pub trait HeapMeter {
 /// How to profile.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ProfileOptions {
-    /// Timed calls per node (at least 1); the median is kept.
+    /// Timed calls per node, at least (at least 1); the median is kept.
     pub reps: usize,
-    /// Untimed calls before them.
+    /// Untimed calls before them, at least.
     pub warmup: usize,
+    /// Untimed calls go on until this many seconds have passed.
+    pub warmup_seconds: f64,
+    /// Timed calls go on until this many seconds have passed (up to [`MAX_REPS`] calls),
+    /// except with [`ProfileMode::BackToBack`], which makes `reps` calls.
+    pub timed_seconds: f64,
     /// Settings of the kernels (seed, optimizer, training mode).
     pub settings: RunSettings,
     /// In which order the calls are made.
@@ -44,8 +53,69 @@ pub struct ProfileOptions {
 
 impl Default for ProfileOptions {
     fn default() -> Self {
-        Self { reps: 5, warmup: 2, settings: RunSettings::default(), mode: ProfileMode::InStep }
+        Self {
+            reps: 5,
+            warmup: 2,
+            warmup_seconds: 0.3,
+            timed_seconds: 0.5,
+            settings: RunSettings::default(),
+            mode: ProfileMode::InStep,
+        }
     }
+}
+
+/// The most timed calls per node that `timed_seconds` adds.
+pub const MAX_REPS: usize = 2_000;
+
+/// A spread of the timed steps above this (the interquartile range over the median) makes
+/// the profile say that its times are not to be trusted.
+pub const WIDE_SPREAD: f64 = 0.10;
+
+impl ProfileOptions {
+    /// Whether another timed call is due after `made` of them, `elapsed` seconds in.
+    pub(crate) fn more_timed(&self, made: usize, elapsed: f64) -> bool {
+        made < self.reps || (elapsed < self.timed_seconds && made < MAX_REPS)
+    }
+
+    /// Whether another untimed call is due after `made` of them, `elapsed` seconds in.
+    pub(crate) fn more_warmup(&self, made: usize, elapsed: f64) -> bool {
+        made < self.warmup || elapsed < self.warmup_seconds
+    }
+}
+
+/// What [`profile`] measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Profiled {
+    /// Every node, in the graph's order.
+    pub nodes: Vec<NodeProfile>,
+    /// Timed calls made per node.
+    pub reps: usize,
+    /// Untimed calls made per node before them.
+    pub warmup: usize,
+    /// Total time of each timed pass over the graph (of each timed step of the runtime), µs.
+    pub step_us: Vec<f64>,
+    /// The spread of `step_us`: its interquartile range over its median (0 for a steady
+    /// machine; above [`WIDE_SPREAD`] the times vary too much to predict from).
+    pub spread: f64,
+    /// With [`ProfileMode::Runtime`]: what a step costs outside its tasks, µs (the median
+    /// over the timed steps of the wall time less the span of the tasks).
+    pub step_overhead_us: Option<f64>,
+}
+
+/// The interquartile range of `values` over their median (0 when there are fewer than 4 or
+/// the median is 0).
+pub fn spread(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    if n < 4 {
+        return 0.0;
+    }
+    let middle = median(&sorted);
+    if middle <= 0.0 {
+        return 0.0;
+    }
+    (sorted[(3 * n) / 4] - sorted[n / 4]) / middle
 }
 
 /// In which order a profile calls the kernels.
@@ -70,7 +140,8 @@ pub enum ProfileMode {
 pub struct NodeProfile {
     /// The node's name.
     pub name: String,
-    /// Median time of one kernel call, in µs.
+    /// Median time of one kernel call, in µs, scaled with every other node so that the
+    /// medians add up to the median of the timed steps (see the module documentation).
     pub time_us: f64,
     /// Bytes of each output, in slot order.
     pub output_bytes: Vec<u64>,
@@ -78,27 +149,52 @@ pub struct NodeProfile {
     pub temporary_bytes: u64,
 }
 
+/// What the profiler's caller watches it with: a heap meter (a counting global allocator) for
+/// temporary memory, and a progress report (timed calls made, at least planned).
+#[derive(Clone, Copy, Default)]
+pub struct Observers<'a> {
+    /// Measures the temporary memory of each node's first call.
+    pub heap: Option<&'a dyn HeapMeter>,
+    /// Told the timed calls made and planned per node as the profile goes.
+    pub progress: Option<&'a dyn Fn(usize, usize)>,
+}
+
 /// Profiles every node of `program` (by node index) on `feeds`, with parameters and optimizer
 /// state from `state` (left unchanged), as step `state.step + 1`.
 ///
 /// # Errors
-/// [`ExecError::Config`] for `reps` 0; [`ExecError::Feed`] for a missing or misshapen feed;
+/// [`ExecError::Config`] for `reps` 0 or a warm-up or timed time that is not a finite
+/// non-negative number; [`ExecError::Feed`] for a missing or misshapen feed;
 /// [`ExecError::Kernel`] naming the first node whose kernel fails.
 pub fn profile(
     program: &Program,
     state: &TrainState,
     feeds: &Feeds,
     options: &ProfileOptions,
-    meter: Option<&dyn HeapMeter>,
-) -> Result<Vec<NodeProfile>, ExecError> {
+    observers: Observers,
+) -> Result<Profiled, ExecError> {
     if options.reps == 0 {
         return Err(ExecError::Config("profiling needs at least one timed call per node".into()));
     }
+    for (name, seconds) in [("warm-up", options.warmup_seconds), ("timed", options.timed_seconds)] {
+        if !(seconds.is_finite() && seconds >= 0.0) {
+            return Err(ExecError::Config(format!(
+                "the {name} time of a profile must be a finite number of seconds >= 0, not {seconds}"
+            )));
+        }
+    }
+    let meter = observers.heap;
+    let progress = |made: usize| {
+        if let Some(report) = observers.progress {
+            report(made, options.reps);
+        }
+    };
     let graph = program.graph();
     let order = graph.topo_order().map_err(|e| ExecError::Mismatch(e.to_string()))?;
     let mut runner =
         Interpreter::new(program, &state.params, feeds, &options.settings, state.step + 1);
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(options.reps); graph.nodes.len()];
+    let (mut warmup, mut reps, mut step_us, mut step_overhead_us) = (0, 0, Vec::new(), None);
     let mut measured: Vec<Option<(Vec<u64>, u64)>> = vec![None; graph.nodes.len()];
     let mut measure = |id: NodeId, runner: &mut Interpreter| -> Result<(), ExecError> {
         let (_, extra, outs) = call(runner, state, id, meter)?;
@@ -108,27 +204,40 @@ pub fn profile(
         runner.keep(id, outs);
         Ok(())
     };
+    // The first pass measures outputs and temporary memory (each call's heap growth), untimed.
+    for &id in &order {
+        measure(id, &mut runner)?;
+    }
+    let clock = Instant::now();
     match options.mode {
-        ProfileMode::InStep | ProfileMode::Runtime => {
-            for pass in 0..options.warmup + options.reps {
+        ProfileMode::InStep => {
+            // Whole passes: untimed until warm, then timed.
+            let pass = |times: Option<&mut Vec<Vec<f64>>>, runner: &mut Interpreter| {
+                let mut total = 0.0;
+                let mut times = times;
                 for &id in &order {
-                    if pass == 0 {
-                        measure(id, &mut runner)?;
-                        if options.warmup > 0 {
-                            continue;
-                        }
-                    }
-                    let (micros, _, outs) = call(&runner, state, id, None)?;
-                    if pass >= options.warmup {
+                    let (micros, _, outs) = call(runner, state, id, None)?;
+                    total += micros;
+                    if let Some(times) = times.as_deref_mut() {
                         times[id.index()].push(micros);
                     }
                     runner.keep(id, outs);
                 }
+                Ok::<f64, ExecError>(total)
+            };
+            while options.more_warmup(warmup, clock.elapsed().as_secs_f64()) {
+                pass(None, &mut runner)?;
+                warmup += 1;
+            }
+            let timing = Instant::now();
+            while options.more_timed(reps, timing.elapsed().as_secs_f64()) {
+                step_us.push(pass(Some(&mut times), &mut runner)?);
+                reps += 1;
+                progress(reps);
             }
         }
         ProfileMode::BackToBack => {
             for &id in &order {
-                measure(id, &mut runner)?;
                 for rep in 0..options.warmup + options.reps {
                     let (micros, _, outs) = call(&runner, state, id, None)?;
                     if rep >= options.warmup {
@@ -137,12 +246,32 @@ pub fn profile(
                     runner.keep(id, outs);
                 }
             }
+            (warmup, reps) = (options.warmup, options.reps);
+            step_us = (0..reps).map(|r| times.iter().map(|t| t[r]).sum()).collect();
+        }
+        ProfileMode::Runtime => {
+            let measured =
+                crate::runtime_profile::task_times(program, state, feeds, options, &progress)?;
+            (warmup, reps, step_us) = (measured.warmup, measured.reps, measured.step_us);
+            step_overhead_us = Some(measured.overhead_us);
+            times = measured.times;
         }
     }
-    if options.mode == ProfileMode::Runtime {
-        times = crate::runtime_profile::task_times(program, state, feeds, options)?;
+    let spread = spread(&step_us);
+    // Each node's median, scaled so that they add up to the median of the timed steps' totals
+    // (the kernels' times summed per step). Times are skewed to the right (a step is never
+    // faster than the machine allows, sometimes much slower), so the medians' sum falls short
+    // of the median step by a few percent, and a run's measured step is a median of steps.
+    let totals: Vec<f64> = (0..reps).map(|r| times.iter().map(|t| t[r]).sum()).collect();
+    for node_times in &mut times {
+        node_times.sort_by(f64::total_cmp);
     }
-    graph
+    let medians: Vec<f64> = times.iter().map(|t| median(t)).collect();
+    let sum: f64 = medians.iter().sum();
+    let mut sorted_totals = totals;
+    sorted_totals.sort_by(f64::total_cmp);
+    let scale = if sum > 0.0 && reps > 0 { median(&sorted_totals) / sum } else { 1.0 };
+    let nodes = graph
         .nodes
         .iter()
         .map(|node| {
@@ -150,17 +279,16 @@ pub fn profile(
             let (output_bytes, temporary_bytes) = measured[i].clone().ok_or_else(|| {
                 ExecError::Mismatch(format!("node `{}` is not in topological order", node.name))
             })?;
-            times[i].sort_by(f64::total_cmp);
             Ok(NodeProfile {
                 name: node.name.clone(),
-                time_us: median(&times[i]),
+                time_us: medians[i] * scale,
                 output_bytes,
                 temporary_bytes,
             })
         })
-        .collect()
+        .collect::<Result<_, ExecError>>()?;
+    Ok(Profiled { nodes, reps, warmup, step_us, spread, step_overhead_us })
 }
-
 /// Calls node `id` once through the interpreter with a fresh copy of its optimizer state:
 /// the time in µs, the peak heap growth `meter` saw, the outputs.
 fn call(

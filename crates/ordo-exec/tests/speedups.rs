@@ -62,7 +62,8 @@ fn profiled_problem(program: &Program, devices: usize) -> PlaceProblem {
     let state = TrainState::new(program, 1).unwrap();
     let feeds = synthetic_feeds(program.graph(), 3).unwrap();
     let options = ProfileOptions { mode: ProfileMode::Runtime, ..Default::default() };
-    let measured = ordo_exec::profile(program, &state, &feeds, &options, None).unwrap();
+    let measured =
+        ordo_exec::profile(program, &state, &feeds, &options, Default::default()).unwrap().nodes;
     let mut cost = ordo_cost::costgraph_from_graph(program.graph());
     for (node, m) in cost.nodes.iter_mut().zip(&measured) {
         node.weight = (m.time_us.ceil() as u64).max(1);

@@ -11,6 +11,7 @@ mod analysis;
 mod booking;
 mod engine;
 mod error;
+mod host;
 mod index;
 mod memory;
 mod options;
@@ -22,11 +23,12 @@ mod tune;
 
 pub use engine::simulate;
 pub use error::SimError;
+pub use host::simulate_on_host;
 pub use options::{Channel, SimOptions};
 pub use ordo_sched::layers_with_weights;
 pub use pipeline::{PipelineReport, pipeline_report, simulate_pipeline};
 pub use report::{BusyFraction, LinkBusy, Report, TaskTiming};
-pub use svg::{gantt_svg, memory_svg};
+pub use svg::{CompareBar, compare_svg, gantt_svg, memory_svg};
 pub use trace::{chrome_trace, chrome_trace_json};
 pub use tune::{
     Deferral, Steady, choose_deferral, choose_first_k, data_parallel_steady, refine_deferral,

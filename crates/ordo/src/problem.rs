@@ -16,6 +16,13 @@ pub struct Problem {
     /// What the target's profile measured a step to cost outside its tasks, in µs (0 without
     /// a profile): added to predictions of a run.
     pub step_overhead_us: f64,
+    /// How much slower a kernel runs while another device's (or worker's) kernel runs at once
+    /// on the same host, from the profile (1 without one): [`crate::predict`] charges it for the
+    /// time two kernels overlap.
+    pub concurrency_slowdown: f64,
+    /// Where the node times came from, in words: a profile (measured), a cost graph's own
+    /// times, or a roofline (estimated, not measured), for every output to state.
+    pub costs: String,
 }
 
 impl Problem {
@@ -33,7 +40,10 @@ impl Problem {
         let place = PlaceProblem::new(&costed, target.devices.clone(), mode)?;
         let step_overhead_us =
             target.profile.as_ref().and_then(|p| p.step_overhead_us).unwrap_or(0.0);
-        Ok(Self { place, model: model.clone(), step_overhead_us })
+        let costs = target.costs_description(model);
+        let concurrency_slowdown =
+            target.profile.as_ref().and_then(|p| p.concurrency_slowdown).unwrap_or(1.0);
+        Ok(Self { place, model: model.clone(), step_overhead_us, concurrency_slowdown, costs })
     }
 
     /// The model's name, for messages.

@@ -30,6 +30,7 @@ pub struct Runner {
     plan: Plan,
     workers: usize,
     step_overhead_us: f64,
+    concurrency_slowdown: f64,
     /// Micro-batches per step (1 but for a pipeline).
     micro_batches: usize,
     /// Training steps per run (1 but for a steady-state plan).
@@ -88,6 +89,7 @@ impl Runner {
             plan: planned.plan.clone(),
             workers,
             step_overhead_us: problem.step_overhead_us,
+            concurrency_slowdown: problem.concurrency_slowdown,
             micro_batches: planned.micro_batches(),
             steps: planned.steps,
             from_file,
@@ -113,6 +115,23 @@ impl Runner {
     /// The inputs every step reads, one set per replica.
     pub fn feeds(&self) -> &[Feeds] {
         &self.feeds
+    }
+
+    /// Runs untimed steps on a copy of the state for `seconds` (at least one step when
+    /// `seconds` > 0, none for 0): the state, and so the losses of the steps that follow, are
+    /// unchanged, and the machine is warm when they are measured. Returns the steps run.
+    ///
+    /// # Errors
+    /// As [`Runner::step`].
+    pub fn warm_up(&self, seconds: f64) -> Result<usize> {
+        let clock = std::time::Instant::now();
+        let mut steps = 0;
+        while clock.elapsed().as_secs_f64() < seconds {
+            let mut copy = self.state.clone();
+            self.exe.run_step(&mut copy, &self.feeds)?;
+            steps += 1;
+        }
+        Ok(steps)
     }
 
     /// Runs one step: forward, backward and updates (or the forward pass of a forward graph).
@@ -148,7 +167,7 @@ impl Runner {
     /// # Errors
     /// [`crate::Error::Sim`] if the simulator refuses the plan.
     pub fn predict(&self) -> Result<Report> {
-        let mut report = predict(&self.plan, self.workers)?;
+        let mut report = predict(&self.plan, self.workers, self.concurrency_slowdown)?;
         report.step_time_us += self.step_overhead_us;
         Ok(report)
     }
@@ -206,25 +225,30 @@ pub fn program(graph: &Graph, planned: &Planned) -> Result<Program> {
     Ok(Program::with_accumulation(graph, &accumulated)?)
 }
 
-/// The simulator's prediction of `plan` run with `workers` compute threads per device: each
-/// kernel or copy then keeps one thread, `1 / workers` of its device, busy, and tasks of
-/// different streams run side by side up to `workers` at a time (the simulator's concurrent
-/// kernels, sharing by occupancy); a transfer is a copy made by a worker of the sending device
-/// (the simulator's host channel).
+/// The simulator's prediction of `plan` run with `workers` compute threads per device on one
+/// host whose cores slow each other by `slowdown` (the profile's
+/// [`ordo_cost::Profile::concurrency_slowdown`], 1 for none): each kernel or copy keeps one
+/// thread, `slowdown / workers` of its device, busy, so that tasks of different streams run
+/// side by side up to `workers` at a time, each `slowdown` times slower than alone (the
+/// simulator's concurrent kernels, sharing by occupancy); work on different devices is slowed
+/// by `slowdown` while it overlaps ([`ordo_sim::simulate_on_host`]); a transfer is a copy
+/// made by a worker of the sending device (the simulator's host channel).
 ///
 /// # Errors
 /// [`crate::Error::Sim`] if the simulator refuses the plan.
-pub fn predict(plan: &Plan, workers: usize) -> Result<Report> {
+pub fn predict(plan: &Plan, workers: usize, slowdown: f64) -> Result<Report> {
     let mut plan = plan.clone();
+    let slowdown = if slowdown.is_finite() { slowdown.max(1.0) } else { 1.0 };
     if workers > 1 {
+        let occupancy = (slowdown / workers as f64).min(1.0);
         for task in &mut plan.tasks {
             if let TaskKind::Compute { .. } | TaskKind::Transfer { .. } = task.kind {
-                task.occupancy = 1.0 / workers as f64;
+                task.occupancy = occupancy;
             }
         }
     }
     let options = SimOptions { concurrent_kernels: workers > 1, channel: Channel::Host };
-    Ok(ordo_sim::simulate(&plan, &options)?)
+    Ok(ordo_sim::simulate_on_host(&plan, &options, slowdown)?)
 }
 
 /// A measured step in the simulator's report form, so that it draws as the same trace

@@ -81,6 +81,30 @@ impl Target {
         self.devices.count()
     }
 
+    /// Where `model`'s node times come from on this target, in words: the profile's
+    /// measurements (with how many timed steps and their spread), a cost graph's own times, or
+    /// a roofline's estimates.
+    pub fn costs_description(&self, model: &crate::Model) -> String {
+        if let Some(profile) = &self.profile {
+            let spread =
+                profile.spread.map_or(String::new(), |s| format!(", spread {:.1}%", s * 100.0));
+            return format!(
+                "measured: profile of `{}` on {} ({} timed steps{spread})",
+                profile.model, profile.device, profile.reps
+            );
+        }
+        if model.graph().is_none() {
+            return "the cost graph's own times".into();
+        }
+        let roofline = match &self.cluster {
+            Some(cluster) => format!("roofline of cluster `{}`", cluster.name),
+            None => "ordo's default roofline".into(),
+        };
+        format!(
+            "{roofline}: estimated from FLOPs and bytes, not measured (`ordo profile` measures)"
+        )
+    }
+
     /// `graph` costed for these devices: the cluster's roofline (or the default one), then
     /// the profile's times where it has them.
     pub(crate) fn cost(&self, model: &crate::Model) -> Result<CostGraph> {

@@ -1,5 +1,7 @@
 //! `ordo compare MODEL|COSTGRAPH --devices N`: every algorithm side by side.
 
+use std::path::PathBuf;
+
 use ordo_place::{Algorithm, PlaceOptions};
 use serde_json::json;
 
@@ -21,6 +23,10 @@ pub struct Args {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Also write the comparison as an SVG bar chart: step time and peak memory per
+    /// algorithm (or per pipeline schedule), with the lower bound and the memory limit.
+    #[arg(allow_negative_numbers = true, long, value_name = "OUT.svg")]
+    pub svg: Option<PathBuf>,
     /// With `--train`: compare the one-device training schedules (inorder, ooo) on device 0
     /// instead of the placers.
     #[arg(long, requires = "train")]
@@ -60,7 +66,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.pipeline.pipeline.is_some() {
         let loaded = args.pipeline.micro_batch_problem(&args.problem)?.load()?;
         let options = ordo_sim::SimOptions { channel: args.channel.into(), ..Default::default() };
-        return pipeline::compare(&loaded, &args.pipeline, &options, args.json);
+        return pipeline::compare(
+            &loaded,
+            &args.pipeline,
+            &options,
+            args.json,
+            args.svg.as_deref(),
+        );
     }
     let loaded = args.data_parallel.replica_problem(&args.problem).load()?;
     if args.schedules {
@@ -117,6 +129,29 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         },
     });
     let lower_bound = ordo_place::lower_bounds(problem).best_us();
+    let written = match &args.svg {
+        Some(path) => {
+            let bars: Vec<ordo_sim::CompareBar> = results
+                .iter()
+                .map(|row| ordo_sim::CompareBar {
+                    name: row.algo.clone(),
+                    result: row.placement.clone().and_then(|p| {
+                        let peak = p.peak_memory_bytes.iter().copied().max().unwrap_or(0);
+                        row.simulated.clone().map(|us| (us, peak))
+                    }),
+                })
+                .collect();
+            let title = format!(
+                "{} on {}: simulated step and peak memory per placer",
+                loaded.label, loaded.devices_label
+            );
+            let limit = problem.devices.memory.iter().copied().min();
+            let svg = ordo_sim::compare_svg(&title, &bars, lower_bound as f64, limit);
+            crate::format::write_file(path, svg.as_bytes())?;
+            Some(path)
+        }
+        None => None,
+    };
     if args.json {
         let rows: Vec<_> = results
             .iter()
@@ -138,6 +173,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .collect();
         let out = json!({
             "target": loaded.label,
+            "costs": loaded.problem.costs,
             "devices": problem.devices.count(),
             "lower_bound_us": lower_bound,
             "simple_lower_bound_us": problem.simple_lower_bound_us(),
@@ -148,6 +184,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     println!("{} ({} nodes) on {}", loaded.label, problem.len(), loaded.devices_label);
     println!("memory model  {}", mode_label(problem.mode));
+    println!("costs         {}", loaded.problem.costs);
     println!(
         "lower bound   {:.2} ms (critical path and work alone {:.2} ms)",
         lower_bound as f64 / 1e3,
@@ -187,5 +224,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
     }
     print!("{}", table.render());
+    if let Some(path) = written {
+        println!("wrote {}", path.display());
+    }
     Ok(())
 }

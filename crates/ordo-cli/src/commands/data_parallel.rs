@@ -114,6 +114,7 @@ pub fn simulate(
     schedule: OneDeviceSchedule,
     options: &SimOptions,
     as_json: bool,
+    drawings: &crate::commands::simulate::Drawings,
 ) -> anyhow::Result<()> {
     let outcome = evaluate(loaded, args, replicas, schedule, options)?;
     let limit = loaded.problem.place.devices.memory[0];
@@ -127,6 +128,22 @@ pub fn simulate(
             bytes(limit)
         );
     }
+    let written = if drawings.any() {
+        // One step of the plan with the k chosen, from an empty start: the steady state's
+        // numbers above come from a longer run.
+        let strategy = ordo::Strategy::DataParallel { config: outcome.config, steps: 1 };
+        let planned = ordo::plan(&loaded.problem, &strategy)
+            .with_context(|| format!("planning `{}` to draw one step", loaded.label))?;
+        let report = ordo_sim::simulate(&planned.plan, options)
+            .with_context(|| format!("simulating one step of `{}`", loaded.label))?;
+        let title = format!(
+            "{}: one step on {replicas} data-parallel devices, reverse first-k = {}",
+            loaded.label, outcome.config.first_k
+        );
+        drawings.draw(&planned.plan, &report, &title, &vec![limit; planned.plan.devices])?
+    } else {
+        Vec::new()
+    };
     if as_json {
         println!("{:#}", outcome_json(loaded, &outcome));
         return Ok(());
@@ -144,6 +161,9 @@ pub fn simulate(
         if outcome.search.is_some() { " (chosen by simulation)" } else { "" }
     );
     println!("peak memory   {} per device", bytes(outcome.chosen.peak_memory_bytes));
+    for path in written {
+        println!("wrote {} (one step, from an empty start)", path.display());
+    }
     Ok(())
 }
 

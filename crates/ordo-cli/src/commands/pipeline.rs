@@ -88,17 +88,43 @@ fn simulate_one(
     })
 }
 
-/// `ordo simulate MODEL --train --pipeline S --micro-batches M --schedule ...`.
+/// `ordo simulate MODEL --train --pipeline S --micro-batches M --schedule ...`; the step
+/// drawn where `drawings` asks.
 pub fn simulate(
     loaded: &Loaded,
     args: &PipelineArgs,
     schedule: PipelineSchedule,
     options: &SimOptions,
     as_json: bool,
+    drawings: &crate::commands::simulate::Drawings,
 ) -> anyhow::Result<()> {
     let pipeline = args.pipeline(schedule);
-    let result = simulate_one(loaded, &pipeline, options)?;
+    let planned = ordo_sched::pipeline_plan(loaded.place_problem(), &pipeline)
+        .map_err(|e| ordo_sim::SimError::InvalidPlan(e.to_string()))
+        .and_then(|planned| ordo_sim::pipeline_report(&planned, options).map(|r| (planned, r)))
+        .with_context(|| {
+            format!(
+                "simulating `{}` on a {}-stage pipeline, {}",
+                loaded.label,
+                pipeline.stages,
+                schedule.name()
+            )
+        });
+    let (planned, result) = planned?;
     check_memory(loaded, &result)?;
+    let title = format!(
+        "{}: {}-stage pipeline, {} micro-batches, {}",
+        loaded.label,
+        pipeline.stages,
+        pipeline.micro_batches,
+        schedule.name()
+    );
+    let written = drawings.draw(
+        &planned.plan,
+        &result.report,
+        &title,
+        &loaded.problem.place.devices.memory,
+    )?;
     if as_json {
         println!("{:#}", row_json(schedule, &result, None));
         return Ok(());
@@ -116,16 +142,20 @@ pub fn simulate(
     println!("stage of each block {:?}", result.stage_of_unit);
     let peaks: Vec<String> = result.peak_memory_bytes.iter().map(|&b| bytes(b)).collect();
     println!("peak memory   {}", peaks.join(" | "));
+    for path in written {
+        println!("wrote {}", path.display());
+    }
     Ok(())
 }
 
-/// `ordo compare MODEL --train --pipeline S --micro-batches M`: the three schedules side by
-/// side, speedup over GPipe.
+/// `ordo compare MODEL --train --pipeline S --micro-batches M`: the schedules side by side,
+/// speedup over GPipe; also drawn as a bar chart at `svg` when given.
 pub fn compare(
     loaded: &Loaded,
     args: &PipelineArgs,
     options: &SimOptions,
     as_json: bool,
+    svg: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
     let mut results = Vec::new();
     for schedule in PipelineSchedule::ALL {
@@ -133,6 +163,29 @@ pub fn compare(
         results.push((schedule, result));
     }
     let gpipe = results[0].1.step_time_us;
+    if let Some(path) = svg {
+        let bars: Vec<ordo_sim::CompareBar> = results
+            .iter()
+            .map(|(schedule, result)| ordo_sim::CompareBar {
+                name: schedule.name().to_string(),
+                result: Ok((
+                    result.step_time_us,
+                    result.peak_memory_bytes.iter().copied().max().unwrap_or(0),
+                )),
+            })
+            .collect();
+        let title = format!(
+            "{} on {} pipeline stages, {} micro-batches: step time and peak memory per schedule",
+            loaded.label,
+            args.pipeline.unwrap_or(0),
+            args.micro_batches
+        );
+        let limit = loaded.place_problem().devices.memory.iter().copied().min();
+        crate::format::write_file(
+            path,
+            ordo_sim::compare_svg(&title, &bars, 0.0, limit).as_bytes(),
+        )?;
+    }
     if as_json {
         let rows: Vec<_> = results.iter().map(|(s, r)| row_json(*s, r, Some(gpipe))).collect();
         let out = json!({
@@ -166,6 +219,9 @@ pub fn compare(
         ]);
     }
     print!("{}", table.render());
+    if let Some(path) = svg {
+        println!("wrote {}", path.display());
+    }
     Ok(())
 }
 

@@ -25,9 +25,12 @@ pub struct Args {
     /// and expand the result to every node.
     #[arg(long)]
     pub reduce: bool,
-    /// Write the placement as JSON to this file (`-` for standard output).
-    #[arg(allow_negative_numbers = true, long, value_name = "OUT")]
-    pub json: Option<PathBuf>,
+    /// Print the placement as JSON on standard output (`ordo.placement/1`), and nothing else.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the placement as JSON to this file (written whole or not at all).
+    #[arg(allow_negative_numbers = true, long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 /// Places the graph and prints or writes the result.
@@ -38,16 +41,18 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let placed = loaded.place(&args.algo, &options, &args.search)?;
     let placement = placed.placement;
     let file = ordo_place::placement_file(loaded.place_problem(), &placement);
-    if let Some(path) = &args.json
-        && write_json(path, &file)?
-    {
+    if let Some(path) = &args.out {
+        write_json(path, &file)?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&file)?);
         return Ok(());
     }
     print_summary(&loaded, &placement, &file);
     if let Some(auto) = &placed.auto {
         print_auto(auto);
     }
-    if let Some(path) = &args.json {
+    if let Some(path) = &args.out {
         println!("wrote {}", path.display());
     }
     Ok(())
@@ -64,6 +69,7 @@ fn print_summary(loaded: &crate::placing::Loaded, placement: &Placement, file: &
         placement.placement_seconds * 1e3
     );
     println!("memory model     {}", mode_label(problem.mode));
+    println!("costs            {}", loaded.problem.costs);
     let gap = if file.lower_bound_us > 0 {
         (placement.makespan_us as f64 / file.lower_bound_us as f64 - 1.0) * 100.0
     } else {

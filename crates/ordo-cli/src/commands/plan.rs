@@ -19,9 +19,12 @@ pub struct Args {
     pub algo: String,
     #[command(flatten)]
     pub search: crate::placing::SearchArgs,
-    /// Write the plan as JSON to this file (`-` for standard output).
-    #[arg(allow_negative_numbers = true, long, value_name = "OUT")]
-    pub json: Option<PathBuf>,
+    /// Print the plan as JSON on standard output (`ordo.plan/1`), and nothing else.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the plan as JSON to this file (written whole or not at all).
+    #[arg(allow_negative_numbers = true, long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 /// Places the graph, builds the plan, and prints or writes it.
@@ -30,9 +33,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let placement = loaded.place(&args.algo, &PlaceOptions::default(), &args.search)?.placement;
     let plan = ordo_sched::build_plan(loaded.place_problem(), &placement)
         .with_context(|| format!("scheduling `{}`", loaded.label))?;
-    if let Some(path) = &args.json
-        && write_json(path, &plan)?
-    {
+    if let Some(path) = &args.out {
+        write_json(path, &plan)?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&plan)?);
         return Ok(());
     }
     println!(
@@ -43,7 +48,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         placement.algo
     );
     print!("{}", summary(&plan));
-    if let Some(path) = &args.json {
+    if let Some(path) = &args.out {
         println!("wrote {}", path.display());
     }
     Ok(())

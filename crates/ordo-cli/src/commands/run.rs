@@ -130,10 +130,20 @@ pub struct Args {
     /// Run no kernel and move no data: measures the runtime's own overhead.
     #[arg(long)]
     pub empty_kernels: bool,
-    /// Node compute times from a profile written by `ordo profile` of the same graph (default:
-    /// the shipped `cpu` cluster's roofline), for placing and for the prediction.
-    #[arg(allow_negative_numbers = true, long, value_name = "FILE")]
+    /// Node compute times from a profile written by `ordo profile` of the same graph, for
+    /// placing and for the prediction (default: the model is profiled on this machine first,
+    /// for about a second).
+    #[arg(allow_negative_numbers = true, long, value_name = "FILE", conflicts_with = "roofline")]
     pub profile: Option<PathBuf>,
+    /// Cost the nodes with the shipped `cpu` cluster's roofline instead of profiling them
+    /// first: faster, but the prediction is an estimate (often several times too fast).
+    #[arg(long)]
+    pub roofline: bool,
+    /// Untimed steps (on a copy of the state, so the losses are unchanged) run this long before
+    /// the measured ones: a cold process, and a virtual machine's idle cores, run the first
+    /// tens of milliseconds several times slower.
+    #[arg(allow_hyphen_values = true, long, default_value = "0.3s", value_name = "TIME")]
+    pub warmup_seconds: String,
     /// Write the last step as a Chrome trace, in the simulator's format.
     #[arg(allow_negative_numbers = true, long, value_name = "OUT.json")]
     pub trace: Option<PathBuf>,
@@ -206,7 +216,25 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     let cpu = ordo_cost::Cluster::builtin("cpu").context("the shipped `cpu` cluster")?;
     let budget = args.memory.as_deref().map(crate::placing::memory_option).transpose()?;
     let comm = cpu.comm(0, 1);
-    let profile = args.profile.as_deref().map(ordo_cost::Profile::read).transpose()?;
+    let profile = match &args.profile {
+        Some(path) => Some(ordo_cost::Profile::read(path)?),
+        None if args.roofline || args.empty_kernels => None,
+        None => {
+            let graph = model.graph().expect("checked above: the model has a graph").clone();
+            let options = ordo_exec::ProfileOptions {
+                mode: ordo_exec::ProfileMode::Runtime,
+                settings: RunSettings { seed: args.search.seed, ..RunSettings::default() },
+                ..ordo_exec::ProfileOptions::default()
+            };
+            // What a second device or worker costs is measured only where there is one.
+            let several = devices > 1
+                || args.workers > 1
+                || args.pipeline.pipeline.is_some()
+                || args.data_parallel.is_some();
+            let batch = crate::commands::profile::batch_of(&args.target, size);
+            Some(crate::commands::profile::measure(graph, batch, &options, several)?)
+        }
+    };
     let problem_on = |n: usize| -> anyhow::Result<ordo::Problem> {
         let target =
             Target::uniform(n, budget.unwrap_or(u64::MAX))?.costed_by(cpu.clone()).with_comm(comm);
@@ -346,6 +374,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let params = runner.parameters().len();
     let from_file = runner.parameters_from_file().map(|(loaded, _)| loaded);
     predicted.step_time_us /= per_run as f64;
+    let warmup_seconds = crate::placing::seconds("--warmup-seconds", &args.warmup_seconds)?;
+    let warmup_steps =
+        with_spinner("warming up", |_| runner.warm_up(warmup_seconds)).context("warming up")?;
     let mut runs: Vec<StepRun> = Vec::with_capacity(args.steps / per_run);
     let mut losses = Vec::with_capacity(args.steps);
     with_spinner("running", |bar| -> anyhow::Result<()> {
@@ -383,6 +414,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             "losses": losses,
             "step_us": runs.iter().map(|r| r.wall_us / per_run as f64).collect::<Vec<_>>(),
             "measured_step_us": measured,
+            "warmup_steps": warmup_steps * per_run,
+            "costs": problem.costs,
             "predicted_step_us": predicted.step_time_us,
             "peak_memory_bytes": last.peak_memory_bytes,
             "predicted_peak_memory_bytes": predicted.peak_memory_bytes,
@@ -407,10 +440,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         println!("loss          {}", shown.join(" "));
     }
     println!(
-        "step time     {:.3} ms measured (median), {:.3} ms predicted",
+        "step time     {:.3} ms measured (median of {} after {} untimed warm-up), {:.3} ms \
+         predicted",
         measured / 1e3,
+        runs.len() * per_run,
+        warmup_steps * per_run,
         predicted.step_time_us / 1e3
     );
+    println!("costs         {}", problem.costs);
     let mut table = Table::new(&["device", "peak memory", "predicted"]);
     for d in 0..plan.devices {
         table.row(vec![

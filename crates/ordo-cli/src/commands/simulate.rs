@@ -152,32 +152,34 @@ pub struct Args {
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let options =
         SimOptions { concurrent_kernels: args.concurrent_kernels, channel: args.channel.into() };
+    let drawings = Drawings { trace: args.trace.clone(), svg: args.svg.clone() };
     if let Some(replicas) = args.data_parallel.data_parallel {
-        if args.trace.is_some() || args.svg.is_some() {
-            anyhow::bail!(
-                "--trace and --svg show one plan; --data-parallel reports a steady state"
-            );
-        }
         let loaded = args.data_parallel.replica_problem(&args.problem).load()?;
         let schedule = match args.schedule {
             Some(schedule) => schedule.one_device()?,
             None => OneDeviceSchedule::InOrder,
         };
         let dp = &args.data_parallel;
-        return data_parallel::simulate(&loaded, dp, replicas, schedule, &options, args.json);
+        return data_parallel::simulate(
+            &loaded, dp, replicas, schedule, &options, args.json, &drawings,
+        );
     }
     if args.pipeline.pipeline.is_some() {
-        if args.trace.is_some() || args.svg.is_some() {
-            anyhow::bail!("--trace and --svg are not drawn for --pipeline yet");
-        }
         let schedule = args.schedule.unwrap_or(ScheduleArg::FastForward).pipeline()?;
         let loaded = args.pipeline.micro_batch_problem(&args.problem)?.load()?;
-        return pipeline::simulate(&loaded, &args.pipeline, schedule, &options, args.json);
+        return pipeline::simulate(
+            &loaded,
+            &args.pipeline,
+            schedule,
+            &options,
+            args.json,
+            &drawings,
+        );
     }
     if args.steady_state {
         return steady_state(args, &options);
     }
-    let Loaded { plan, label, placer_estimate, limit } = load_plan(args)?;
+    let Loaded { plan, label, placer_estimate, limit, limits, costs } = load_plan(args)?;
     let report = with_spinner("simulating", |_| ordo_sim::simulate(&plan, &options))
         .with_context(|| format!("simulating `{label}`"))?;
     if let Some(limit) = limit
@@ -189,23 +191,57 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             bytes(limit)
         );
     }
-    if let Some(path) = &args.trace {
-        crate::format::write_file_io(path, ordo_sim::chrome_trace_json(&plan, &report))
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    if let Some(path) = &args.svg {
-        write_svgs(path, &plan, &report)?;
-    }
+    let written = drawings.draw(&plan, &report, &label, &limits)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
     println!("simulated {label}: {} tasks on {} devices", plan.tasks.len(), plan.devices);
     print_summary(&report, placer_estimate);
-    for path in args.trace.iter().chain(&args.svg) {
+    if let Some(costs) = costs {
+        println!("costs         {costs}");
+    }
+    for path in written {
         println!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// Where to draw a simulated step: a Chrome trace, an SVG Gantt chart (with memory plots
+/// beside it).
+pub struct Drawings {
+    /// The Chrome trace's path.
+    pub trace: Option<PathBuf>,
+    /// The Gantt chart's path; `<stem>-memory-<device>.svg` beside it.
+    pub svg: Option<PathBuf>,
+}
+
+impl Drawings {
+    /// Whether any drawing is asked for.
+    pub fn any(&self) -> bool {
+        self.trace.is_some() || self.svg.is_some()
+    }
+
+    /// Draws `report` of `plan` as asked, `title` on the chart, each device's memory limit
+    /// (`limits`, where known) on its memory plot; every file written.
+    pub fn draw(
+        &self,
+        plan: &Plan,
+        report: &Report,
+        title: &str,
+        limits: &[u64],
+    ) -> anyhow::Result<Vec<PathBuf>> {
+        let mut written = Vec::new();
+        if let Some(path) = &self.trace {
+            crate::format::write_file_io(path, ordo_sim::chrome_trace_json(plan, report))
+                .with_context(|| format!("writing {}", path.display()))?;
+            written.push(path.clone());
+        }
+        if let Some(path) = &self.svg {
+            written.extend(write_svgs(path, plan, report, title, limits)?);
+        }
+        Ok(written)
+    }
 }
 
 /// The plan to simulate and what is known about it.
@@ -217,6 +253,10 @@ struct Loaded {
     placer_estimate: Option<u64>,
     /// Device 0's memory, which a one-device schedule must fit.
     limit: Option<u64>,
+    /// Every device's memory, where known (drawn on the memory plots).
+    limits: Vec<u64>,
+    /// Where the node times came from, where known.
+    costs: Option<String>,
 }
 
 fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
@@ -231,7 +271,14 @@ fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
             ordo_sched::check_against(&plan, loaded.place_problem())
                 .with_context(|| format!("checking plan {target} against `{graph}`"))?;
         }
-        return Ok(Loaded { plan, label: target.clone(), placer_estimate: None, limit: None });
+        return Ok(Loaded {
+            plan,
+            label: target.clone(),
+            placer_estimate: None,
+            limit: None,
+            limits: Vec::new(),
+            costs: None,
+        });
     }
     if args.graph.is_some() {
         anyhow::bail!("--graph checks a plan file, but `{target}` is not one");
@@ -257,6 +304,8 @@ fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
             ),
             placer_estimate: None,
             limit: Some(loaded.place_problem().devices.memory[0]),
+            limits: loaded.place_problem().devices.memory.clone(),
+            costs: Some(loaded.problem.costs.clone()),
             plan: planned.plan,
         },
         None => {
@@ -270,6 +319,8 @@ fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
                 ),
                 placer_estimate: placement.map(|p| p.makespan_us),
                 limit: None,
+                limits: loaded.place_problem().devices.memory.clone(),
+                costs: Some(loaded.problem.costs.clone()),
                 plan: planned.plan,
             }
         }
@@ -371,18 +422,28 @@ fn is_plan_file(path: &Path) -> bool {
     }
 }
 
-fn write_svgs(path: &Path, plan: &Plan, report: &Report) -> anyhow::Result<()> {
-    crate::format::write_file_io(path, ordo_sim::gantt_svg(plan, report))
+/// The Gantt chart at `path` and a memory plot per device beside it (`limits`: each device's
+/// memory, where known); the files written.
+fn write_svgs(
+    path: &Path,
+    plan: &Plan,
+    report: &Report,
+    title: &str,
+    limits: &[u64],
+) -> anyhow::Result<Vec<PathBuf>> {
+    crate::format::write_file_io(path, ordo_sim::gantt_svg(plan, report, title))
         .with_context(|| format!("writing {}", path.display()))?;
+    let mut written = vec![path.to_path_buf()];
     let stem = path.with_extension("");
     for device in 0..plan.devices {
-        if let Some(svg) = ordo_sim::memory_svg(report, device) {
+        if let Some(svg) = ordo_sim::memory_svg(report, device, limits.get(device).copied()) {
             let memory_path = PathBuf::from(format!("{}-memory-{device}.svg", stem.display()));
             crate::format::write_file_io(&memory_path, svg)
                 .with_context(|| format!("writing {}", memory_path.display()))?;
+            written.push(memory_path);
         }
     }
-    Ok(())
+    Ok(written)
 }
 
 fn print_summary(report: &Report, placer_estimate: Option<u64>) {
