@@ -13,7 +13,9 @@ use ordo_sched::{Plan, TaskKind};
 use crate::{Report, SimError, SimOptions, simulate};
 
 /// Simulates `plan` as [`simulate`] does, with work on different devices slowed by
-/// `slowdown` (at least 1) while it overlaps (see the [module documentation](self)).
+/// `slowdown` (at least 1) while it overlaps: simulated once, each kernel or copy stretched by
+/// `1 + (slowdown - 1) x` the share of its time that another device was busy, simulated again.
+/// One device, or a slowdown that is not a finite number above 1, changes nothing.
 ///
 /// # Errors
 /// The simulator's.
