@@ -1,5 +1,5 @@
-//! The corpus of bad inputs: hundreds of broken cost graphs, clusters, plans and options, each
-//! run through the `ordo` binary. None may panic, abort or run past 30 s, and every refusal
+//! The corpus of bad inputs: hundreds of broken cost graphs, clusters, plans, profiles, ONNX
+//! files and options, each run through the `ordo` binary. None may panic, abort or run past 30 s, and every refusal
 //! must be an `error:` line naming its culprit (the field, the option). A value that is
 //! merely unusual may be accepted; what is accepted must not crash a later stage.
 //!
@@ -290,6 +290,147 @@ fn plan_cases(dir: &Path, graph: &str) -> Vec<Case> {
 }
 
 /// Options that make no sense, with the option a refusal must name.
+/// A valid profile of `gnmt --small`'s forward graph, measured here (one quick call per node),
+/// then edited: (label, edit, culprit).
+type ProfileEdit = (&'static str, fn(&mut serde_json::Value), &'static str);
+
+fn profile_edits() -> Vec<ProfileEdit> {
+    use serde_json::json;
+    let mut edits: Vec<ProfileEdit> = vec![
+        ("no format", |p| p["format"] = json!(null), "format"),
+        ("a newer format", |p| p["format"] = json!("ordo.profile/9"), "ordo.profile/9"),
+        ("not a profile", |p| p["format"] = json!("ordo.plan/1"), "format"),
+        ("no nodes", |p| p["nodes"] = json!([]), "node"),
+        ("a node missing", |p| drop(p["nodes"].as_array_mut().unwrap().pop()), "node"),
+        (
+            "a node twice",
+            |p| {
+                let first = p["nodes"][0].clone();
+                p["nodes"].as_array_mut().unwrap().push(first);
+            },
+            "twice",
+        ),
+        ("an unknown node", |p| p["nodes"][0]["name"] = json!("no such node"), "no such node"),
+        ("wrong output count", |p| p["nodes"][0]["output_bytes"] = json!([1, 2, 3]), "sizes"),
+        ("nodes not a list", |p| p["nodes"] = json!({}), "nodes"),
+        ("link without cost", |p| p["link"] = json!({"fixed_us": 1.0}), "us_per_byte"),
+    ];
+    // Every number of the format with values no measurement gives.
+    macro_rules! number {
+        ($label:literal, $field:literal, $($path:tt)+) => {
+            edits.push(($label, |p| p$($path)+ = json!(-1.0), $field));
+            edits.push((concat!($label, " huge"), |p| p$($path)+ = json!(1e300), $field));
+            edits.push((concat!($label, " text"), |p| p$($path)+ = json!("fast"), $field));
+        };
+    }
+    number!("node time", "time_us", ["nodes"][0]["time_us"]);
+    number!("temporary bytes", "temporary_bytes", ["nodes"][0]["temporary_bytes"]);
+    number!("output bytes", "output_bytes", ["nodes"][0]["output_bytes"][0]);
+    number!("spread", "spread", ["spread"]);
+    number!("concurrency slowdown", "concurrency_slowdown", ["concurrency_slowdown"]);
+    number!("step overhead", "step_overhead_us", ["step_overhead_us"]);
+    number!("link fixed cost", "fixed_us", ["link"]["fixed_us"]);
+    number!("link cost per byte", "us_per_byte", ["link"]["us_per_byte"]);
+    number!("reps", "reps", ["reps"]);
+    number!("batch", "batch", ["batch"]);
+    edits.push(("slowdown below 1", |p| p["concurrency_slowdown"] = json!(0.5), "concurrency"));
+    edits
+}
+
+fn profile_cases(dir: &Path) -> Vec<Case> {
+    let good = dir.join("profile-good.json");
+    let good = good.to_str().expect("a UTF-8 path").to_string();
+    let made = Command::new(env!("CARGO_BIN_EXE_ordo"))
+        .args(["profile", "gnmt", "--small", "--reps", "1", "--warmup", "0"])
+        .args(["--warmup-seconds", "0", "--timed-seconds", "0", "--out", &good])
+        .output()
+        .expect("ordo runs");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let mut base: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    // The fields a profile has only when measured, so that every edit meets one.
+    base["link"] = serde_json::json!({"fixed_us": 5.0, "us_per_byte": 0.0001});
+    base["concurrency_slowdown"] = serde_json::json!(1.1);
+    base["spread"] = serde_json::json!(0.03);
+    base["step_overhead_us"] = serde_json::json!(20.0);
+    let mut cases = Vec::new();
+    for (k, (label, edit, culprit)) in profile_edits().into_iter().enumerate() {
+        let mut profile = base.clone();
+        edit(&mut profile);
+        let path = write(dir, &format!("profile-{k}.json"), &profile.to_string());
+        cases.push(Case {
+            label: format!("profile: {label}"),
+            args: strings(&["place", "gnmt", "--small", "--devices", "2", "--profile", &path]),
+            culprit: vec![path.clone(), culprit.to_string()],
+        });
+    }
+    for (k, text) in ["", "{", "[1, 2]", "null", "\u{0}"].iter().enumerate() {
+        let path = write(dir, &format!("profile-text-{k}.json"), text);
+        cases.push(Case {
+            label: format!("profile text {text:?}"),
+            args: strings(&["run", "gnmt", "--small", "--steps", "1", "--profile", &path]),
+            culprit: vec![path],
+        });
+    }
+    cases
+}
+
+/// ONNX files: the repository's broken fixtures, and a small valid model cut short at many
+/// lengths and with bytes overwritten at many places. A mutant may still be a valid model (it
+/// is then accepted); none may crash.
+fn onnx_cases(dir: &Path) -> Vec<Case> {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ordo-onnx/tests/fixtures");
+    let mut cases = Vec::new();
+    for name in [
+        "bad_conv_weight",
+        "bad_huge_constant",
+        "bad_initializer_length",
+        "bad_opset",
+        "bad_output_shape",
+        "bad_symbolic_dim",
+        "cycle",
+    ] {
+        let path = fixtures.join(format!("{name}.onnx"));
+        let path = path.to_str().expect("a UTF-8 path").to_string();
+        for args in [
+            vec!["inspect", &path],
+            vec!["run", &path, "--train", "--steps", "1", "--roofline", "--warmup-seconds", "0"],
+        ] {
+            cases.push(Case {
+                label: format!("onnx {name}: {}", args[0]),
+                args: strings(&args),
+                culprit: vec![path.clone()],
+            });
+        }
+    }
+    let good = std::fs::read(fixtures.join("convnet.onnx")).expect("the convnet fixture");
+    let n = good.len();
+    for k in 1..=20 {
+        let path = dir.join(format!("cut-{k}.onnx"));
+        std::fs::write(&path, &good[..n * k / 21]).unwrap();
+        let path = path.to_str().unwrap().to_string();
+        cases.push(Case {
+            label: format!("onnx cut at {}/21", k),
+            args: strings(&["place", &path, "--devices", "2"]),
+            culprit: vec![path],
+        });
+    }
+    for k in 0..30 {
+        let mut bytes = good.clone();
+        let at = (k * 7919 + 13) % n;
+        bytes[at] = bytes[at].wrapping_add(0x55) | 0x80;
+        let path = dir.join(format!("flip-{k}.onnx"));
+        std::fs::write(&path, &bytes).unwrap();
+        let path = path.to_str().unwrap().to_string();
+        cases.push(Case {
+            label: format!("onnx byte {at} overwritten"),
+            args: strings(&["inspect", &path]),
+            culprit: vec![path],
+        });
+    }
+    cases
+}
+
 fn option_cases(graph: &str) -> Vec<Case> {
     // `run` of a small ResNet-50 training graph with `extra` options.
     let train =
@@ -320,6 +461,15 @@ fn option_cases(graph: &str) -> Vec<Case> {
         (vec!["synth", "--nodes", "0", "--out", "/dev/null"], "nodes"),
         (vec!["inspect", "resnet50", "--seq-len", "64"], "seq-len"),
         (vec!["place", "mobilenet_v3_large", "--seq-len", "8", "--devices", "2"], "seq-len"),
+        (vec!["place", graph, "--devices", "2", "--budget", "1e300s"], "budget"),
+        (vec!["place", graph, "--devices", "2", "--json", "out.json"], "out.json"),
+        (vec!["place", graph, "--devices", "2", "--out", "-"], "--out"),
+        (vec!["profile", "gnmt", "--small", "--out", "p.json", "--timed-seconds", "-1s"], "timed"),
+        (vec!["profile", "gnmt", "--small", "--out", "p.json", "--warmup-seconds", "x"], "warmup"),
+        (train(&["--warmup-seconds", "NaN"]), "warmup-seconds"),
+        (train(&["--roofline", "--profile", "p.json"]), "roofline"),
+        (vec!["compare", graph, "--devices", "2", "--svg", "/no/such/dir/c.svg"], "c.svg"),
+        (vec!["simulate", graph, "--devices", "2", "--svg", "/no/such/dir/g.svg"], "g.svg"),
     ];
     table
         .into_iter()
@@ -340,7 +490,9 @@ fn no_bad_input_crashes_hangs_or_goes_unexplained() {
     cases.extend(cluster_cases(&dir, &graph));
     cases.extend(plan_cases(&dir, &graph));
     cases.extend(option_cases(&graph));
-    assert!(cases.len() >= 300, "the corpus shrank to {} cases", cases.len());
+    cases.extend(profile_cases(&dir));
+    cases.extend(onnx_cases(&dir));
+    assert!(cases.len() >= 400, "the corpus shrank to {} cases", cases.len());
     let mut failures = Vec::new();
     let mut refused = 0;
     for case in &cases {

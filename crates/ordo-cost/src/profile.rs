@@ -168,8 +168,9 @@ impl Profile {
                 )));
             }
         }
-        let profile: Profile =
-            serde_json::from_value(value).map_err(|e| invalid(format!("bad profile: {e}")))?;
+        // The path of the offending field in the message (`nodes[3].time_us: invalid type`).
+        let profile: Profile = serde_path_to_error::deserialize(value)
+            .map_err(|e| invalid(format!("bad profile: {}: {}", e.path(), e.inner())))?;
         let mut seen = BTreeSet::new();
         if let Some(slowdown) = profile.concurrency_slowdown
             && !(slowdown.is_finite() && (1.0..=100.0).contains(&slowdown))
@@ -282,7 +283,7 @@ pub fn apply_profile(graph: &mut CostGraph, profile: &Profile) -> Result<(), Pro
     if !missing.is_empty() || !extra.is_empty() {
         let mut details = Vec::new();
         if !missing.is_empty() {
-            details.push(format!("not in the profile: {}", listing(&missing)));
+            details.push(format!("graph nodes not in the profile: {}", listing(&missing)));
         }
         if !extra.is_empty() {
             details.push(format!("not in the graph: {}", listing(&extra)));
