@@ -20,6 +20,9 @@ pub struct Problem {
     /// on the same host, from the profile (1 without one): [`crate::predict`] charges it for the
     /// time two kernels overlap.
     pub concurrency_slowdown: f64,
+    /// The profile's spread when the node times were measured (see
+    /// [`ordo_cost::Profile::spread`]): above 0.1, predictions may be off by as much.
+    pub cost_spread: Option<f64>,
     /// Where the node times came from, in words: a profile (measured), a cost graph's own
     /// times, or a roofline (estimated, not measured), for every output to state.
     pub costs: String,
@@ -43,7 +46,15 @@ impl Problem {
         let costs = target.costs_description(model);
         let concurrency_slowdown =
             target.profile.as_ref().and_then(|p| p.concurrency_slowdown).unwrap_or(1.0);
-        Ok(Self { place, model: model.clone(), step_overhead_us, concurrency_slowdown, costs })
+        let cost_spread = target.profile.as_ref().and_then(|p| p.spread);
+        Ok(Self {
+            place,
+            model: model.clone(),
+            step_overhead_us,
+            concurrency_slowdown,
+            cost_spread,
+            costs,
+        })
     }
 
     /// The model's name, for messages.

@@ -448,6 +448,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         predicted.step_time_us / 1e3
     );
     println!("costs         {}", problem.costs);
+    if let Some(spread) = problem.cost_spread.filter(|&s| s > ordo_exec::WIDE_SPREAD) {
+        println!(
+            "warning: the machine's speed varied by {:.0}% while profiling; the prediction may be \
+             off by as much (run again on an idle machine)",
+            spread * 100.0
+        );
+    }
     let mut table = Table::new(&["device", "peak memory", "predicted"]);
     for d in 0..plan.devices {
         table.row(vec![
