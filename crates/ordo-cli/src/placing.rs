@@ -209,11 +209,16 @@ pub struct SearchArgs {
     /// Seed of `--algo auto`'s random restarts: the same seed gives the same placement.
     #[arg(allow_negative_numbers = true, long, default_value_t = 0)]
     pub seed: u64,
+    /// `--algo auto` never stops for the clock: every fast placer runs to its end and the
+    /// search makes all the simulations the budget sets, so the placement is the same on every
+    /// machine and build, however long it takes.
+    #[arg(long)]
+    pub reproducible: bool,
 }
 
 impl Default for SearchArgs {
     fn default() -> Self {
-        Self { budget: "2s".into(), seed: 0 }
+        Self { budget: "2s".into(), seed: 0, reproducible: false }
     }
 }
 
@@ -225,6 +230,7 @@ impl SearchArgs {
                 budget_seconds: self.budget_seconds()?,
                 seed: self.seed,
                 place: options.clone(),
+                reproducible: self.reproducible,
             }),
             Placer::Algorithm(algo, _) => Placer::Algorithm(algo, options.clone()),
         })

@@ -31,8 +31,9 @@ const MODELS: [&str; 8] = [
 
 const SAMPLES: [&str; 5] = ["resnet50", "inception_v3", "transformer", "gnmt", "synth_1k"];
 
-/// `auto`'s budget in the fixtures: converted to a fixed number of simulations, so the result
-/// is the same on every machine, and small enough for a debug build.
+/// `auto`'s budget in the fixtures (with `--reproducible`: a fixed number of simulations and
+/// no deadline, so the result is the same on every machine and build), small enough for a
+/// debug build.
 const BUDGET: &str = "0.1s";
 
 fn fixture_dir() -> PathBuf {
@@ -134,15 +135,17 @@ fn args(command: &str, target: &str, rest: &str) -> Vec<String> {
 fn compare_is_unchanged_on_every_model_and_sample() {
     let mut cases = Vec::new();
     for model in MODELS {
-        let rest = format!("--devices 4 --budget {BUDGET} --json");
+        let rest = format!("--devices 4 --budget {BUDGET} --reproducible --json");
         cases.push((format!("compare-{model}"), args("compare", model, &rest)));
-        let rest = format!("--small --train --devices 2 --memory 64MiB --budget {BUDGET} --json");
+        let rest = format!(
+            "--small --train --devices 2 --memory 64MiB --budget {BUDGET} --reproducible --json"
+        );
         cases.push((format!("compare-{model}-small-train"), args("compare", model, &rest)));
         let rest = "--small --train --devices 1 --schedules --json";
         cases.push((format!("schedules-{model}-small"), args("compare", model, rest)));
     }
     for name in SAMPLES {
-        let rest = format!("--devices 4 --forward-only --budget {BUDGET} --json");
+        let rest = format!("--devices 4 --forward-only --budget {BUDGET} --reproducible --json");
         cases.push((format!("compare-sample-{name}"), args("compare", &sample(name), &rest)));
     }
     check_all(cases);

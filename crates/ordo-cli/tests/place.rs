@@ -472,15 +472,25 @@ fn bad_pipeline_settings_are_errors() {
 
 #[test]
 fn auto_is_the_default_and_says_where_it_started() {
-    let out = on_sample("place", "inception_v3", 4, &["--budget", "100ms"]);
+    let out = on_sample("place", "inception_v3", 4, &["--budget", "100ms", "--reproducible"]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(text.contains("with auto"), "{text}");
     assert!(text.contains("auto started from m-etf"), "{text}");
-    let v = json(&on_sample("place", "inception_v3", 4, &["--budget", "100ms", "--json"]));
+    let v = json(&on_sample(
+        "place",
+        "inception_v3",
+        4,
+        &["--budget", "100ms", "--reproducible", "--json"],
+    ));
     assert_eq!(v["algo"], "auto");
     // The same seed and budget give the same placement.
-    let again = json(&on_sample("place", "inception_v3", 4, &["--budget", "100ms", "--json"]));
+    let again = json(&on_sample(
+        "place",
+        "inception_v3",
+        4,
+        &["--budget", "100ms", "--reproducible", "--json"],
+    ));
     assert_eq!(v["device_of"], again["device_of"]);
     let out = on_sample("place", "inception_v3", 4, &["--budget", "soon"]);
     assert!(stderr(&out).contains("--budget soon"), "{}", stderr(&out));

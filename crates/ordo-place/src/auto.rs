@@ -93,11 +93,15 @@ pub struct AutoOptions {
     pub seed: u64,
     /// Options of the fast placers (their deadline is set from the budget).
     pub place: PlaceOptions,
+    /// Never stop for the clock: every fast placer runs to its end and the search makes its
+    /// whole simulation count, so the same problem, budget and seed give the same placement on
+    /// every machine and build, however long that takes (tests, fixtures, reproductions).
+    pub reproducible: bool,
 }
 
 impl Default for AutoOptions {
     fn default() -> Self {
-        Self { budget_seconds: 2.0, seed: 0, place: PlaceOptions::default() }
+        Self { budget_seconds: 2.0, seed: 0, place: PlaceOptions::default(), reproducible: false }
     }
 }
 
@@ -179,7 +183,11 @@ pub fn place_auto_reporting(
         b if b.is_finite() => b.clamp(0.0, 1e9),
         _ => 0.0,
     };
-    let after = |seconds: f64| start + Duration::from_secs_f64(seconds);
+    // Reproducible: deadlines a year away, which nothing reaches.
+    let after = |seconds: f64| match options.reproducible {
+        false => start + Duration::from_secs_f64(seconds),
+        true => start + Duration::from_secs(365 * 86_400),
+    };
     let placers_until = after((budget_seconds / 2.0).max(PLACERS_SECONDS));
     let devices = problem.devices.count();
     let small = problem.len() <= SMALL_NODES;

@@ -40,7 +40,8 @@ fn problems(graph: &CostGraph, mode: StepMode, devices: usize) -> Vec<PlaceProbl
 
 #[test]
 fn auto_is_never_worse_than_a_fast_placer_fits_and_respects_the_bound() {
-    let options = AutoOptions { budget_seconds: 0.02, ..AutoOptions::default() };
+    let options =
+        AutoOptions { budget_seconds: 0.02, reproducible: true, ..AutoOptions::default() };
     for (name, graph, mode) in graphs() {
         for devices in [2, 4, 8] {
             for problem in problems(&graph, mode, devices) {
@@ -75,8 +76,11 @@ fn twice_the_budget_is_never_worse_and_the_search_is_deterministic() {
         let graph = sample_graph(name);
         for problem in problems(&graph, StepMode::ForwardOnly, 4) {
             let run = |budget_seconds| {
-                place_auto(&problem, &AutoOptions { budget_seconds, ..AutoOptions::default() })
-                    .unwrap()
+                place_auto(
+                    &problem,
+                    &AutoOptions { budget_seconds, reproducible: true, ..AutoOptions::default() },
+                )
+                .unwrap()
             };
             let (once, again, twice) = (run(0.01), run(0.01), run(0.02));
             assert_eq!(once.placement.device_of, again.placement.device_of, "{name}");

@@ -58,7 +58,8 @@ fn every_estimate_is_the_simulated_step_on_the_samples() {
 /// estimate is the simulated step too, and it is at most every fast placer's.
 #[test]
 fn auto_estimate_is_the_simulated_step_and_the_best() {
-    let options = ordo_place::AutoOptions { budget_seconds: 0.05, ..Default::default() };
+    let options =
+        ordo_place::AutoOptions { budget_seconds: 0.05, reproducible: true, ..Default::default() };
     for name in SAMPLES {
         let problem = sample(name);
         let auto = ordo_place::place_auto(&problem, &options).unwrap();

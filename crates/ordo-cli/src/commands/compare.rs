@@ -105,6 +105,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         budget_seconds: args.search.budget_seconds()?,
         seed: args.search.seed,
         place: options.clone(),
+        reproducible: args.search.reproducible,
     };
     let auto = with_spinner("placing with auto", |bar| {
         ordo_place::place_auto_reporting(problem, &auto_options, &mut |p| {

@@ -1,0 +1,170 @@
+"""Type stubs of ordo's extension module (the Rust facade as Python objects)."""
+
+__version__: str
+
+class OrdoError(Exception):
+    """An error of ordo: its message names the file, node, option or value at fault."""
+
+def zoo_models() -> list[str]:
+    """The names of the zoo's models."""
+
+class Model:
+    """A zoo model, an ONNX file, or a cost graph (plannable, not runnable)."""
+
+    @staticmethod
+    def zoo(
+        name: str,
+        *,
+        small: bool = False,
+        batch: int | None = None,
+        seq_len: int | None = None,
+    ) -> Model: ...
+    @staticmethod
+    def load(
+        path_or_name: str,
+        *,
+        small: bool = False,
+        batch: int | None = None,
+        seq_len: int | None = None,
+    ) -> Model: ...
+    def training(self, optimizer: str = "momentum") -> Model:
+        """The training graph: forward, dX, dW and updates (`sgd`, `momentum`, `adam`)."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def nodes(self) -> int: ...
+    @property
+    def is_training(self) -> bool: ...
+    @property
+    def runnable(self) -> bool: ...
+
+class Target:
+    """Devices to plan for, and how nodes are costed on them."""
+
+    @staticmethod
+    def uniform(
+        devices: int, *, memory: int | str | None = None, cluster: str | None = None
+    ) -> Target: ...
+    @staticmethod
+    def cluster(
+        name: str, *, devices: int | None = None, memory: int | str | None = None
+    ) -> Target: ...
+    def with_profile(self, path: str) -> Target: ...
+    @property
+    def devices(self) -> int: ...
+    @property
+    def memory(self) -> list[int]: ...
+
+class Problem:
+    """A model costed for a target under a memory mode."""
+
+    def __init__(
+        self,
+        model: Model,
+        target: Target,
+        *,
+        mode: str | None = None,
+        optimizer: str = "momentum",
+    ) -> None: ...
+    @property
+    def nodes(self) -> int: ...
+    @property
+    def devices(self) -> int: ...
+    @property
+    def costs(self) -> str: ...
+    @property
+    def node_names(self) -> list[str]: ...
+    @property
+    def node_times_us(self) -> list[int]: ...
+    def lower_bound_us(self) -> int: ...
+
+class Placement:
+    """Each node's device and each device's order, with the placer's predicted step."""
+
+    @property
+    def algo(self) -> str: ...
+    @property
+    def device_of(self) -> dict[str, int]: ...
+    @property
+    def order(self) -> list[list[str]]: ...
+    @property
+    def makespan_us(self) -> int: ...
+    @property
+    def peak_memory_bytes(self) -> list[int]: ...
+    @property
+    def placement_seconds(self) -> float: ...
+    @property
+    def winner(self) -> str | None: ...
+    def to_json(self) -> str: ...
+
+class Planned:
+    """A plan: streams, tasks, events and buffers per device."""
+
+    @property
+    def devices(self) -> int: ...
+    @property
+    def tasks(self) -> int: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def placement(self) -> Placement | None: ...
+    def to_json(self) -> str: ...
+
+class Report:
+    """The simulator's prediction of a step."""
+
+    @property
+    def step_time_us(self) -> float: ...
+    @property
+    def lower_bound_us(self) -> float: ...
+    @property
+    def peak_memory_bytes(self) -> list[int]: ...
+    @property
+    def busy_fraction(self) -> list[float]: ...
+    @property
+    def tasks(self) -> list[tuple[str, float, float]]: ...
+    def to_json(self) -> str: ...
+    def chrome_trace(self) -> str: ...
+    def gantt_svg(self) -> str: ...
+
+class Runner:
+    """A plan bound to CPU devices with real kernels, and the training state it advances."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        planned: Planned,
+        *,
+        workers: int = 1,
+        seed: int = 0,
+        lr: float = 0.01,
+    ) -> None: ...
+    def step(self) -> float: ...
+    def predict_us(self) -> float: ...
+    @property
+    def parameters(self) -> int: ...
+
+def place(
+    problem: Problem,
+    algo: str = "auto",
+    *,
+    budget: float = 2.0,
+    seed: int = 0,
+    sct_threshold: float = 0.1,
+) -> Placement: ...
+def plan(
+    problem: Problem,
+    strategy: str = "auto",
+    *,
+    budget: float = 2.0,
+    seed: int = 0,
+    stages: int | None = None,
+    micro_batches: int | None = None,
+    schedule: str | None = None,
+    replicas: int | None = None,
+    first_k: int = 0,
+    bucket_bytes: int = 0,
+) -> Planned: ...
+def simulate(
+    planned: Planned, *, channel: str = "tf", concurrent_kernels: bool = False
+) -> Report: ...

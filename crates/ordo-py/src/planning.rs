@@ -1,0 +1,358 @@
+//! Placing, planning and simulating: `ordo.place`, `ordo.plan`, `ordo.simulate` and the
+//! objects they return.
+
+use std::collections::HashMap;
+
+use ordo::{
+    AutoOptions, Channel, DataParallel, OneDeviceSchedule, Pipeline, PipelineSchedule,
+    PlaceOptions, Placement, Placer, Planned, Report, SimOptions, Strategy,
+};
+use pyo3::prelude::*;
+
+use crate::model::PyProblem;
+use crate::{error, usage};
+
+/// A placer by name (`auto` with `budget` seconds and `seed`, or an algorithm).
+fn placer(algo: &str, budget: f64, seed: u64, sct_threshold: f64) -> PyResult<Placer> {
+    if !(budget.is_finite() && (0.0..=86_400.0).contains(&budget)) {
+        return Err(usage(format!("budget={budget}: expected seconds between 0 and 86400")));
+    }
+    if !(sct_threshold.is_finite() && sct_threshold >= 0.0) {
+        return Err(usage(format!("sct_threshold={sct_threshold}: expected a number >= 0")));
+    }
+    let place = PlaceOptions { sct_threshold, ..PlaceOptions::default() };
+    Ok(match algo.parse::<Placer>().map_err(error)? {
+        Placer::Auto(_) => {
+            Placer::Auto(AutoOptions { budget_seconds: budget, seed, place, reproducible: false })
+        }
+        Placer::Algorithm(algo, _) => Placer::Algorithm(algo, place),
+    })
+}
+
+/// A placement: each node's device, each device's order, the placer's predicted step.
+#[pyclass(name = "Placement", module = "ordo", frozen)]
+pub struct PyPlacement {
+    inner: Placement,
+    names: Vec<String>,
+    /// The placement file's JSON (`ordo.placement/1`).
+    file: String,
+    /// For `auto`: where its winning search started.
+    winner: Option<String>,
+}
+
+impl PyPlacement {
+    fn new(problem: &PyProblem, placed: &ordo::Placed) -> PyResult<Self> {
+        let file = ordo::stages::place::placement_file(&problem.inner.place, &placed.placement);
+        Ok(Self {
+            inner: placed.placement.clone(),
+            names: problem.inner.place.names.clone(),
+            file: serde_json::to_string(&file).map_err(error)?,
+            winner: placed.auto.as_ref().map(|auto| auto.winner.clone()),
+        })
+    }
+}
+
+#[pymethods]
+impl PyPlacement {
+    /// The algorithm that placed it.
+    #[getter]
+    fn algo(&self) -> String {
+        self.inner.algo.clone()
+    }
+
+    /// Each node's device, by node name.
+    #[getter]
+    fn device_of(&self) -> HashMap<String, usize> {
+        self.names.iter().cloned().zip(self.inner.device_of.iter().copied()).collect()
+    }
+
+    /// Each device's nodes in the order the placer runs them.
+    #[getter]
+    fn order(&self) -> Vec<Vec<String>> {
+        let name = |&v: &usize| self.names[v].clone();
+        self.inner.order.iter().map(|nodes| nodes.iter().map(name).collect()).collect()
+    }
+
+    /// The placer's predicted step, in µs.
+    #[getter]
+    fn makespan_us(&self) -> u64 {
+        self.inner.makespan_us
+    }
+
+    /// Each device's predicted peak memory, in bytes.
+    #[getter]
+    fn peak_memory_bytes(&self) -> Vec<u64> {
+        self.inner.peak_memory_bytes.clone()
+    }
+
+    /// Seconds the placer took.
+    #[getter]
+    fn placement_seconds(&self) -> f64 {
+        self.inner.placement_seconds
+    }
+
+    /// For `auto`: where the winning search started (`m-etf on 2 of 4 devices`, ...).
+    #[getter]
+    fn winner(&self) -> Option<String> {
+        self.winner.clone()
+    }
+
+    /// The placement file as JSON text (`ordo.placement/1`, as `ordo place --json` prints it).
+    fn to_json(&self) -> String {
+        self.file.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "ordo.Placement({}, {} devices, {:.3} ms)",
+            self.inner.algo,
+            self.inner.order.len(),
+            self.inner.makespan_us as f64 / 1e3
+        )
+    }
+}
+
+/// Places `problem` with `algo` (`auto`, `m-topo`, `m-etf`, `m-sct`, ...).
+#[pyfunction]
+#[pyo3(signature = (problem, algo = "auto", *, budget = 2.0, seed = 0, sct_threshold = 0.1))]
+pub fn place(
+    py: Python<'_>,
+    problem: &PyProblem,
+    algo: &str,
+    budget: f64,
+    seed: u64,
+    sct_threshold: f64,
+) -> PyResult<PyPlacement> {
+    let placer = placer(algo, budget, seed, sct_threshold)?;
+    let placed = py.detach(|| ordo::place(&problem.inner, &placer)).map_err(error)?;
+    PyPlacement::new(problem, &placed)
+}
+
+/// A plan: streams, tasks, events and buffers per device.
+#[pyclass(name = "Planned", module = "ordo", frozen)]
+pub struct PyPlanned {
+    pub(crate) inner: Planned,
+    placement: Option<Py<PyPlacement>>,
+}
+
+#[pymethods]
+impl PyPlanned {
+    /// The number of devices.
+    #[getter]
+    fn devices(&self) -> usize {
+        self.inner.plan.devices
+    }
+
+    /// The number of tasks (kernels, transfers, collectives).
+    #[getter]
+    fn tasks(&self) -> usize {
+        self.inner.plan.tasks.len()
+    }
+
+    /// What the plan runs, in words.
+    #[getter]
+    fn description(&self) -> String {
+        self.inner.description.clone()
+    }
+
+    /// The placement it was built from, for a placed strategy.
+    #[getter]
+    fn placement(&self, py: Python<'_>) -> Option<Py<PyPlacement>> {
+        self.placement.as_ref().map(|p| p.clone_ref(py))
+    }
+
+    /// The plan as JSON text (`ordo.plan/1`, as `ordo plan --json` prints it).
+    fn to_json(&self) -> PyResult<String> {
+        serde_json::to_string(&self.inner.plan).map_err(error)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "ordo.Planned({} tasks on {} devices)",
+            self.inner.plan.tasks.len(),
+            self.inner.plan.devices
+        )
+    }
+}
+
+/// The strategy `strategy` names: a placer (`auto`, `m-etf`, ...), a one-device schedule
+/// (`inorder`, `ooo`), `pipeline` (with `stages`, `micro_batches`, `schedule`) or
+/// `data-parallel` (with `replicas`, `first_k`, `bucket_bytes`).
+struct StrategyArgs<'a> {
+    strategy: &'a str,
+    budget: f64,
+    seed: u64,
+    stages: Option<usize>,
+    micro_batches: Option<usize>,
+    schedule: Option<&'a str>,
+    replicas: Option<usize>,
+    first_k: usize,
+    bucket_bytes: u64,
+}
+
+impl StrategyArgs<'_> {
+    fn strategy(&self, problem: &PyProblem) -> PyResult<Strategy> {
+        let count = |value: Option<usize>, what: &str| match value {
+            Some(0) => Err(usage(format!("{what} must be at least 1"))),
+            Some(n) => Ok(n),
+            None => Err(usage(format!("strategy `{}` needs {what}", self.strategy))),
+        };
+        Ok(match self.strategy {
+            "inorder" => Strategy::OneDevice(OneDeviceSchedule::InOrder),
+            "ooo" => Strategy::OneDevice(OneDeviceSchedule::Ooo),
+            "pipeline" => {
+                let name = self.schedule.unwrap_or("fast-forward");
+                let schedule = PipelineSchedule::from_name(name).ok_or_else(|| {
+                    let known: Vec<_> = PipelineSchedule::ALL.iter().map(|s| s.name()).collect();
+                    usage(format!("schedule `{name}`: expected one of {}", known.join(", ")))
+                })?;
+                let stages = count(self.stages, "stages")?;
+                let micro_batches = count(self.micro_batches, "micro_batches")?;
+                Strategy::Pipeline(Pipeline::new(stages, micro_batches, schedule))
+            }
+            "data-parallel" => {
+                let replicas = count(self.replicas, "replicas")?;
+                let network = problem.inner.place.devices.comm;
+                let config = DataParallel {
+                    replicas,
+                    network,
+                    bucket_bytes: self.bucket_bytes,
+                    first_k: self.first_k,
+                    schedule: OneDeviceSchedule::InOrder,
+                };
+                Strategy::DataParallel { config, steps: 1 }
+            }
+            name => Strategy::placed(placer(name, self.budget, self.seed, 0.1)?),
+        })
+    }
+}
+
+/// Plans `problem` with `strategy`: a placer's name (`auto`, `m-etf`, ...; the default), a
+/// one-device schedule (`inorder`, `ooo`), `pipeline` or `data-parallel`.
+#[pyfunction]
+#[pyo3(signature = (
+    problem, strategy = "auto", *, budget = 2.0, seed = 0, stages = None, micro_batches = None,
+    schedule = None, replicas = None, first_k = 0, bucket_bytes = 0
+))]
+#[allow(clippy::too_many_arguments)] // Python keyword arguments, each with a default.
+pub fn plan(
+    py: Python<'_>,
+    problem: &PyProblem,
+    strategy: &str,
+    budget: f64,
+    seed: u64,
+    stages: Option<usize>,
+    micro_batches: Option<usize>,
+    schedule: Option<&str>,
+    replicas: Option<usize>,
+    first_k: usize,
+    bucket_bytes: u64,
+) -> PyResult<PyPlanned> {
+    let args = StrategyArgs {
+        strategy,
+        budget,
+        seed,
+        stages,
+        micro_batches,
+        schedule,
+        replicas,
+        first_k,
+        bucket_bytes,
+    };
+    let strategy = args.strategy(problem)?;
+    let inner = py.detach(|| ordo::plan(&problem.inner, &strategy)).map_err(error)?;
+    let placement = match &inner.placed {
+        Some(placed) => Some(Py::new(py, PyPlacement::new(problem, placed)?)?),
+        None => None,
+    };
+    Ok(PyPlanned { inner, placement })
+}
+
+/// The simulator's prediction of a plan's step.
+#[pyclass(name = "Report", module = "ordo", frozen)]
+pub struct PyReport {
+    inner: Report,
+    /// The Chrome trace and Gantt chart need the plan: kept as JSON-ready parts.
+    trace: String,
+    gantt: String,
+}
+
+#[pymethods]
+impl PyReport {
+    /// The step's time in µs.
+    #[getter]
+    fn step_time_us(&self) -> f64 {
+        self.inner.step_time_us
+    }
+
+    /// A lower bound on the step's time in µs.
+    #[getter]
+    fn lower_bound_us(&self) -> f64 {
+        self.inner.lower_bound_us
+    }
+
+    /// Each device's peak memory in bytes.
+    #[getter]
+    fn peak_memory_bytes(&self) -> Vec<u64> {
+        self.inner.peak_memory_bytes.clone()
+    }
+
+    /// Each device's busy share of the step.
+    #[getter]
+    fn busy_fraction(&self) -> Vec<f64> {
+        self.inner.busy_fraction.devices.clone()
+    }
+
+    /// Each task's `(name, start_us, finish_us)`.
+    #[getter]
+    fn tasks(&self) -> Vec<(String, f64, f64)> {
+        self.inner.tasks.iter().map(|t| (t.name.clone(), t.start_us, t.finish_us)).collect()
+    }
+
+    /// The report as JSON text (as `ordo simulate --json` prints it).
+    fn to_json(&self) -> PyResult<String> {
+        serde_json::to_string(&self.inner).map_err(error)
+    }
+
+    /// The step as a Chrome trace (JSON text; Perfetto opens it).
+    fn chrome_trace(&self) -> String {
+        self.trace.clone()
+    }
+
+    /// The step as an SVG Gantt chart.
+    fn gantt_svg(&self) -> String {
+        self.gantt.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ordo.Report(step {:.3} ms)", self.inner.step_time_us / 1e3)
+    }
+}
+
+/// Simulates `planned`'s step. `channel`: how transfers contend (`tf`, Baechi's TensorFlow
+/// model, the default; `pytorch`; `duplex`; `host`); `concurrent_kernels`: kernels of
+/// different streams of a device run at once, sharing it.
+#[pyfunction]
+#[pyo3(signature = (planned, *, channel = "tf", concurrent_kernels = false))]
+pub fn simulate(
+    py: Python<'_>,
+    planned: &PyPlanned,
+    channel: &str,
+    concurrent_kernels: bool,
+) -> PyResult<PyReport> {
+    let channel = match channel {
+        "tf" => Channel::BaechiTf,
+        "pytorch" => Channel::BaechiPytorch,
+        "duplex" => Channel::Duplex,
+        "host" => Channel::Host,
+        other => {
+            return Err(usage(format!("channel `{other}`: expected tf, pytorch, duplex or host")));
+        }
+    };
+    let options = SimOptions { concurrent_kernels, channel };
+    let plan = &planned.inner.plan;
+    let inner = py.detach(|| ordo::simulate(&planned.inner, &options)).map_err(error)?;
+    let trace = ordo::stages::sim::chrome_trace_json(plan, &inner);
+    let gantt = ordo::stages::sim::gantt_svg(plan, &inner, &planned.inner.description);
+    Ok(PyReport { inner, trace, gantt })
+}

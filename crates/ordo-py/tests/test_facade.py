@@ -1,0 +1,185 @@
+"""The Python package against the command line: the same facade reached two ways must agree
+(placements, simulated steps, losses), and bad input raises OrdoError with ordo's message."""
+
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+import ordo
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+SAMPLES = ROOT / "crates" / "ordo-cost" / "tests" / "fixtures"
+
+
+def cli() -> str:
+    """The `ordo` binary the tests compare against (ORDO_BIN, else the debug build)."""
+    path = os.environ.get("ORDO_BIN") or str(ROOT / "target" / "debug" / "ordo")
+    assert pathlib.Path(path).exists(), f"no ordo binary at {path}: build it or set ORDO_BIN"
+    return path
+
+
+def run_cli(*args: str) -> dict:
+    out = subprocess.run([cli(), *args], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("algo", ["m-topo", "m-etf", "m-sct", "balanced"])
+def test_placements_equal_the_command_line(algo):
+    sample = str(SAMPLES / "inception_v3.json")
+    model = ordo.Model.load(sample)
+    problem = ordo.Problem(model, ordo.Target.uniform(4), mode="forward-only")
+    placement = ordo.place(problem, algo)
+    expected = run_cli(
+        "place", sample, "--devices", "4", "--forward-only", "--algo", algo, "--json"
+    )
+    assert placement.algo == algo
+    assert placement.device_of == expected["device_of"]
+    assert placement.makespan_us == expected["makespan_us"]
+    assert placement.peak_memory_bytes == expected["peak_memory_bytes"]
+    written = json.loads(placement.to_json())
+    assert written["format"] == "ordo.placement/1"
+    assert written["device_of"] == expected["device_of"]
+    # Every node is placed, on a device that exists, and each device's order holds its nodes.
+    assert len(placement.device_of) == problem.nodes == model.nodes
+    for device, nodes in enumerate(placement.order):
+        assert all(placement.device_of[name] == device for name in nodes)
+
+
+def test_simulated_steps_equal_the_command_line():
+    model = ordo.Model.zoo("gnmt", small=True).training()
+    for strategy, devices, args in [
+        ("m-etf", 2, ["--algo", "m-etf"]),
+        ("ooo", 1, ["--schedule", "ooo"]),
+    ]:
+        problem = ordo.Problem(model, ordo.Target.uniform(devices))
+        args = ["--devices", str(devices), *args]
+        planned = ordo.plan(problem, strategy)
+        report = ordo.simulate(planned)
+        expected = run_cli("simulate", "gnmt", "--small", "--train", *args, "--json")
+        assert report.step_time_us == expected["step_time_us"], strategy
+        assert report.peak_memory_bytes == expected["peak_memory_bytes"][: planned.devices]
+        assert report.lower_bound_us <= report.step_time_us
+        assert len(report.tasks) == planned.tasks
+        assert json.loads(report.chrome_trace())["traceEvents"]
+        assert report.gantt_svg().startswith("<svg")
+
+
+def test_pipelines_and_data_parallel_plan_and_simulate():
+    model = ordo.Model.zoo("bert_base", small=True).training()
+    problem = ordo.Problem(model, ordo.Target.uniform(2))
+    expected = run_cli(
+        "compare",
+        "bert_base",
+        "--small",
+        "--train",
+        "--batch",
+        "8",
+        "--devices",
+        "2",
+        "--pipeline",
+        "2",
+        "--micro-batches",
+        "4",
+        "--json",
+    )
+    # The command line splits a batch of 8 into micro-batches of 2: the small variant's batch,
+    # which the problem above was built at.
+    for row in expected["schedules"]:
+        schedule = row["schedule"]
+        planned = ordo.plan(problem, "pipeline", stages=2, micro_batches=4, schedule=schedule)
+        report = ordo.simulate(planned)
+        assert report.step_time_us == row["step_time_us"], schedule
+        assert report.peak_memory_bytes[:2] == row["peak_memory_bytes"], schedule
+    dp = ordo.plan(ordo.Problem(model, ordo.Target.uniform(1)), "data-parallel", replicas=2)
+    assert dp.devices == 2 and dp.placement is None
+
+
+def test_training_losses_equal_the_command_line():
+    model = ordo.Model.zoo("resnet50", small=True).training()
+    problem = ordo.Problem(model, ordo.Target.uniform(2, cluster="cpu"))
+    planned = ordo.plan(problem, "m-etf")
+    runner = ordo.Runner(problem, planned, seed=0)
+    losses = [runner.step() for _ in range(3)]
+    expected = run_cli(
+        "run",
+        "resnet50",
+        "--small",
+        "--train",
+        "--steps",
+        "3",
+        "--devices",
+        "cpu:2",
+        "--algo",
+        "m-etf",
+        "--roofline",
+        "--warmup-seconds",
+        "0",
+        "--json",
+    )
+    # The same kernels in the same order per op: bitwise equal, whatever the placement.
+    assert losses == pytest.approx(expected["losses"], rel=0, abs=0)
+    assert losses[-1] < losses[0]
+    assert runner.predict_us() > 0
+
+
+def test_auto_reports_where_it_started_and_targets_take_memory_as_text():
+    model = ordo.Model.zoo("transformer", small=True)
+    target = ordo.Target.uniform(4, memory="64MiB")
+    assert target.memory == [64 << 20] * 4
+    problem = ordo.Problem(model, target)
+    placement = ordo.place(problem, "auto", budget=0.05)
+    assert placement.algo == "auto" and placement.winner
+    assert max(placement.peak_memory_bytes) <= 64 << 20
+    assert "roofline" in problem.costs
+
+
+@pytest.mark.parametrize(
+    "call, culprit",
+    [
+        (lambda: ordo.Model.zoo("no_such_model"), "no_such_model"),
+        (lambda: ordo.Model.load("/no/such/file.onnx"), "/no/such/file.onnx"),
+        (lambda: ordo.Model.zoo("resnet50", batch=0), "batch"),
+        (lambda: ordo.Model.zoo("resnet50").training("lion"), "lion"),
+        (lambda: ordo.Target.uniform(0), "devices"),
+        (lambda: ordo.Target.uniform(2, memory="-5GiB"), "memory"),
+        (lambda: ordo.Target.uniform(2, memory=0), "memory"),
+        (lambda: ordo.Target.cluster("no-such-cluster"), "no-such-cluster"),
+        (lambda: ordo.Target.uniform(2).with_profile("/no/such/profile.json"), "profile.json"),
+        (lambda: ordo.place(_gnmt(), "m-foo"), "m-foo"),
+        (lambda: ordo.place(_gnmt(), "auto", budget=float("nan")), "budget"),
+        (lambda: ordo.place(_gnmt(), "m-sct", sct_threshold=-1), "sct_threshold"),
+        (lambda: ordo.plan(_gnmt(), "pipeline", stages=2), "micro_batches"),
+        (lambda: ordo.plan(_gnmt(), "pipeline", stages=2, micro_batches=2, schedule="x"), "x"),
+        (lambda: ordo.plan(_gnmt(), "data-parallel", replicas=0), "replicas"),
+        (lambda: ordo.simulate(ordo.plan(_gnmt(), "m-etf"), channel="carrier"), "carrier"),
+        (lambda: ordo.Problem(_gnmt_model(), ordo.Target.uniform(2), mode="x"), "mode"),
+        (lambda: ordo.Runner(_sample(), ordo.plan(_sample(), "m-etf")), "kernels"),
+        (lambda: ordo.Runner(_gnmt(), ordo.plan(_gnmt(), "m-etf"), lr=float("inf")), "lr"),
+    ],
+)
+def test_bad_input_raises_ordo_error_naming_the_culprit(call, culprit):
+    with pytest.raises(ordo.OrdoError) as error:
+        call()
+    assert culprit.lower() in str(error.value).lower()
+
+
+def _gnmt_model():
+    return ordo.Model.zoo("gnmt", small=True).training()
+
+
+def _gnmt():
+    return ordo.Problem(_gnmt_model(), ordo.Target.uniform(2))
+
+
+def _sample():
+    model = ordo.Model.load(str(SAMPLES / "gnmt.json"))
+    return ordo.Problem(model, ordo.Target.uniform(2), mode="forward-only")
+
+
+def test_the_zoo_and_the_version():
+    assert "resnet50" in ordo.zoo_models() and len(ordo.zoo_models()) == 8
+    assert ordo.__version__
+    assert repr(ordo.Model.zoo("gnmt", small=True)).startswith("ordo.Model(")

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Every test: the Rust workspace's, then the Python package's (built from crates/ordo-py with
+# maturin into a virtual environment under target/, linted with ruff, tested with pytest
+# against the `ordo` binary of the same build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo test --workspace
+
+venv=target/py-venv
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install -q --disable-pip-version-check "maturin>=1.8,<2" "pytest>=7" "ruff>=0.6"
+"$venv/bin/ruff" check crates/ordo-py
+"$venv/bin/ruff" format --check crates/ordo-py
+VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" maturin develop -q -m crates/ordo-py/Cargo.toml
+ORDO_BIN="$PWD/target/debug/ordo" "$venv/bin/python" -m pytest -q crates/ordo-py/tests
