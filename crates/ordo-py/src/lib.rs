@@ -6,6 +6,7 @@
 //! Long computations (placing, simulating, training steps) release the interpreter's lock, so
 //! Python threads keep running meanwhile.
 
+mod assign;
 mod model;
 mod planning;
 mod run;
@@ -58,5 +59,6 @@ fn _ordo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(planning::place, m)?)?;
     m.add_function(wrap_pyfunction!(planning::plan, m)?)?;
     m.add_function(wrap_pyfunction!(planning::simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(assign::reorder_threads, m)?)?;
     Ok(())
 }

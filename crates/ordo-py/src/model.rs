@@ -92,6 +92,15 @@ impl PyModel {
         Ok(Self { inner })
     }
 
+    /// A cost graph given as JSON text (ordo's NetworkX node-link format, as
+    /// `ordo.torch.profile` returns it), named `name` in messages.
+    #[staticmethod]
+    #[pyo3(signature = (text, name = "cost graph"))]
+    fn from_costgraph_json(text: &str, name: &str) -> PyResult<Self> {
+        let graph = ordo::stages::cost::parse_costgraph(text, name).map_err(error)?;
+        Ok(Self { inner: Model::from_cost_graph(graph, name) })
+    }
+
     /// The training graph of this forward model: forward, dX, dW and the optimizer's
     /// updates.
     #[pyo3(signature = (optimizer = "momentum"))]

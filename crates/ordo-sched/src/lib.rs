@@ -15,6 +15,7 @@ mod io;
 mod one_device;
 mod pipeline;
 pub mod plan;
+mod reorder;
 mod steady;
 mod validate;
 
@@ -35,5 +36,6 @@ pub use pipeline::{
 pub use plan::{
     Buffer, BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,
 };
+pub use reorder::{HostCriterion, LayerPlacement, threads};
 pub use steady::{step_suffix, unroll, unroll_graph};
 pub use validate::validate;

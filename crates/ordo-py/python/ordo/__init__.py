@@ -26,6 +26,7 @@ from ordo._ordo import (
     __version__,
     place,
     plan,
+    reorder_threads,
     simulate,
     zoo_models,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "__version__",
     "place",
     "plan",
+    "reorder_threads",
     "simulate",
     "zoo_models",
 ]

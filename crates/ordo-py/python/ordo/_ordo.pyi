@@ -27,6 +27,9 @@ class Model:
         batch: int | None = None,
         seq_len: int | None = None,
     ) -> Model: ...
+    @staticmethod
+    def from_costgraph_json(text: str, name: str = "cost graph") -> Model:
+        """A cost graph from JSON text (ordo's node-link format)."""
     def training(self, optimizer: str = "momentum") -> Model:
         """The training graph: forward, dX, dW and updates (`sgd`, `momentum`, `adam`)."""
     @property
@@ -168,3 +171,13 @@ def plan(
 def simulate(
     planned: Planned, *, channel: str = "tf", concurrent_kernels: bool = False
 ) -> Report: ...
+def reorder_threads(
+    code_order: list[str],
+    parents: dict[str, list[str]],
+    device_of: dict[str, int],
+    device_order: list[list[str]],
+    *,
+    criterion: str = "gpu-topo",
+    global_order: list[str] | None = None,
+) -> list[str]:
+    """The layers the host leaves to wait on threads (Baechi-PyTorch's reordering)."""
