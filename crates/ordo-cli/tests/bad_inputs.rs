@@ -433,8 +433,10 @@ fn onnx_cases(dir: &Path) -> Vec<Case> {
 
 fn option_cases(graph: &str) -> Vec<Case> {
     // `run` of a small ResNet-50 training graph with `extra` options.
-    let train =
-        |extra: &[&'static str]| [&["run", "resnet50", "--small", "--train"][..], extra].concat();
+    // Roofline costs: a run would profile the model first, seconds per case in a debug build.
+    let train = |extra: &[&'static str]| {
+        [&["run", "resnet50", "--small", "--train", "--roofline"][..], extra].concat()
+    };
     let table: Vec<(Vec<&str>, &str)> = vec![
         (vec!["place", graph, "--devices", "0"], "devices"),
         (vec!["place", graph, "--devices", "100000"], "devices"),
@@ -467,7 +469,7 @@ fn option_cases(graph: &str) -> Vec<Case> {
         (vec!["profile", "gnmt", "--small", "--out", "p.json", "--timed-seconds", "-1s"], "timed"),
         (vec!["profile", "gnmt", "--small", "--out", "p.json", "--warmup-seconds", "x"], "warmup"),
         (train(&["--warmup-seconds", "NaN"]), "warmup-seconds"),
-        (train(&["--roofline", "--profile", "p.json"]), "roofline"),
+        (vec!["run", "resnet50", "--small", "--roofline", "--profile", "p.json"], "roofline"),
         (vec!["compare", graph, "--devices", "2", "--svg", "/no/such/dir/c.svg"], "c.svg"),
         (vec!["simulate", graph, "--devices", "2", "--svg", "/no/such/dir/g.svg"], "g.svg"),
     ];

@@ -8,10 +8,19 @@ fn losses(v: &serde_json::Value) -> Vec<f64> {
     v["losses"].as_array().unwrap().iter().map(|l| l.as_f64().unwrap()).collect()
 }
 
+/// Costs from the roofline and no warm-up: these tests check losses, plans and errors, not the
+/// prediction's accuracy, and profiling first would make each run a few seconds longer.
+const QUICK: [&str; 3] = ["--roofline", "--warmup-seconds", "0"];
+
+/// `ordo run` with `args` and [`QUICK`].
+fn quick(args: &[&str]) -> std::process::Output {
+    ordo(&[args, &QUICK[..]].concat())
+}
+
 fn run(extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["run", "resnet50", "--small", "--train", "--steps", "3", "--json"];
     args.extend_from_slice(extra);
-    json(&ordo(&args))
+    json(&quick(&args))
 }
 
 #[test]
@@ -42,7 +51,7 @@ fn every_pipeline_schedule_trains_identically_and_1f1b_holds_less() {
     let pipeline = |rest: &str| {
         let base = "run gpt2_small --small --train --batch 8 --pipeline 2 --steps 3 --json";
         let words: Vec<&str> = base.split_whitespace().chain(rest.split_whitespace()).collect();
-        ordo(&words)
+        quick(&words)
     };
     let gpipe = json(&pipeline("--micro-batches 4 --schedule gpipe"));
     let want = losses(&gpipe);
@@ -77,7 +86,7 @@ fn every_pipeline_schedule_trains_identically_and_1f1b_holds_less() {
 fn data_parallel_replicas_report_their_mean_loss() {
     let dp = |rest: &str| {
         let base = "run gpt2_small --small --train --steps 2 --data-parallel 2 --json";
-        json(&ordo(&base.split_whitespace().chain(rest.split_whitespace()).collect::<Vec<_>>()))
+        json(&quick(&base.split_whitespace().chain(rest.split_whitespace()).collect::<Vec<_>>()))
     };
     let v = dp("");
     assert_eq!(v["devices"], 2);
@@ -132,7 +141,7 @@ fn the_trace_is_in_the_simulators_format_and_lies_beside_the_prediction() {
 #[test]
 fn bad_runs_are_clear_errors() {
     let err = |args: &[&str]| {
-        let out = ordo(args);
+        let out = quick(args);
         assert!(!out.status.success(), "{args:?} should fail");
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
@@ -185,12 +194,12 @@ fn imported_onnx_models_train_alike_on_one_and_several_devices() {
         let path = format!("{}/../ordo-onnx/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
         let base =
             ["run", path.as_str(), "--train", "--loss", "cross-entropy", "--steps", "3", "--json"];
-        let one = losses(&json(&ordo(
+        let one = losses(&json(&quick(
             &[&base[..], &["--devices", "cpu:1", "--algo", "single"]].concat(),
         )));
         assert!(one.iter().all(|l| l.is_finite()), "{name}: {one:?}");
         let three = ["--devices", "cpu:3", "--algo", "round-robin", "--workers", "2"];
-        assert_eq!(losses(&json(&ordo(&[&base[..], &three].concat()))), one, "{name}");
+        assert_eq!(losses(&json(&quick(&[&base[..], &three].concat()))), one, "{name}");
     }
 }
 
@@ -201,12 +210,12 @@ fn an_onnx_file_runs_at_another_batch() {
         env!("CARGO_MANIFEST_DIR")
     );
     let base = ["run", path.as_str(), "--train", "--loss", "cross-entropy", "--steps", "2"];
-    let v = json(&ordo(&[&base[..], &["--batch", "3", "--json"]].concat()));
+    let v = json(&quick(&[&base[..], &["--batch", "3", "--json"]].concat()));
     let at_three = losses(&v);
     assert_eq!(at_three.len(), 2);
     assert!(at_three.iter().all(|l| l.is_finite()), "{at_three:?}");
     // Another batch is another input, so another loss than at the file's batch of 4.
-    let own = losses(&json(&ordo(&[&base[..], &["--json"]].concat())));
+    let own = losses(&json(&quick(&[&base[..], &["--json"]].concat())));
     assert_ne!(own, at_three);
     let inspected = ordo(&["inspect", path.as_str(), "--batch", "3"]);
     assert!(String::from_utf8_lossy(&inspected.stdout).contains("f32[3,3,8,8]"));
@@ -214,8 +223,8 @@ fn an_onnx_file_runs_at_another_batch() {
     let tokens = format!("{}/../ordo-onnx/tests/fixtures/tokens.onnx", env!("CARGO_MANIFEST_DIR"));
     let base = ["run", tokens.as_str(), "--train", "--loss", "cross-entropy", "--steps", "2"];
     let sized = ["--batch", "3", "--seq-len", "5", "--json"];
-    let one = losses(&json(&ordo(&[&base[..], &sized, &["--devices", "cpu:1"]].concat())));
+    let one = losses(&json(&quick(&[&base[..], &sized, &["--devices", "cpu:1"]].concat())));
     let two = ["--devices", "cpu:2", "--algo", "round-robin"];
-    assert_eq!(losses(&json(&ordo(&[&base[..], &sized, &two].concat()))), one);
+    assert_eq!(losses(&json(&quick(&[&base[..], &sized, &two].concat()))), one);
     assert!(one.iter().all(|l| l.is_finite()), "{one:?}");
 }
