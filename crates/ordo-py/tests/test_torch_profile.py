@@ -127,3 +127,39 @@ def test_bad_arguments_are_ordo_errors():
         ot.profile(Net(), torch.randn(2, 3, 8, 8), reps=0)
     with pytest.raises(ordo.OrdoError, match="no layers"):
         ot.profile(nn.Identity(), torch.randn(2, 3))
+
+
+@pytest.mark.parametrize(
+    "name, size",
+    [
+        ("resnet18", 64),
+        ("mobilenet_v3_small", 64),
+        ("densenet121", 64),
+        ("inception_v3", 75),
+        ("vit_b_16", 224),
+    ],
+)
+def test_torchvision_models_profile_whole(name, size):
+    """Real models as they are: in-place `+=` (ResNet), functional in-place ReLUs (DenseNet,
+    Inception), Python control flow and attention that uses its children's weights itself
+    (ViT). Every parameter is counted once, on some layer; the graph is a DAG ordo places."""
+    torchvision = pytest.importorskip("torchvision")
+    kwargs = {"num_classes": 10}
+    if name == "inception_v3":
+        kwargs.update(aux_logits=False, init_weights=False)
+    model = getattr(torchvision.models, name)(**kwargs)
+    batch = 1 if name == "vit_b_16" else 2  # batch norm in training needs two values
+    example = torch.randn(batch, 3, size, size)
+    profiled = ot.profile(model, example, reps=1, warmup=0, comm=(10, 1e-4))
+    nodes = profiled.costgraph["nodes"]
+    parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert sum(n["persistent_memory"] for n in nodes) == parameter_bytes
+    assert len(profiled.layers) >= 20
+    nx = pytest.importorskip("networkx")
+    graph = nx.node_link_graph(profiled.costgraph, edges="links")
+    assert nx.is_directed_acyclic_graph(graph) and nx.is_weakly_connected(graph)
+    placement = ordo.place(ordo.Problem(profiled.model(), ordo.Target.uniform(4)), "m-etf")
+    assert set(placement.device_of) == set(profiled.layers)
+    if name == "vit_b_16":
+        attention = [n for n in nodes if n["op_type"] == "MultiheadAttention"]
+        assert len(attention) == 12 and all(n["persistent_memory"] > 0 for n in attention)

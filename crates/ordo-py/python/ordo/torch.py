@@ -1,14 +1,18 @@
 """Baechi-PyTorch's profiler on ordo: a PyTorch module as an ordo cost graph of its layers.
 
 ``profile(module, example_inputs)`` decomposes the module into layers (its atomic modules, or
-the modules the user names: the seed's user-chosen granularity), captures the dependencies
-between them with ``torch.fx`` (operations that are not layers, such as ``x + y`` or
-``torch.cat``, are shunted: a layer depends on the layers whose outputs reach it through
-them), and times every layer's forward and backward pass with module hooks (medians after
-warm-up; the device is synchronised around each call on a GPU, wall clock on a CPU). Each layer
-records the seed's memory categories: (a) its parameters, (b) its output, (c) = (a) for the
-gradients of its parameters, (d) = (b) for the upstream gradient, and (e) the temporary memory
-of its forward pass where it can be measured (a GPU's allocator; 0 on a CPU). An in-place layer
+the modules the user names: the seed's user-chosen granularity) and captures the dependencies
+between them from the autograd graph of a forward pass: a layer's producers are the layers whose
+outputs its inputs were computed from, through any operations that are not layers (``x + y``,
+``torch.cat``, in-place ``+=``, a reshape): those are shunted. This needs no tracing, so models
+whose ``forward`` has Python control flow (ViT's shape checks) or in-place operations (ResNet's
+``out += identity``) work as they are. Every layer's forward pass is timed in the model with
+module hooks, and its backward pass on its own inputs (``torch.autograd.grad`` of the layer
+alone: gradients of its inputs and parameters), medians after warm-up; the device is
+synchronised around each call on a GPU, wall clock on a CPU. Each layer records the seed's
+memory categories: (a) its parameters, (b) its output, (c) = (a) for the gradients of its
+parameters, (d) = (b) for the upstream gradient, and (e) the temporary memory of its forward
+pass where it can be measured (a GPU's allocator; 0 on a CPU). An in-place layer
 (``ReLU(inplace=True)``) has no output of its own. Edges carry the producer's output, costed by
 a copy between two devices measured on this machine (``measure_copy``). Layers that share a
 parameter (a module called twice, tied weights) form one colocation group, which ordo places on
@@ -23,11 +27,9 @@ from __future__ import annotations
 import json
 import statistics
 import time
-import warnings
 from dataclasses import dataclass, field
 
 import torch
-import torch.fx
 
 import ordo
 
@@ -58,17 +60,39 @@ class Profiled:
         return ordo.Model.from_costgraph_json(self.to_json(), self.costgraph["graph"]["name"])
 
 
-class _LayerTracer(torch.fx.Tracer):
-    """Stops at atomic modules and at the modules the user names (by name or type)."""
+def _called(module: torch.nn.Module, inputs: tuple) -> set[str]:
+    """The qualified names of the submodules a forward pass calls."""
+    called: set[str] = set()
+    hooks = [
+        m.register_forward_pre_hook(lambda *_, q=q: called.add(q))
+        for q, m in module.named_modules()
+        if q
+    ]
+    try:
+        with torch.no_grad():
+            module(*inputs)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return called
 
-    def __init__(self, names: set[str], types: tuple[type, ...]):
-        super().__init__()
-        self.names, self.types = names, types
 
-    def is_leaf_module(self, module: torch.nn.Module, qualname: str) -> bool:
-        if qualname in self.names or (self.types and isinstance(module, self.types)):
-            return True
-        return next(module.children(), None) is None
+def _layer_modules(
+    module: torch.nn.Module, names: set[str], types: tuple[type, ...], called: set[str]
+) -> dict[str, torch.nn.Module]:
+    """The layers, outermost first, none inside another, in registration order: the submodules
+    named (by name or type), and the called submodules none of whose descendants is called (an
+    atomic module; or one that uses its children's weights itself, as MultiheadAttention does
+    with its `out_proj`)."""
+    chosen: dict[str, torch.nn.Module] = {}
+    for qualname, m in module.named_modules():
+        if not qualname or any(qualname.startswith(c + ".") for c in chosen):
+            continue
+        named = qualname in names or (types and isinstance(m, types))
+        inner_called = any(q.startswith(qualname + ".") for q in called)
+        if named or (qualname in called and not inner_called):
+            chosen[qualname] = m
+    return chosen
 
 
 def _tensors(value) -> list[torch.Tensor]:
@@ -134,7 +158,8 @@ def profile(
     cost graph of its layers.
 
     ``leaf_modules``: names (``"layer1.0"``) or types (``torchvision.models.inception.BasicConv2d``)
-    of modules to keep whole as one layer. ``training``: each layer's weight is its forward plus
+    of modules to keep whole as one layer; the others are the called submodules none of whose
+    descendants is called. ``training``: each layer's weight is its forward plus
     backward time (both run on its device), else its forward time. ``loss_fn(output)`` gives the
     loss to run backward from (default: the sum of the outputs). ``comm``: ``(fixed_us,
     us_per_byte)`` of a transfer (default: ``measure_copy`` on this machine).
@@ -147,34 +172,17 @@ def profile(
     unknown = leaf_names - {n for n, _ in module.named_modules()}
     if unknown:
         raise ordo.OrdoError(f"leaf_modules: no module named {sorted(unknown)}")
-    graph = _LayerTracer(leaf_names, leaf_types).trace(module)
-
-    # Layers in call order; a module called twice (tied weights) is two layers, `name#1`.
-    calls: dict[str, int] = {}
-    layer_of: dict[torch.fx.Node, str] = {}
-    for node in graph.nodes:
-        if node.op == "call_module":
-            k = calls.get(node.target, 0)
-            calls[node.target] = k + 1
-            layer_of[node] = node.target if k == 0 else f"{node.target}#{k}"
-    if not layer_of:
+    chosen = _layer_modules(module, leaf_names, leaf_types, _called(module, inputs))
+    # Parameters of no layer (a class token, a position embedding used between layers) belong
+    # to the first layer whose inputs were computed from them.
+    owned = {id(p) for m in chosen.values() for p in m.parameters()}
+    orphans = {id(p): p for p in module.parameters() if id(p) not in owned}
+    measured = _measure(module, inputs, chosen, orphans, reps, warmup, loss_fn or _loss)
+    layers, edges = measured.layers, measured.edges
+    forward, backward = measured.forward_us, measured.backward_us
+    out_bytes, temporary = measured.output_bytes, measured.temporary_bytes
+    if not layers:
         raise ordo.OrdoError("the module has no layers to place (no submodule is called)")
-
-    # Dependencies through the operations that are not layers (shunting).
-    sources: dict[torch.fx.Node, frozenset[str]] = {}
-    for node in graph.nodes:
-        if node in layer_of:
-            sources[node] = frozenset([layer_of[node]])
-        else:
-            sources[node] = frozenset().union(*(sources[a] for a in node.all_input_nodes))
-    edges = []
-    for node, layer in layer_of.items():
-        for producer in sorted(frozenset().union(*(sources[a] for a in node.all_input_nodes))):
-            edges.append((producer, layer))
-    layers = list(layer_of.values())
-    forward, backward, out_bytes, temporary = _measure(
-        module, inputs, calls, reps, warmup, loss_fn or _loss
-    )
     device = next((p.device for p in module.parameters()), torch.device("cpu"))
     fixed_us, us_per_byte = comm if comm is not None else measure_copy(device, device)
     modules = dict(module.named_modules())
@@ -182,18 +190,24 @@ def profile(
     def target(layer: str) -> str:
         return layer.split("#")[0]
 
+    def params_of(layer: str) -> list[torch.Tensor]:
+        own = list(modules[target(layer)].parameters())
+        return own + [orphans[i] for i, users in measured.orphan_users.items() if layer in users]
+
     def persistent(layer: str) -> int:
         if "#" in layer:  # a second call: its parameters live with the first
             return 0
-        params = modules[target(layer)].parameters()
+        firsts = [orphans[i] for i, users in measured.orphan_users.items() if users[0] == layer]
+        params = list(modules[target(layer)].parameters()) + firsts
         return sum(p.numel() * p.element_size() for p in params)
 
-    # Layers that share a parameter (a module called twice, tied embeddings) are one
-    # colocation group: ordo places them on one device, where the parameter lives.
+    # Layers that share a parameter (a module called twice, tied embeddings, a parameter of no
+    # layer read by several) are one colocation group: ordo places them on one device, where
+    # the parameter lives.
     owner: dict[int, str] = {}
     group: dict[str, str] = {}
     for layer in layers:
-        params = list(modules[target(layer)].parameters())
+        params = params_of(layer)
         shared = next((owner[id(p)] for p in params if id(p) in owner), layer)
         for p in params:
             owner.setdefault(id(p), shared)
@@ -249,90 +263,163 @@ def profile(
     return Profiled(layers, forward, backward, edges, costgraph)
 
 
-def _measure(module, inputs, calls, reps, warmup, loss_fn):
-    """Each layer's median forward and backward time in µs, output bytes and (on a GPU)
-    temporary bytes, over ``reps`` steps after ``warmup``, with module hooks."""
+@dataclass
+class _Measured:
+    """What one profiling run saw: the layers in call order, the edges between them, times in
+    µs (medians), output and temporary bytes."""
+
+    layers: list[str] = field(default_factory=list)
+    edges: list[tuple[str, str]] = field(default_factory=list)
+    forward_us: dict[str, float] = field(default_factory=dict)
+    backward_us: dict[str, float] = field(default_factory=dict)
+    output_bytes: dict[str, int] = field(default_factory=dict)
+    temporary_bytes: dict[str, int] = field(default_factory=dict)
+    # Each parameter of no layer (by id): the layers whose inputs were computed from it.
+    orphan_users: dict[int, list[str]] = field(default_factory=dict)
+
+
+def _producers(
+    tensor: torch.Tensor, of_fn: dict, of_id: dict, orphans: dict, used: set[int]
+) -> set[str]:
+    """The layers whose outputs ``tensor`` was computed from: the autograd graph walked back
+    from its ``grad_fn`` through operations that are not layers, stopping at layer outputs (a
+    tensor without history: the layer that returned that very object). Parameters of no layer
+    met on the way (``orphans``, by id) are added to ``used``."""
+    if id(tensor) in of_id and tensor.grad_fn is None:
+        return {of_id[id(tensor)]}
+    found: set[str] = set()
+    stack, seen = [tensor.grad_fn], set()
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        if fn in of_fn:
+            found.add(of_fn[fn])
+            continue
+        variable = getattr(fn, "variable", None)  # AccumulateGrad: a leaf, e.g. a parameter
+        if variable is not None and id(variable) in orphans:
+            used.add(id(variable))
+        stack.extend(next_fn for next_fn, _ in fn.next_functions)
+    return found
+
+
+def _backward_us(module, args, kwargs, device) -> float:
+    """The layer's backward alone: gradients of its (floating-point) inputs and parameters for
+    an upstream gradient of ones, on fresh copies of its inputs, in µs."""
+    # Gradients are taken with respect to leaves; the layer gets clones of them, which it may
+    # modify in place (ReLU(inplace=True), a block's `x += ...`).
+    leaves = [
+        a.detach().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a
+        for a in args
+    ]
+    with torch.enable_grad():
+        copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in leaves]
+        outputs = [t for t in _tensors(module(*copies, **kwargs)) if t.requires_grad]
+        wrt = [c for c in leaves if isinstance(c, torch.Tensor) and c.requires_grad]
+        wrt += [p for p in module.parameters() if p.requires_grad]
+        if not outputs or not wrt:
+            return 0.0
+        grads = [torch.ones_like(t) for t in outputs]
+        _sync(device)
+        start = time.perf_counter()
+        torch.autograd.grad(outputs, wrt, grads, allow_unused=True)
+        _sync(device)
+    return (time.perf_counter() - start) * 1e6
+
+
+def _measure(module, inputs, chosen, orphans, reps, warmup, loss_fn) -> _Measured:
+    """Runs ``warmup + reps`` forward and backward passes of ``module`` with hooks on the
+    ``chosen`` layers: the first pass finds the layers and edges, the timed ones time each
+    layer's forward in the model and its backward alone (see ``_backward_us``)."""
     device = next((p.device for p in module.parameters()), torch.device("cpu"))
-    modules = dict(module.named_modules())
-    seen: dict[str, int] = {}
-    fwd: dict[str, list[float]] = {}
-    bwd: dict[str, list[float]] = {}
-    out_bytes: dict[str, int] = {}
-    temporary: dict[str, int] = {}
+    result = _Measured()
+    forward: dict[str, list[float]] = {}
+    backward: dict[str, list[float]] = {}
+    # `alone`: a layer is being run by itself to time its backward; its hooks stand aside.
+    state = {"step": 0, "timed": False, "alone": False}
+    calls: dict[str, int] = {}
     started: dict[str, float] = {}
-    handles = []
-    inplace = []
-    # Full backward hooks cannot wrap an in-place module: profile it out of place, and count
-    # no output of its own (it writes its input).
-    for target in calls:
-        m = modules[target]
-        if getattr(m, "inplace", False):
-            inplace.append(m)
-            m.inplace = False
-    inplace_targets = {t for t in calls if modules[t] in inplace}
+    pending: list[tuple[str, torch.nn.Module, tuple, dict]] = []
+    of_fn: dict = {}
+    of_id: dict[int, str] = {}
+    inplace = {q for q, m in chosen.items() if getattr(m, "inplace", False)}
 
-    def layer(target: str) -> str:
-        k = seen.get(target, 0)
-        seen[target] = k + 1
-        return target if k == 0 else f"{target}#{k}"
+    def name(qualname: str) -> str:
+        k = calls.get(qualname, 0)
+        calls[qualname] = k + 1
+        return qualname if k == 0 else f"{qualname}#{k}"
 
-    for target in calls:
-        m = modules[target]
-        order: list[str] = []
+    hooks = []
+    for qualname, m in chosen.items():
+        current: list[str] = []
 
-        def pre(_m, _args, target=target, order=order):
-            name = layer(target)
-            order.append(name)
+        def pre(m, args, kwargs, qualname=qualname, current=current):
+            if state["alone"]:
+                return
+            layer = name(qualname)
+            current.append(layer)
+            if state["step"] == 0:
+                result.layers.append(layer)
+                producers: set[str] = set()
+                used: set[int] = set()
+                for t in _tensors(list(args) + list(kwargs.values())):
+                    producers |= _producers(t, of_fn, of_id, orphans, used)
+                for i in sorted(used):
+                    users = result.orphan_users.setdefault(i, [])
+                    if layer not in users:
+                        users.append(layer)
+                result.edges.extend((p, layer) for p in sorted(producers) if p != layer)
+            if state["timed"]:
+                # Copies of the inputs as they are now, for the backward measured alone.
+                kept = tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
+                pending.append((layer, m, kept, dict(kwargs)))
             _sync(device)
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
-                started[name + "@mem"] = torch.cuda.memory_allocated(device)
-            started[name] = time.perf_counter()
+                started[layer + "@mem"] = torch.cuda.memory_allocated(device)
+            started[layer] = time.perf_counter()
 
-        def post(_m, _args, output, target=target, order=order):
+        def post(m, args, kwargs, output, qualname=qualname, current=current):
+            if state["alone"]:
+                return
             _sync(device)
-            name = order[-1]
-            fwd.setdefault(name, []).append((time.perf_counter() - started[name]) * 1e6)
+            layer = current.pop()
+            elapsed = (time.perf_counter() - started[layer]) * 1e6
+            if state["timed"]:
+                forward.setdefault(layer, []).append(elapsed)
             size = sum(t.numel() * t.element_size() for t in _tensors(output))
-            out_bytes[name] = 0 if target in inplace_targets else size
+            result.output_bytes[layer] = 0 if qualname in inplace else size
             if device.type == "cuda":
-                peak = torch.cuda.max_memory_allocated(device) - started[name + "@mem"]
-                temporary[name] = max(0, peak - size)
+                peak = torch.cuda.max_memory_allocated(device) - started[layer + "@mem"]
+                result.temporary_bytes[layer] = max(0, peak - size)
+            if state["step"] == 0:
+                for t in _tensors(output):
+                    if t.grad_fn is not None:
+                        of_fn[t.grad_fn] = layer
+                    of_id[id(t)] = layer
 
-        def bpre(_m, _grad, order=order):
-            _sync(device)
-            started[order[-1] + "@bwd"] = time.perf_counter()
-
-        def bpost(_m, _gin, _gout, order=order):
-            _sync(device)
-            name = order.pop()
-            elapsed = (time.perf_counter() - started[name + "@bwd"]) * 1e6
-            bwd.setdefault(name, []).append(elapsed)
-
-        handles.append(m.register_forward_pre_hook(pre))
-        handles.append(m.register_forward_hook(post))
-        handles.append(m.register_full_backward_pre_hook(bpre))
-        handles.append(m.register_full_backward_hook(bpost))
+        hooks.append(m.register_forward_pre_hook(pre, with_kwargs=True))
+        hooks.append(m.register_forward_hook(post, with_kwargs=True))
     try:
-        with warnings.catch_warnings():
-            # A first layer's inputs need no gradient: its backward hooks fire on its outputs'
-            # gradients, and its time is that of its parameters' gradients alone, as it should.
-            warnings.filterwarnings("ignore", message="Full backward hook is firing")
-            for step in range(warmup + reps):
-                seen.clear()
-                module.zero_grad(set_to_none=True)
-                loss = loss_fn(module(*inputs))
-                if isinstance(loss, torch.Tensor) and loss.requires_grad:
-                    loss.backward()
-                if step < warmup:
-                    fwd.clear()
-                    bwd.clear()
+        for step in range(warmup + reps):
+            state["step"], state["timed"] = step, step >= warmup
+            calls.clear()
+            module.zero_grad(set_to_none=True)
+            loss = loss_fn(module(*inputs))
+            if isinstance(loss, torch.Tensor) and loss.requires_grad:
+                loss.backward()
+            of_fn.clear()
+            of_id.clear()
+            state["alone"] = True
+            while pending:
+                layer, m, args, kwargs = pending.pop()
+                backward.setdefault(layer, []).append(_backward_us(m, args, kwargs, device))
+            state["alone"] = False
     finally:
-        for handle in handles:
-            handle.remove()
-        for m in inplace:
-            m.inplace = True
+        for hook in hooks:
+            hook.remove()
         module.zero_grad(set_to_none=True)
-    median = {k: statistics.median(v) for k, v in fwd.items()}
-    median_bwd = {k: statistics.median(v) for k, v in bwd.items()}
-    return median, median_bwd, out_bytes, temporary
+    result.forward_us = {k: statistics.median(v) for k, v in forward.items()}
+    result.backward_us = {k: statistics.median(v) for k, v in backward.items()}
+    return result
