@@ -71,3 +71,24 @@ def test_bad_orders_are_ordo_errors(change, culprit):
     args.update(change)
     with pytest.raises(ordo.OrdoError, match=culprit):
         ordo.reorder_threads(**args)
+
+
+def test_threads_needed_by_a_profiled_model_under_both_criteria():
+    torchvision = pytest.importorskip("torchvision")
+    model = torchvision.models.resnet18(num_classes=10)
+    profiled = ot.profile(model, torch.randn(2, 3, 64, 64), reps=1, warmup=0, comm=(20.0, 1e-4))
+    problem = ordo.Problem(profiled.model(), ordo.Target.uniform(2), mode="training")
+    for algo in ["m-etf", "m-sct", "round-robin"]:
+        needed = ot.threads_needed(profiled, ordo.plan(problem, algo))
+        assert set(needed) == {"gpu-topo", "global-topo"}
+        for layers in needed.values():
+            assert set(layers) <= set(profiled.layers)
+    chain = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+    chained = ot.profile(chain, torch.randn(2, 8), reps=1, warmup=0, comm=(1.0, 0.0))
+    chain_problem = ordo.Problem(chained.model(), ordo.Target.uniform(2), mode="training")
+    needed = ot.threads_needed(chained, ordo.plan(chain_problem, "round-robin"))
+    assert needed == {"gpu-topo": [], "global-topo": []}, "a chain's code order is its order"
+    with pytest.raises(ordo.OrdoError, match="placed plan"):
+        ot.threads_needed(
+            chained, ordo.plan(ordo.Problem(chained.model(), ordo.Target.uniform(1)), "inorder")
+        )

@@ -33,7 +33,7 @@ import torch
 
 import ordo
 
-__all__ = ["Profiled", "measure_copy", "profile"]
+__all__ = ["Profiled", "measure_copy", "profile", "threads_needed"]
 
 
 @dataclass
@@ -423,3 +423,28 @@ def _measure(module, inputs, chosen, orphans, reps, warmup, loss_fn) -> _Measure
     result.forward_us = {k: statistics.median(v) for k, v in forward.items()}
     result.backward_us = {k: statistics.median(v) for k, v in backward.items()}
     return result
+
+
+def threads_needed(profiled: Profiled, planned: ordo.Planned) -> dict[str, list[str]]:
+    """The layers that would wait on threads when the model's own ``forward`` runs
+    ``planned`` (a placed plan of ``profiled.model()``), under the GPU-wise criterion
+    (``"gpu-topo"``, Baechi-PyTorch's ``isNotWaiting``) and the global one (``"global-topo"``,
+    the placement's order of all layers: by their simulated start). The host reaches the layers
+    in the order the profile saw them called."""
+    placement = planned.placement
+    if placement is None:
+        raise ordo.OrdoError("threads_needed needs a placed plan (a placer's strategy)")
+    layers = profiled.layers
+    position = {layer: i for i, layer in enumerate(layers)}
+    start = {name: begin for name, begin, _ in ordo.simulate(planned).tasks if name in position}
+    global_order = sorted(layers, key=lambda layer: (start.get(layer, 0.0), position[layer]))
+    parents: dict[str, list[str]] = {}
+    for producer, consumer in profiled.edges:
+        parents.setdefault(consumer, []).append(producer)
+    args = (layers, parents, placement.device_of, placement.order)
+    return {
+        "gpu-topo": ordo.reorder_threads(*args),
+        "global-topo": ordo.reorder_threads(
+            *args, criterion="global-topo", global_order=global_order
+        ),
+    }
