@@ -101,8 +101,8 @@ impl Default for PlaceOptions {
     }
 }
 
-/// The instant a placer gives up at, checked where it loops: [`Deadline::passed`] is an error
-/// naming the placer and how long it ran.
+/// The instant a placer gives up at, checked where it loops: [`Deadline::check`] gives an
+/// error naming the placer and how long it ran.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Deadline {
     at: Option<Instant>,

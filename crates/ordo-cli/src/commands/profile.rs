@@ -33,13 +33,14 @@ impl CallsArg {
             CallsArg::BackToBack => ProfileMode::BackToBack,
         }
     }
+}
 
-    fn name(self) -> &'static str {
-        match self {
-            CallsArg::Runtime => "runtime",
-            CallsArg::InStep => "in-step",
-            CallsArg::BackToBack => "back-to-back",
-        }
+/// How a profile's calls were made, as `--calls` names it and the profile file records it.
+fn calls_name(mode: ProfileMode) -> &'static str {
+    match mode {
+        ProfileMode::Runtime => "runtime",
+        ProfileMode::InStep => "in-step",
+        ProfileMode::BackToBack => "back-to-back",
     }
 }
 
@@ -160,11 +161,6 @@ pub fn measure(
     } else {
         (None, None)
     };
-    let calls = match options.mode {
-        ProfileMode::Runtime => CallsArg::Runtime,
-        ProfileMode::InStep => CallsArg::InStep,
-        ProfileMode::BackToBack => CallsArg::BackToBack,
-    };
     Ok(Profile {
         format: PROFILE_FORMAT.to_string(),
         model: label,
@@ -172,7 +168,7 @@ pub fn measure(
         device: device_description(),
         reps: measured.reps,
         warmup: measured.warmup,
-        calls: calls.name().to_string(),
+        calls: calls_name(options.mode).to_string(),
         temporary_measured: true,
         spread: Some((measured.spread * 1e4).round() / 1e4),
         nodes: measured

@@ -346,6 +346,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.steps == 0 {
         bail!("--steps must be at least 1");
     }
+    // Checked before the model is profiled and planned, which can take seconds.
+    let warmup_seconds = crate::placing::seconds("--warmup-seconds", &args.warmup_seconds)?;
     let Prepared { problem, planned, label, budget } = prepare(args)?;
     let plan = &planned.plan;
     let settings = RunSettings {
@@ -374,7 +376,6 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let params = runner.parameters().len();
     let from_file = runner.parameters_from_file().map(|(loaded, _)| loaded);
     predicted.step_time_us /= per_run as f64;
-    let warmup_seconds = crate::placing::seconds("--warmup-seconds", &args.warmup_seconds)?;
     let warmup_steps =
         with_spinner("warming up", |_| runner.warm_up(warmup_seconds)).context("warming up")?;
     let mut runs: Vec<StepRun> = Vec::with_capacity(args.steps / per_run);

@@ -177,13 +177,13 @@ def profile(
     # to the first layer whose inputs were computed from them.
     owned = {id(p) for m in chosen.values() for p in m.parameters()}
     orphans = {id(p): p for p in module.parameters() if id(p) not in owned}
-    measured = _measure(module, inputs, chosen, orphans, reps, warmup, loss_fn or _loss)
+    device = next((p.device for p in module.parameters()), torch.device("cpu"))
+    measured = _measure(module, inputs, device, chosen, orphans, reps, warmup, loss_fn or _loss)
     layers, edges = measured.layers, measured.edges
     forward, backward = measured.forward_us, measured.backward_us
     out_bytes, temporary = measured.output_bytes, measured.temporary_bytes
     if not layers:
         raise ordo.OrdoError("the module has no layers to place (no submodule is called)")
-    device = next((p.device for p in module.parameters()), torch.device("cpu"))
     fixed_us, us_per_byte = comm if comm is not None else measure_copy(device, device)
     modules = dict(module.named_modules())
 
@@ -328,11 +328,10 @@ def _backward_us(module, args, kwargs, device) -> float:
     return (time.perf_counter() - start) * 1e6
 
 
-def _measure(module, inputs, chosen, orphans, reps, warmup, loss_fn) -> _Measured:
+def _measure(module, inputs, device, chosen, orphans, reps, warmup, loss_fn) -> _Measured:
     """Runs ``warmup + reps`` forward and backward passes of ``module`` with hooks on the
     ``chosen`` layers: the first pass finds the layers and edges, the timed ones time each
     layer's forward in the model and its backward alone (see ``_backward_us``)."""
-    device = next((p.device for p in module.parameters()), torch.device("cpu"))
     result = _Measured()
     forward: dict[str, list[float]] = {}
     backward: dict[str, list[float]] = {}
