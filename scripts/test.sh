@@ -11,9 +11,10 @@ venv=target/py-venv
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
-# torch (CPU is enough; the default wheel also runs on a GPU) for ordo.torch's tests.
+# torch (CPU is enough; the default wheel also runs on a GPU) for ordo.torch's tests, with
+# torchvision's and Hugging Face's models to profile and distribute.
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "maturin>=1.8,<2" "pytest>=7" \
-    "ruff>=0.6" "torch>=2.1" torchvision numpy networkx
+    "ruff>=0.6" "torch>=2.1" torchvision "transformers>=4.40" numpy networkx
 "$venv/bin/ruff" check crates/ordo-py
 "$venv/bin/ruff" format --check crates/ordo-py
 VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" maturin develop -q -m crates/ordo-py/Cargo.toml

@@ -58,6 +58,7 @@ fn _ordo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::zoo_models, m)?)?;
     m.add_function(wrap_pyfunction!(planning::place, m)?)?;
     m.add_function(wrap_pyfunction!(planning::plan, m)?)?;
+    m.add_function(wrap_pyfunction!(planning::plan_placement, m)?)?;
     m.add_function(wrap_pyfunction!(planning::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(assign::reorder_threads, m)?)?;
     Ok(())

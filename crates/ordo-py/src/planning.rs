@@ -268,6 +268,56 @@ pub fn plan(
     Ok(PyPlanned { inner, placement })
 }
 
+/// Plans a placement made elsewhere: `device_of` gives every node of `problem` its device,
+/// `order` each device's nodes in the order they run (default: the problem's node order, a
+/// topological one). The plan is checked as a placer's is: every node once, each device's order
+/// respecting its dependencies, no wait across devices that could deadlock.
+#[pyfunction]
+#[pyo3(signature = (problem, device_of, order = None, *, algo = "given"))]
+pub fn plan_placement(
+    py: Python<'_>,
+    problem: &PyProblem,
+    device_of: HashMap<String, usize>,
+    order: Option<Vec<Vec<String>>>,
+    algo: &str,
+) -> PyResult<PyPlanned> {
+    let names = &problem.inner.place.names;
+    let devices = problem.inner.place.devices.count();
+    let index: HashMap<&str, usize> =
+        names.iter().enumerate().map(|(i, name)| (name.as_str(), i)).collect();
+    let id = |name: &str, what: &str| {
+        index.get(name).copied().ok_or_else(|| {
+            usage(format!("{what} names node `{name}`, which the problem does not have"))
+        })
+    };
+    let mut device = vec![usize::MAX; names.len()];
+    for (name, &d) in &device_of {
+        if d >= devices {
+            return Err(usage(format!(
+                "device_of puts node `{name}` on device {d}, but the problem has {devices}"
+            )));
+        }
+        device[id(name, "device_of")?] = d;
+    }
+    if let Some(v) = device.iter().position(|&d| d == usize::MAX) {
+        return Err(usage(format!("device_of has no device for node `{}`", names[v])));
+    }
+    let mut placement = Placement::in_id_order(algo, device, devices);
+    if let Some(order) = order {
+        placement.order = order
+            .iter()
+            .map(|o| o.iter().map(|name| id(name, "order")).collect())
+            .collect::<PyResult<_>>()?;
+    }
+    let strategy = Strategy::Given(placement);
+    let inner = py.detach(|| ordo::plan(&problem.inner, &strategy)).map_err(error)?;
+    let placement = match &inner.placed {
+        Some(placed) => Some(Py::new(py, PyPlacement::new(problem, placed)?)?),
+        None => None,
+    };
+    Ok(PyPlanned { inner, placement })
+}
+
 /// The simulator's prediction of a plan's step.
 #[pyclass(name = "Report", module = "ordo", frozen)]
 pub struct PyReport {

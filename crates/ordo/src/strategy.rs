@@ -106,6 +106,9 @@ pub enum Strategy {
         /// The order of each device's tasks.
         order: TaskOrder,
     },
+    /// A placement made elsewhere (by hand, or by a placer on another cost graph of the same
+    /// layers): every node on its device, each device running its nodes in the given order.
+    Given(Placement),
     /// The whole training graph on device 0, in order or out of order.
     OneDevice(OneDeviceSchedule),
     /// The training graph replicated on `replicas` devices, gradients all-reduced; `steps`
@@ -193,6 +196,12 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
             }
             let plan = ordo_sched::build_plan(p, &placed.placement)?;
             let description = format!("placed with {} on {devices} devices", placed.placement.algo);
+            Planned { placed: Some(placed), ..Planned::new(plan, description) }
+        }
+        Strategy::Given(placement) => {
+            let plan = ordo_sched::build_plan(p, placement)?;
+            let description = format!("placed by {} on {devices} devices", placement.algo);
+            let placed = Placed { placement: placement.clone(), auto: None };
             Planned { placed: Some(placed), ..Planned::new(plan, description) }
         }
         Strategy::OneDevice(schedule) => {

@@ -168,6 +168,13 @@ def plan(
     first_k: int = 0,
     bucket_bytes: int = 0,
 ) -> Planned: ...
+def plan_placement(
+    problem: Problem,
+    device_of: dict[str, int],
+    order: list[list[str]] | None = None,
+    *,
+    algo: str = "given",
+) -> Planned: ...
 def simulate(
     planned: Planned, *, channel: str = "tf", concurrent_kernels: bool = False
 ) -> Report: ...

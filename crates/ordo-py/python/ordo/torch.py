@@ -32,8 +32,24 @@ from dataclasses import dataclass, field
 import torch
 
 import ordo
+from ordo._assigner import Distributed, StepReport
+from ordo._placement import Measured, Placement, Prediction, measure, place, predict
 
-__all__ = ["Profiled", "measure_copy", "profile", "threads_needed"]
+__all__ = [
+    "Distributed",
+    "Measured",
+    "Placement",
+    "Prediction",
+    "Profiled",
+    "StepReport",
+    "distribute",
+    "measure",
+    "measure_copy",
+    "place",
+    "predict",
+    "profile",
+    "threads_needed",
+]
 
 
 @dataclass
@@ -447,3 +463,38 @@ def threads_needed(profiled: Profiled, planned: ordo.Planned) -> dict[str, list[
             *args, criterion="global-topo", global_order=global_order
         ),
     }
+
+
+def distribute(
+    module: torch.nn.Module,
+    placement: Placement,
+    *,
+    reorder: bool = True,
+    criterion: str = "gpu-topo",
+    devices=None,
+    parallel: bool = True,
+    timeout: float = 300.0,
+) -> Distributed:
+    """Baechi-PyTorch's Assigner: ``module`` run as ``placement`` says, as a module of its
+    own (its parameters are ``module``'s; ``loss.backward()`` and ``optimizer.step()`` work
+    unchanged).
+
+    Each placed layer's ``forward`` is wrapped (Algorithm 1 of the seed); the model's own
+    ``forward`` runs on the caller's thread in code order, and a layer that would make it
+    wait for a layer it has not reached waits on a thread instead (``criterion``:
+    ``gpu-topo``, the ``isNotWaiting`` check, or ``global-topo``). ``reorder=False`` submits
+    the layers in code order (the seed's debugging switch). ``devices``: the torch device of
+    each logical device (default: all ``"cpu"``; logical devices on the CPU share its memory,
+    each runs on a thread of its own unless ``parallel=False``). ``timeout``: seconds any wait
+    may take before it is an error (a guard: the protocol does not deadlock).
+    ``Distributed.steps`` reports, per forward pass, the layers that waited on threads.
+    """
+    return Distributed(
+        module,
+        placement,
+        devices=devices,
+        reorder=reorder,
+        criterion=criterion,
+        parallel=parallel,
+        timeout=timeout,
+    )

@@ -1,0 +1,206 @@
+"""Placements of a profiled module's layers, and what ordo predicts for them.
+
+``place(profiled, devices)`` runs one of ordo's placers on the profile's cost graph;
+``Placement.of(profiled, device_of)`` takes a placement made elsewhere (by hand, in a test).
+Either is checked by ordo's scheduler (every layer on one device, each device's order
+respecting the graph, no wait across devices that could deadlock) and carries the global
+order the global-topo criterion needs: a topological order of the layers and the device
+orders together, by simulated start. ``predict`` is ordo's simulation of a distributed step
+of the CPU runtime; ``measure`` the same step measured.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+import ordo
+
+__all__ = ["Placement", "Prediction", "measure", "place", "predict"]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each profiled layer runs, in which order per device, and the plan ordo built
+    for it (``planned``: simulate it, draw it)."""
+
+    profiled: object = field(repr=False)  # ordo.torch.Profiled
+    device_of: dict[str, int]
+    device_order: list[list[str]]
+    global_order: list[str] = field(repr=False)
+    planned: ordo.Planned = field(repr=False)
+
+    @property
+    def layers(self) -> list[str]:
+        """The profiled layers, in the order the profile saw them called."""
+        return self.profiled.layers
+
+    @property
+    def parents(self) -> dict[str, list[str]]:
+        """Each layer's graph parents."""
+        parents: dict[str, list[str]] = {layer: [] for layer in self.profiled.layers}
+        for producer, consumer in self.profiled.edges:
+            parents[consumer].append(producer)
+        return parents
+
+    @property
+    def devices(self) -> int:
+        """The number of logical devices."""
+        return len(self.device_order)
+
+    @staticmethod
+    def of(profiled, device_of: dict[str, int], device_order=None, *, devices=None) -> Placement:
+        """A placement given by hand: ``device_of`` for every layer, ``device_order`` each
+        device's layers in order (default: the profile's order), on ``devices`` logical
+        devices (default: as many as ``device_order`` lists, else the largest index used,
+        plus one)."""
+        if devices is None and device_order is not None:
+            devices = len(device_order)
+        if devices is None:
+            devices = max(device_of.values(), default=-1) + 1
+        if devices < 1:
+            raise ordo.OrdoError("a placement needs at least one device")
+        problem = ordo.Problem(profiled.model(), ordo.Target.uniform(devices), mode="training")
+        if device_order is not None:
+            device_order = [list(order) for order in device_order]
+        planned = ordo.plan_placement(problem, device_of, device_order)
+        return Placement._of_planned(profiled, planned)
+
+    @staticmethod
+    def _of_planned(profiled, planned: ordo.Planned) -> Placement:
+        placed = planned.placement
+        device_of, device_order = placed.device_of, placed.order
+        start = {name: begin for name, begin, _ in ordo.simulate(planned).tasks}
+        position = {layer: i for i, layer in enumerate(profiled.layers)}
+        global_order = _merged_order(profiled, device_of, device_order, start, position)
+        return Placement(profiled, device_of, device_order, global_order, planned)
+
+
+def _merged_order(profiled, device_of, device_order, start, position) -> list[str]:
+    """A topological order of the graph and the device orders together, earliest simulated
+    start first (the placer's global order, made consistent with every device's order)."""
+    successors: dict[str, set[str]] = {layer: set() for layer in profiled.layers}
+    for producer, consumer in profiled.edges:
+        successors[producer].add(consumer)
+    for order in device_order:
+        for before, after in zip(order, order[1:]):
+            successors[before].add(after)
+    indegree = {layer: 0 for layer in profiled.layers}
+    for targets in successors.values():
+        for t in targets:
+            indegree[t] += 1
+
+    def key(layer: str):
+        return (start.get(layer, 0.0), position[layer], layer)
+
+    ready = [key(layer) for layer, d in indegree.items() if d == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        layer = heapq.heappop(ready)[2]
+        order.append(layer)
+        for t in successors[layer]:
+            indegree[t] -= 1
+            if indegree[t] == 0:
+                heapq.heappush(ready, key(t))
+    return order
+
+
+def place(
+    profiled,
+    devices: int,
+    algorithm: str = "m-etf",
+    *,
+    memory: int | str | None = None,
+    cluster: str | None = None,
+    budget: float = 2.0,
+) -> Placement:
+    """Places the profiled layers on ``devices`` devices of ``memory`` bytes each (a number or
+    text such as ``"4GiB"``) with ``algorithm`` (``m-etf``, ``m-sct``, ``m-topo``, ``auto``
+    within ``budget`` seconds, ...), charging each layer its forward and backward time."""
+    target = ordo.Target.uniform(devices, memory=memory, cluster=cluster)
+    problem = ordo.Problem(profiled.model(), target, mode="training")
+    return Placement._of_planned(profiled, ordo.plan(problem, algorithm, budget=budget))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """ordo's prediction of a distributed step on CPU logical devices, in µs: the forward pass
+    simulated on the placement (the layers of different devices at once), the backward pass
+    as PyTorch's autograd runs it on a CPU (one layer after another, on one thread)."""
+
+    forward_us: float
+    backward_us: float
+
+    @property
+    def step_us(self) -> float:
+        return self.forward_us + self.backward_us
+
+
+def predict(placement: Placement) -> Prediction:
+    """ordo's simulation of ``distribute(module, placement)``'s step on CPU logical devices
+    (which share memory: no transfer costs anything)."""
+    profiled = placement.profiled
+    graph = json.loads(profiled.to_json())
+    for node in graph["nodes"]:
+        node["weight"] = max(1, round(node["forward_us"]))
+    for link in graph["links"]:
+        link["weight"] = 0
+        for tensor in link["tensor"]:
+            tensor["weight"] = 0
+    model = ordo.Model.from_costgraph_json(json.dumps(graph), graph["graph"]["name"])
+    problem = ordo.Problem(model, ordo.Target.uniform(placement.devices), mode="forward-only")
+    planned = ordo.plan_placement(problem, placement.device_of, placement.device_order)
+    forward = ordo.simulate(planned).step_time_us
+    return Prediction(forward, float(sum(profiled.backward_us.values())))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Medians of measured steps, in µs."""
+
+    forward_us: float
+    backward_us: float
+    steps: int
+
+    @property
+    def step_us(self) -> float:
+        return self.forward_us + self.backward_us
+
+
+def measure(module, example_inputs, *, reps: int = 5, warmup: int = 2, loss_fn=None) -> Measured:
+    """The median forward and backward time of ``module`` (distributed or not) on
+    ``example_inputs``, after ``warmup`` untimed steps; ``loss_fn(output)`` gives the loss
+    (default: the sum of the outputs)."""
+    if reps < 1 or warmup < 0:
+        raise ordo.OrdoError(f"reps={reps}, warmup={warmup}: at least one timed run")
+    inputs = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
+    forward, backward = [], []
+    for i in range(warmup + reps):
+        module.zero_grad(set_to_none=True)
+        start = time.perf_counter()
+        output = module(*inputs)
+        middle = time.perf_counter()
+        loss = loss_fn(output) if loss_fn else _sum(output)
+        loss.backward()
+        end = time.perf_counter()
+        if i >= warmup:
+            forward.append((middle - start) * 1e6)
+            backward.append((end - middle) * 1e6)
+    module.zero_grad(set_to_none=True)
+    return Measured(statistics.median(forward), statistics.median(backward), reps)
+
+
+def _sum(output) -> torch.Tensor:
+    if isinstance(output, torch.Tensor):
+        return output.float().sum()
+    if isinstance(output, (list, tuple)):
+        return sum(_sum(o) for o in output)
+    if isinstance(output, dict):
+        return sum(_sum(o) for o in output.values())
+    raise ordo.OrdoError(f"cannot sum an output of type {type(output).__name__}: give loss_fn")
