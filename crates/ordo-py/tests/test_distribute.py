@@ -3,12 +3,14 @@ reordering, and computes what the undistributed module computes, bitwise."""
 
 import copy
 import random
+import re
 import threading
 
 import pytest
 import torch
 from torch import nn
 
+import ordo
 import ordo.torch as ot
 
 
@@ -320,3 +322,230 @@ def test_models_distributed_compute_what_they_compute_undistributed(name, build)
                 assert error <= 1e-4 * grad.abs().max() + 1e-6 * scale, key
         assert dist.steps[-1].threads == dist.steps[-1].threads_under("gpu-topo")
         dist.close()
+
+
+def test_training_steps_with_an_optimizer_match():
+    """loss.backward() and optimizer.step() unchanged: three SGD steps of the distributed
+    module give the losses and parameters of the undistributed one."""
+    torch.manual_seed(0)
+    model, x = torchvision_model("resnet50")
+    profiled = ot.profile(model, x, reps=1, warmup=0)
+    placement = group_placement(profiled, 2, seed=3)
+
+    def train(module, steps=3):
+        optimizer = torch.optim.SGD(module.parameters(), lr=0.01, momentum=0.9)
+        losses = []
+        for _ in range(steps):
+            optimizer.zero_grad()
+            loss = module(x).square().mean()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        return losses, {n.removeprefix("module."): p.detach() for n, p in module.named_parameters()}
+
+    want_losses, want_params = train(copy.deepcopy(model))
+    for parallel in [False, True]:
+        dist = ot.distribute(copy.deepcopy(model), placement, parallel=parallel, timeout=60)
+        losses, params = within(120, train, dist)
+        if parallel:  # gradients summed in another order: equal up to rounding
+            assert losses == pytest.approx(want_losses, rel=1e-5)
+            for name, p in want_params.items():
+                torch.testing.assert_close(params[name], p, rtol=1e-4, atol=1e-6)
+        else:
+            assert losses == want_losses
+            assert all(torch.equal(params[n], p) for n, p in want_params.items())
+        assert len(dist.steps) == 3
+        dist.close()
+
+
+class Between(nn.Module):
+    """Python code between layers of every kind ordo defers or waits for: shapes, a condition,
+    views and methods, torch functions, operators, in-place writes of pending values and of a
+    tensor the host holds, indexing."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(6, 6)
+        self.b = nn.Linear(6, 6)
+        self.c = nn.Linear(12, 6)
+        self.act = nn.ReLU(inplace=True)
+        self.d = nn.Linear(6, 3)
+
+    def forward(self, x):
+        y = self.a(x)
+        z = self.b(x * 2)
+        n = y.shape[0]  # metadata: waited for
+        y = y.view(n, 2, 3).flatten(1)
+        if y.sum() > -1e9:  # a condition: waited for
+            y = y + 1
+        z += y  # in place on a pending value
+        z[:, 0] = 0.5  # indexed write
+        w = torch.cat([y.relu_(), z], dim=1)  # an in-place method, a torch function
+        w = torch.nn.functional.gelu(w) * (1 - z.mean())
+        h = self.act(self.c(w))  # an in-place layer
+        buffer = torch.zeros(n, 6)
+        buffer[:, :3] = h[:, :3]  # a host tensor written with a pending value
+        return self.d(buffer + h) @ torch.ones(3, 3) - abs(-h.sum())
+
+
+def test_code_between_layers_runs_deferred_and_in_order():
+    torch.manual_seed(0)
+    net, x = Between(), torch.randn(4, 6)
+    profiled = ot.profile(net, x, reps=1, warmup=0)
+    for device_of in [
+        {"a": 0, "b": 1, "c": 1, "act": 1, "d": 0},
+        {"a": 1, "b": 0, "c": 0, "act": 1, "d": 1},
+    ]:
+        placement = ot.Placement.of(profiled, device_of)
+        dist = ot.distribute(copy.deepcopy(net), placement, timeout=10)
+        within(30, assert_same_step, net, dist, x, True)
+
+
+def test_waiting_for_a_layer_the_host_has_not_reached_is_an_error_not_a_hang():
+    """Fig. 3's D waits for G, which the code reaches last: code that needs D's output as a
+    Python value before that cannot run reordered; the error names both layers and the way
+    out, and the module still works without reordering."""
+
+    class NeedsD(DagNet):
+        def forward(self, x):
+            out = {}
+            for v in self.code_order:
+                ps = self.parents.get(v, [])
+                out[v] = self.layers[v](x if not ps else sum(out[p] for p in ps))
+                if v == "D" and bool(out[v].sum() > 1e9):
+                    raise AssertionError("never")
+            return out["F"] + out["G"]
+
+    fig = FIGURE_3
+    net = NeedsD(fig["parents"], fig["code_order"])
+    x = torch.randn(3, 4)
+    placement = dag_placement(net, x, fig["device_of"], fig["device_order"])
+    dist = ot.distribute(copy.deepcopy(net), placement, timeout=10)
+    with pytest.raises(ordo.OrdoError, match=r"layer `layers\.D`.*`layers\.G`.*reorder=False"):
+        within(30, dist, x)
+    undistributed = ot.distribute(copy.deepcopy(net), placement, reorder=False, timeout=10)
+    within(30, assert_same_step, net, undistributed, x, True)
+    within(30, assert_same_step, net, dist.module, x, True)  # the module itself still works
+
+
+def test_a_layers_error_is_raised_by_forward_and_the_next_step_works():
+    torch.manual_seed(0)
+    net = DagNet(FIGURE_3["parents"], FIGURE_3["code_order"])
+    x = torch.randn(3, 4)
+    placement = dag_placement(net, x, FIGURE_3["device_of"], FIGURE_3["device_order"])
+    dist = ot.distribute(copy.deepcopy(net), placement, timeout=10)
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        within(30, dist, torch.randn(3, 5))
+    within(30, assert_same_step, net, dist, x, False)
+
+
+def test_a_branch_not_taken_releases_the_layers_that_wait_for_it():
+    class Branchy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+            self.take_b = True
+
+        def forward(self, x):
+            y = self.a(x)
+            if self.take_b:
+                y = self.b(y)
+            return self.c(y)
+
+    torch.manual_seed(0)
+    net, x = Branchy(), torch.randn(2, 4)
+    profiled = ot.profile(net, x, reps=1, warmup=0)
+    placement = ot.Placement.of(profiled, {"a": 0, "b": 1, "c": 0})
+    dist = ot.distribute(copy.deepcopy(net), placement, timeout=10)
+    net.take_b = dist.module.take_b = False
+    within(30, assert_same_step, net, dist, x, False)
+    assert dist.steps[-1].code_order == ["a", "c"]
+
+
+def test_a_call_the_profile_did_not_see_is_an_error():
+    net = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    profiled = ot.profile(net, torch.randn(2, 4), reps=1, warmup=0)
+    placement = ot.Placement.of(profiled, {"0": 0, "1": 1})
+
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = net
+
+        def forward(self, x):
+            return self.inner[0](self.inner[0](x))
+
+    dist = ot.distribute(net, placement, timeout=10)
+    with pytest.raises(ordo.OrdoError, match=r"layer `0#1` is not in the placement"):
+        within(30, dist._assigner.run, Twice(), (torch.randn(2, 4),), {})
+    dist.close()
+    assert "forward" not in net[0].__dict__, "close() restores the layers"
+
+
+def bad_distribute_cases():
+    """The corpus of bad arguments to place, Placement.of and distribute: each with the text
+    its error must contain."""
+    return [
+        ("devices", dict(devices=["cpu"]), "lists 1 devices, the placement has 2"),
+        ("device name", dict(devices=["cpu", "nonsense"]), "`nonsense` is not a torch device"),
+        ("cuda", dict(devices=["cpu", "cuda:0"]), "on the CPU only"),
+        ("criterion", dict(criterion="random"), "criterion `random`"),
+        ("timeout", dict(timeout=0), "timeout=0"),
+        ("negative timeout", dict(timeout=-1.0), "timeout=-1.0"),
+        ("nan timeout", dict(timeout=float("nan")), "timeout=nan"),
+    ]
+
+
+@pytest.mark.parametrize("what, change, message", bad_distribute_cases(), ids=lambda c: str(c))
+def test_bad_arguments_to_distribute_are_ordo_errors(what, change, message):
+    net = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    profiled = ot.profile(net, torch.randn(2, 4), reps=1, warmup=0)
+    placement = ot.Placement.of(profiled, {"0": 0, "1": 1})
+    with pytest.raises(ordo.OrdoError, match=re.escape(message)):
+        ot.distribute(net, placement, **change)
+
+
+@pytest.mark.parametrize(
+    "device_of, order, message",
+    [
+        ({"0": 0}, None, "no device for node `1`"),
+        ({"0": 0, "1": 5}, None, "on device 5, but the problem has 2"),
+        ({"0": 0, "1": 0, "2": 0}, None, "node `2`, which the problem does not have"),
+        ({"0": 0, "1": 0}, [["1", "0"], []], "`0`"),
+        ({"0": 0, "1": 1}, [["0"], []], "`1`"),
+        ({"0": 0, "1": 1}, [["0", "1"], []], "`1`"),
+        ({"0": 0, "1": 1}, [["0", "x"], ["1"]], "node `x`"),
+    ],
+)
+def test_bad_placements_are_ordo_errors(device_of, order, message):
+    net = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    profiled = ot.profile(net, torch.randn(2, 4), reps=1, warmup=0)
+    with pytest.raises(ordo.OrdoError, match=re.escape(message)):
+        ot.Placement.of(profiled, device_of, order, devices=2)
+
+
+def test_a_placement_of_another_module_is_an_error():
+    net = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    profiled = ot.profile(net, torch.randn(2, 4), reps=1, warmup=0)
+    placement = ot.Placement.of(profiled, {"0": 0, "1": 1})
+    with pytest.raises(ordo.OrdoError, match="layer `0`, which the module lacks"):
+        ot.distribute(nn.Linear(4, 4), placement)
+
+
+def test_forward_from_two_threads_at_once_is_an_error():
+    fig = FIGURE_3
+    net = DagNet(fig["parents"], fig["code_order"])
+    x = torch.randn(3, 4)
+    placement = dag_placement(net, x, fig["device_of"], fig["device_order"])
+    dist = ot.distribute(net, placement, timeout=10)
+    inner = []
+
+    class Reentrant(nn.Module):
+        def forward(self, x):
+            with pytest.raises(ordo.OrdoError, match="forward called again"):
+                dist(x)
+            inner.append(True)
+            return dist.module(x)
+
+    within(30, dist._assigner.run, Reentrant(), (x,), {})
+    assert inner == [True]
