@@ -8,8 +8,8 @@ The protocol, per training step (one call of ``Distributed.forward``):
 
 * Each logical device is a **compute stream**: on the CPU a worker thread that runs the
   layers submitted to it one at a time, in submission order (a CUDA stream's guarantee), so
-  that layers on different logical devices run at once. With one logical device (or
-  ``parallel=False``) a layer runs on the thread that submits it.
+  that layers on different logical devices run at once. The device with the most layers (and
+  every device with ``parallel=False``) runs a layer on the thread that submits it, at once.
 * A layer **submits** to its device once the layers it waits for have submitted: the layer
   before it on its device (the GPU-wise topological parent: the device then runs its layers in
   the placement's order) and its graph parents (their outputs are its inputs; with the CPU's
@@ -44,10 +44,17 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
-from torch.utils._pytree import tree_map
 
 import ordo
-from ordo._pending import Pending, capture, pending_leaves, resolve, run_into, when_all
+from ordo._pending import (
+    Pending,
+    capture,
+    pending_leaves,
+    resolve,
+    run_into,
+    tree_apply,
+    when_all,
+)
 
 __all__ = ["Distributed", "StepReport"]
 
@@ -198,12 +205,22 @@ class _Step:
         if isinstance(written, Pending):
             after += self.readers.get(written._future, [])
         self._reach(layer)
-        waits = self.plan.waits(layer, self.reorder, self.criterion) | (came_from - {layer})
+        waits = self.plan.waits(layer, self.reorder, self.criterion)
+        if came_from:
+            waits = waits | (came_from - {layer})
         self.waits[layer] = waits
+        on_host = not self.reorder or self._may_run_on_host(layer, waits)
+        device = self.devices[self.plan.device_of[layer]]
+        if on_host and not after and isinstance(device, _Inline):
+            # The common case, kept cheap: it runs here, now, on values the host has.
+            self._wait_submitted(layer, waits)
+            value = forward(*args, **kwargs)
+            self._mark_submitted(layer)
+            return value
         future: Future = Future()
         self.futures.append((f"layer `{layer}`", future))
         self._read_by(leaves, future)
-        captured = capture((args, kwargs))
+        captured = capture((args, kwargs)) if leaves else (args, kwargs)
         if isinstance(written, Pending):  # it stands for the written value from now on
             written._future = future
         grad = torch.is_grad_enabled()
@@ -216,13 +233,11 @@ class _Step:
             except FutureTimeout:
                 future.set_exception(ordo.OrdoError(f"layer `{layer}`: inputs not ready"))
                 return
-            run_into(future, forward, *captured, grad, timeout)
+            run_into(future, forward, *captured, grad, timeout, bool(leaves))
 
-        if not self.reorder or self._may_run_on_host(layer, waits):
+        if on_host:
             self._wait_submitted(layer, waits)
             self._submit(layer, job)
-            if future.done():
-                return future.result()  # it ran here: the value, or its error, as in eager
             return Pending(future, frozenset({layer}), self)
         self.threads.append(layer)
         threading.Thread(
@@ -242,6 +257,14 @@ class _Step:
             self.global_prefix += 1
 
     def _may_run_on_host(self, layer: str, waits: set[str]) -> bool:
+        device = self.plan.device_of[layer]
+        if (
+            self.criterion == "gpu-topo"
+            and self.prefix[device] >= self.plan.position[layer]
+            and waits <= self.not_waiting
+        ):  # isNotWaiting from the cache alone: the usual case
+            self.not_waiting.add(layer)
+            return True
         if self.criterion == "global-topo":
             # Every layer before it in the global order has been reached, and so has every
             # layer it waits for: all of them submit without the host.
@@ -290,6 +313,10 @@ class _Step:
                 future.set_exception(error)
 
     def _wait_submitted(self, layer: str, waits: set[str]) -> None:
+        # Without the lock first: `submitted` only grows, and a set's membership test is
+        # atomic under the interpreter lock; a stale answer falls through to the wait.
+        if waits <= self.submitted:
+            return
         with self.cv:
             ready = self.cv.wait_for(
                 lambda: self.error is not None or waits <= self.submitted, self.timeout
@@ -304,6 +331,9 @@ class _Step:
 
     def _submit(self, layer: str, job: Callable) -> None:
         self.devices[self.plan.device_of[layer]].submit(job)
+        self._mark_submitted(layer)
+
+    def _mark_submitted(self, layer: str) -> None:
         with self.cv:
             self.submitted.add(layer)
             self.cv.notify_all()
@@ -316,7 +346,7 @@ class _Step:
         if mutated is not None and not isinstance(mutated, Pending):
             # A tensor the host holds is written now, as in eager code, with the values the
             # write needs (waited for).
-            args, kwargs = tree_map(
+            args, kwargs = tree_apply(
                 lambda x: self.wait(x, "an in-place write") if isinstance(x, Pending) else x,
                 (args, kwargs),
             )
@@ -447,8 +477,14 @@ class _Assigner:
                     f"only so far (CUDA streams and events are not implemented yet)"
                 )
         self.reorder, self.criterion, self.timeout = reorder, criterion, float(timeout)
-        threaded = parallel and count > 1
-        self.devices = [_Worker(d) if threaded else _Inline() for d in range(count)]
+        # The device with the most layers runs them on the host thread: torch's CPU kernels
+        # run about 15% slower on a thread other than the main one (its OpenMP team competes
+        # with the main thread's), so the host keeps the largest share.
+        sizes = [len(order) for order in self.plan.device_order]
+        on_host = sizes.index(max(sizes))
+        self.devices = [
+            _Worker(d) if parallel and d != on_host else _Inline() for d in range(count)
+        ]
         weakref.finalize(self, _close, self.devices)
         self.step: _Step | None = None
         self.reports: list[StepReport] = []

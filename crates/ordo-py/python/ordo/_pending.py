@@ -197,31 +197,43 @@ for _name in "neg pos abs invert".split():
     setattr(Pending, f"__{_name}__", _unary(getattr(operator, _name)))
 
 
+def tree_apply(function: Callable, tree):
+    """``tree`` with ``function`` applied to each leaf: torch's pytree, with a fast path for
+    the tensors, tuples, lists and dicts that layers take (called on every layer call)."""
+    kind = type(tree)
+    if kind is torch.Tensor or tree is None or kind in (int, float, bool, str):
+        return function(tree)
+    if kind is tuple or kind is list:
+        return kind([tree_apply(function, v) for v in tree])
+    if kind is dict:
+        return {k: tree_apply(function, v) for k, v in tree.items()}
+    return tree_map(function, tree)  # a named tuple, a registered container, or a leaf
+
+
 def _step_of(tree) -> Any:
     """The step of the first ``Pending`` in ``tree``."""
-    found: list[Pending] = []
-    tree_map(lambda x: found.append(x) if isinstance(x, Pending) and not found else None, tree)
-    if not found:
+    leaves = pending_leaves(tree)
+    if not leaves:
         raise ordo.OrdoError("internal error: a deferred operation without a pending input")
-    return found[0]._step
+    return leaves[0]._step
 
 
 def pending_leaves(tree) -> list[Pending]:
     """Every ``Pending`` in a nested structure of arguments."""
     found: list[Pending] = []
-    tree_map(lambda x: found.append(x) if isinstance(x, Pending) else None, tree)
+    tree_apply(lambda x: found.append(x) if isinstance(x, Pending) else None, tree)
     return found
 
 
 def capture(tree):
     """``tree`` with each ``Pending`` replaced by a ``Ref`` to its value as it is now."""
-    return tree_map(lambda x: Ref(x._future) if isinstance(x, Pending) else x, tree)
+    return tree_apply(lambda x: Ref(x._future) if isinstance(x, Pending) else x, tree)
 
 
 def resolve(tree, timeout: float):
     """``tree`` with each ``Ref`` replaced by its value, waiting for it (at most ``timeout``
     seconds; a value that takes longer is an error, never a hang)."""
-    return tree_map(lambda x: x.future.result(timeout) if isinstance(x, Ref) else x, tree)
+    return tree_apply(lambda x: x.future.result(timeout) if isinstance(x, Ref) else x, tree)
 
 
 def when_all(futures: list[Future], callback: Callable[[], None]) -> None:
@@ -244,13 +256,23 @@ def when_all(futures: list[Future], callback: Callable[[], None]) -> None:
         future.add_done_callback(done)
 
 
-def run_into(future: Future, function: Callable, args, kwargs, grad: bool, timeout: float):
-    """Resolves ``args`` and ``kwargs``, calls ``function`` with gradients recorded or not as
-    the host had them, and sets ``future`` to the result or the exception."""
+def run_into(
+    future: Future,
+    function: Callable,
+    args,
+    kwargs,
+    grad: bool,
+    timeout: float,
+    captured_any: bool = True,
+):
+    """Resolves ``args`` and ``kwargs`` (when they hold ``Ref``s: ``captured_any``), calls
+    ``function`` with gradients recorded or not as the host had them, and sets ``future`` to
+    the result or the exception."""
     if not future.set_running_or_notify_cancel():
         return
     try:
-        args, kwargs = resolve((args, kwargs), timeout)
+        if captured_any:
+            args, kwargs = resolve((args, kwargs), timeout)
         with torch.set_grad_enabled(grad):
             future.set_result(function(*args, **kwargs))
     except BaseException as error:  # noqa: BLE001 - handed to whoever waits for the value
