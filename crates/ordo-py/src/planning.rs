@@ -381,15 +381,21 @@ impl PyReport {
 
 /// Simulates `planned`'s step. `channel`: how transfers contend (`tf`, Baechi's TensorFlow
 /// model, the default; `pytorch`; `duplex`; `host`); `concurrent_kernels`: kernels of
-/// different streams of a device run at once, sharing it.
+/// different streams of a device run at once, sharing it; `host_slowdown` (at least 1): the
+/// devices share one host, whose work slows by this factor while two devices overlap
+/// (`ordo_sim::simulate_on_host`; 1, the default, for devices of their own).
 #[pyfunction]
-#[pyo3(signature = (planned, *, channel = "tf", concurrent_kernels = false))]
+#[pyo3(signature = (planned, *, channel = "tf", concurrent_kernels = false, host_slowdown = 1.0))]
 pub fn simulate(
     py: Python<'_>,
     planned: &PyPlanned,
     channel: &str,
     concurrent_kernels: bool,
+    host_slowdown: f64,
 ) -> PyResult<PyReport> {
+    if !(host_slowdown.is_finite() && (1.0..=100.0).contains(&host_slowdown)) {
+        return Err(usage(format!("host_slowdown={host_slowdown}: expected a number from 1 to 100")));
+    }
     let channel = match channel {
         "tf" => Channel::BaechiTf,
         "pytorch" => Channel::BaechiPytorch,
@@ -401,7 +407,9 @@ pub fn simulate(
     };
     let options = SimOptions { concurrent_kernels, channel };
     let plan = &planned.inner.plan;
-    let inner = py.detach(|| ordo::simulate(&planned.inner, &options)).map_err(error)?;
+    let inner = py
+        .detach(|| ordo::stages::sim::simulate_on_host(plan, &options, host_slowdown))
+        .map_err(error)?;
     let trace = ordo::stages::sim::chrome_trace_json(plan, &inner);
     let gantt = ordo::stages::sim::gantt_svg(plan, &inner, &planned.inner.description);
     Ok(PyReport { inner, trace, gantt })

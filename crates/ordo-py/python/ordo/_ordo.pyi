@@ -176,7 +176,11 @@ def plan_placement(
     algo: str = "given",
 ) -> Planned: ...
 def simulate(
-    planned: Planned, *, channel: str = "tf", concurrent_kernels: bool = False
+    planned: Planned,
+    *,
+    channel: str = "tf",
+    concurrent_kernels: bool = False,
+    host_slowdown: float = 1.0,
 ) -> Report: ...
 def reorder_threads(
     code_order: list[str],

@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 import json
 import statistics
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -21,7 +22,7 @@ import torch
 
 import ordo
 
-__all__ = ["Placement", "Prediction", "measure", "place", "predict"]
+__all__ = ["Placement", "Prediction", "concurrency_slowdown", "measure", "place", "predict"]
 
 
 @dataclass(frozen=True)
@@ -142,9 +143,11 @@ class Prediction:
         return self.forward_us + self.backward_us
 
 
-def predict(placement: Placement) -> Prediction:
+def predict(placement: Placement, *, slowdown: float = 1.0) -> Prediction:
     """ordo's simulation of ``distribute(module, placement)``'s step on CPU logical devices
-    (which share memory: no transfer costs anything)."""
+    (which share memory: no transfer costs anything). ``slowdown``: how much slower work
+    runs while two logical devices compute at once, sharing the CPU's cores
+    (``concurrency_slowdown`` measures it; 1 for devices of their own)."""
     profiled = placement.profiled
     graph = json.loads(profiled.to_json())
     for node in graph["nodes"]:
@@ -156,7 +159,7 @@ def predict(placement: Placement) -> Prediction:
     model = ordo.Model.from_costgraph_json(json.dumps(graph), graph["graph"]["name"])
     problem = ordo.Problem(model, ordo.Target.uniform(placement.devices), mode="forward-only")
     planned = ordo.plan_placement(problem, placement.device_of, placement.device_order)
-    forward = ordo.simulate(planned).step_time_us
+    forward = ordo.simulate(planned, host_slowdown=slowdown).step_time_us
     return Prediction(forward, float(sum(profiled.backward_us.values())))
 
 
@@ -194,6 +197,38 @@ def measure(module, example_inputs, *, reps: int = 5, warmup: int = 2, loss_fn=N
             backward.append((end - middle) * 1e6)
     module.zero_grad(set_to_none=True)
     return Measured(statistics.median(forward), statistics.median(backward), reps)
+
+
+def concurrency_slowdown(module, example_inputs, *, reps: int = 5) -> float:
+    """How much slower ``module``'s forward pass runs on this machine while another runs at
+    once on a second thread (the CPU's cores shared), as a factor of at least 1: medians of
+    ``reps`` passes alone and ``reps`` beside another."""
+    if reps < 1:
+        raise ordo.OrdoError(f"reps={reps}: at least one timed run")
+    inputs = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
+
+    def seconds() -> float:
+        start = time.perf_counter()
+        with torch.no_grad():
+            module(*inputs)
+        return time.perf_counter() - start
+
+    seconds()
+    alone = statistics.median(seconds() for _ in range(reps))
+    stop = threading.Event()
+
+    def beside() -> None:
+        while not stop.is_set():
+            seconds()
+
+    other = threading.Thread(target=beside, daemon=True)
+    other.start()
+    try:
+        together = statistics.median(seconds() for _ in range(reps))
+    finally:
+        stop.set()
+        other.join()
+    return max(1.0, together / alone)
 
 
 def _sum(output) -> torch.Tensor:

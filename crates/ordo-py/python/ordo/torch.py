@@ -33,7 +33,15 @@ import torch
 
 import ordo
 from ordo._assigner import Distributed, StepReport
-from ordo._placement import Measured, Placement, Prediction, measure, place, predict
+from ordo._placement import (
+    Measured,
+    Placement,
+    Prediction,
+    concurrency_slowdown,
+    measure,
+    place,
+    predict,
+)
 
 __all__ = [
     "Distributed",
@@ -42,6 +50,7 @@ __all__ = [
     "Prediction",
     "Profiled",
     "StepReport",
+    "concurrency_slowdown",
     "distribute",
     "measure",
     "measure_copy",

@@ -4,7 +4,7 @@ predicted distributed step next to the measured one.
 
 Run in the test environment (scripts/test.sh builds it):
 
-    target/py-venv/bin/python scripts/bench_distribute.py [--models resnet50,bert] [--reps 7]
+    target/py-venv/bin/python crates/ordo-py/bench/distribute.py [--models resnet50,bert] [--reps 7]
 
 Timings are medians of interleaved runs on this machine (CPU logical devices).
 """
@@ -100,7 +100,11 @@ def main() -> None:
         start = time.perf_counter()
         profiled = ot.profile(model, x, leaf_modules=leaf, reps=3, warmup=1, loss_fn=loss_of)
         profile_s = time.perf_counter() - start
-        print(f"== {name}: {len(profiled.layers)} layers, profiled in {profile_s:.2f} s")
+        slowdown = ot.concurrency_slowdown(model, x)
+        print(
+            f"== {name}: {len(profiled.layers)} layers, profiled in {profile_s:.2f} s; "
+            f"two forward passes at once run {slowdown:.2f}x slower"
+        )
         for devices in (2, 4):
             for algo in ("m-etf", "m-sct"):
                 start = time.perf_counter()
@@ -112,7 +116,7 @@ def main() -> None:
                 report = dist.steps[-1]
                 gpu = len(report.threads_under("gpu-topo"))
                 glob = len(report.threads_under("global-topo"))
-                predicted = ot.predict(placement)
+                predicted = ot.predict(placement, slowdown=slowdown)
                 error = predicted.step_us / measured.step_us - 1
                 errors.append(abs(error))
                 dist.close()
