@@ -394,7 +394,9 @@ pub fn simulate(
     host_slowdown: f64,
 ) -> PyResult<PyReport> {
     if !(host_slowdown.is_finite() && (1.0..=100.0).contains(&host_slowdown)) {
-        return Err(usage(format!("host_slowdown={host_slowdown}: expected a number from 1 to 100")));
+        return Err(usage(format!(
+            "host_slowdown={host_slowdown}: expected a number from 1 to 100"
+        )));
     }
     let channel = match channel {
         "tf" => Channel::BaechiTf,

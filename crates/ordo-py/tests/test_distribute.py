@@ -549,3 +549,40 @@ def test_forward_from_two_threads_at_once_is_an_error():
 
     within(30, dist._assigner.run, Reentrant(), (x,), {})
     assert inner == [True]
+
+
+class Seq2Seq(nn.Module):
+    """The seed's Transformer: an encoder and a decoder, each with its embedding; the code
+    calls the encoder, then the decoder."""
+
+    def __init__(self, vocab: int = 50, width: int = 16, layers: int = 2):
+        super().__init__()
+        self.src_embed = nn.Embedding(vocab, width)
+        self.tgt_embed = nn.Embedding(vocab, width)
+        self.transformer = nn.Transformer(
+            width, 2, layers, layers, 32, dropout=0.0, batch_first=True
+        )
+        self.out = nn.Linear(width, vocab)
+
+    def forward(self, src, tgt):
+        return self.out(self.transformer(self.src_embed(src), self.tgt_embed(tgt)))
+
+
+def test_the_seeds_transformer_needs_threads_only_under_the_global_criterion():
+    """The seed: a Transformer placed on 2 devices sends 13 of 35 layers to threads under the
+    global criterion and none under the GPU-wise one. Ours has 43 layers; whatever ordo's
+    placers choose, the GPU-wise criterion never needs more threads than the global one, the
+    host's decisions are ordo's Rust decisions, and the output is the module's."""
+    torch.manual_seed(0)
+    model = Seq2Seq()
+    src, tgt = torch.randint(0, 50, (2, 8)), torch.randint(0, 50, (2, 8))
+    profiled = ot.profile(model, (src, tgt), reps=1, warmup=0, loss_fn=lambda o: o.sum())
+    assert len(profiled.layers) == 43
+    for algo in ["m-etf", "m-sct"]:
+        dist = ot.distribute(copy.deepcopy(model), ot.place(profiled, 2, algo), timeout=60)
+        out = within(60, dist, src, tgt)
+        assert torch.equal(out, model(src, tgt))
+        report = dist.steps[-1]
+        gpu, glob = report.threads_under("gpu-topo"), report.threads_under("global-topo")
+        assert report.threads == gpu and len(gpu) <= len(glob)
+        dist.close()
