@@ -201,11 +201,7 @@ impl StrategyArgs<'_> {
             "inorder" => Strategy::OneDevice(OneDeviceSchedule::InOrder),
             "ooo" => Strategy::OneDevice(OneDeviceSchedule::Ooo),
             "pipeline" => {
-                let name = self.schedule.unwrap_or("fast-forward");
-                let schedule = PipelineSchedule::from_name(name).ok_or_else(|| {
-                    let known: Vec<_> = PipelineSchedule::ALL.iter().map(|s| s.name()).collect();
-                    usage(format!("schedule `{name}`: expected one of {}", known.join(", ")))
-                })?;
+                let schedule = pipeline_schedule(self.schedule.unwrap_or("fast-forward"))?;
                 let stages = count(self.stages, "stages")?;
                 let micro_batches = count(self.micro_batches, "micro_batches")?;
                 Strategy::Pipeline(Pipeline::new(stages, micro_batches, schedule))
@@ -225,6 +221,14 @@ impl StrategyArgs<'_> {
             name => Strategy::placed(placer(name, self.budget, self.seed, 0.1)?),
         })
     }
+}
+
+/// The pipeline schedule called `name`.
+fn pipeline_schedule(name: &str) -> PyResult<PipelineSchedule> {
+    PipelineSchedule::from_name(name).ok_or_else(|| {
+        let known: Vec<_> = PipelineSchedule::ALL.iter().map(|s| s.name()).collect();
+        usage(format!("schedule `{name}`: expected one of {}", known.join(", ")))
+    })
 }
 
 /// Plans `problem` with `strategy`: a placer's name (`auto`, `m-etf`, ...; the default), a
@@ -316,6 +320,39 @@ pub fn plan_placement(
         None => None,
     };
     Ok(PyPlanned { inner, placement })
+}
+
+/// `problem` (the training problem of one micro-batch) split into a pipeline of `stages`
+/// stages over `micro_batches` micro-batches with `schedule` (`modulo`: modulo allocation in
+/// groups of that many blocks), as PyTorch's pipeline runtime runs it: a dict of `actions`
+/// (each rank's, `"0F0"`, `"1I2"`), `stage_rank` and `stage_units` (each of PyTorch's stages:
+/// its rank, the model's blocks it runs) and `csv` (what `_load_csv` reads).
+#[pyfunction]
+#[pyo3(signature = (problem, *, stages, micro_batches, schedule = "1f1b", modulo = None))]
+pub fn pytorch_schedule<'py>(
+    py: Python<'py>,
+    problem: &PyProblem,
+    stages: usize,
+    micro_batches: usize,
+    schedule: &str,
+    modulo: Option<usize>,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    for (value, what) in [(stages, "stages"), (micro_batches, "micro_batches")] {
+        if value == 0 {
+            return Err(usage(format!("{what} must be at least 1")));
+        }
+    }
+    let mut pipeline = Pipeline::new(stages, micro_batches, pipeline_schedule(schedule)?);
+    if let Some(m) = modulo {
+        pipeline = pipeline.with_modulo(m);
+    }
+    let inner = py.detach(|| ordo::pytorch_schedule(&problem.inner, &pipeline)).map_err(error)?;
+    let dict = pyo3::types::PyDict::new(py);
+    dict.set_item("actions", inner.actions)?;
+    dict.set_item("stage_rank", inner.stage_rank)?;
+    dict.set_item("stage_units", inner.stage_units)?;
+    dict.set_item("csv", inner.csv)?;
+    Ok(dict)
 }
 
 /// The simulator's prediction of a plan's step.

@@ -29,9 +29,10 @@ pub use one_device::{
     OneDeviceSchedule, deferral, layers_with_weights, one_device_plan, steady_plan,
 };
 pub use pipeline::{
-    MicroBatchGraph, MicroBatched, Pipeline, PipelinePlan, PipelineSchedule, PipelineUnits,
-    allocate_units, balanced_split, block_of, micro_batch, micro_batch_graph, micro_batch_suffix,
-    pipeline_plan, pipeline_units, runs_once_per_step,
+    Action, ActionKind, MicroBatchGraph, MicroBatched, Pipeline, PipelinePlan, PipelineSchedule,
+    PipelineUnits, allocate_units, balanced_split, block_of, micro_batch, micro_batch_graph,
+    micro_batch_suffix, pipeline_plan, pipeline_units, pytorch_actions, pytorch_csv,
+    runs_once_per_step,
 };
 pub use plan::{
     Buffer, BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,

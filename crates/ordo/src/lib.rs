@@ -58,6 +58,7 @@ mod error;
 mod loss;
 mod model;
 mod problem;
+mod pytorch;
 mod run;
 mod steady;
 mod strategy;
@@ -67,6 +68,7 @@ pub use error::{Error, Result};
 pub use loss::{Loss, with_loss};
 pub use model::{Model, ModelKind, Size, Variant, is_file, is_onnx};
 pub use problem::Problem;
+pub use pytorch::{PytorchSchedule, pytorch_schedule};
 pub use run::{Runner, Step, copied_feeds, measured_report, predict, program};
 pub use steady::{
     DataParallelSteady, FirstK, OneDeviceSchedules, data_parallel_steady, network,

@@ -35,6 +35,11 @@ pub struct PipelineArgs {
     /// stages balanced by cost.
     #[arg(allow_negative_numbers = true, long, value_name = "m", requires = "pipeline")]
     pub modulo: Option<usize>,
+    /// Write the schedule as PyTorch's pipeline runtime reads it: each rank's actions
+    /// (`0F0,0F1,1I0,...`), one CSV line per rank (`_PipelineScheduleRuntime._load_csv`,
+    /// format `compute_only`).
+    #[arg(long, value_name = "OUT.csv", requires = "pipeline")]
+    pub pytorch_schedule: Option<std::path::PathBuf>,
 }
 
 impl PipelineArgs {
@@ -112,6 +117,13 @@ pub fn simulate(
         });
     let (planned, result) = planned?;
     check_memory(loaded, &result)?;
+    let mut written = Vec::new();
+    if let Some(path) = &args.pytorch_schedule {
+        let actions = ordo_sched::pytorch_actions(&planned, schedule)
+            .with_context(|| format!("the {} schedule as PyTorch's actions", schedule.name()))?;
+        crate::format::write_file(path, ordo_sched::pytorch_csv(&actions).as_bytes())?;
+        written.push(path.clone());
+    }
     let title = format!(
         "{}: {}-stage pipeline, {} micro-batches, {}",
         loaded.label,
@@ -119,12 +131,12 @@ pub fn simulate(
         pipeline.micro_batches,
         schedule.name()
     );
-    let written = drawings.draw(
+    written.extend(drawings.draw(
         &planned.plan,
         &result.report,
         &title,
         &loaded.problem.place.devices.memory,
-    )?;
+    )?);
     if as_json {
         println!("{:#}", row_json(schedule, &result, None));
         return Ok(());
@@ -157,6 +169,9 @@ pub fn compare(
     as_json: bool,
     svg: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
+    if args.pytorch_schedule.is_some() {
+        bail!("--pytorch-schedule writes one schedule: use it with `ordo simulate`, not compare");
+    }
     let mut results = Vec::new();
     for schedule in PipelineSchedule::ALL {
         let result = simulate_one(loaded, &args.pipeline(schedule), options)?;

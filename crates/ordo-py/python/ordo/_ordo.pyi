@@ -175,6 +175,14 @@ def plan_placement(
     *,
     algo: str = "given",
 ) -> Planned: ...
+def pytorch_schedule(
+    problem: Problem,
+    *,
+    stages: int,
+    micro_batches: int,
+    schedule: str = "1f1b",
+    modulo: int | None = None,
+) -> dict: ...
 def simulate(
     planned: Planned,
     *,

@@ -51,11 +51,13 @@
 //! so GPipe holds all `M` micro-batches' activations at its peak and 1F1B at most `S - s` on
 //! stage `s`.
 
+mod actions;
 mod executable;
 mod microbatch;
 mod order;
 mod units;
 
+pub use actions::{Action, ActionKind, pytorch_actions, pytorch_csv};
 pub use executable::{MicroBatchGraph, micro_batch_graph};
 pub use microbatch::{MicroBatched, micro_batch, micro_batch_suffix, runs_once_per_step};
 pub use units::{PipelineUnits, balanced_split, block_of, pipeline_units};
@@ -106,6 +108,15 @@ impl PipelineSchedule {
             PipelineSchedule::ZbH1 => "zb-h1",
             PipelineSchedule::ZbH2 => "zb-h2",
         }
+    }
+
+    /// Whether the schedule splits each backward into its input gradient and its weight
+    /// gradient, run apart (fast-forward, zero bubble), rather than running them together.
+    pub fn splits_backward(self) -> bool {
+        matches!(
+            self,
+            PipelineSchedule::FastForward | PipelineSchedule::ZbH1 | PipelineSchedule::ZbH2
+        )
     }
 
     /// The schedule called `name` (see [`PipelineSchedule::name`]).
@@ -162,6 +173,12 @@ pub struct PipelinePlan {
     pub units: PipelineUnits,
     /// Each unit's stage (= device).
     pub stage_of_unit: Vec<usize>,
+    /// Each unit's chunk: a run of consecutive units on one device (a stage under contiguous
+    /// allocation, `m` units under modulo allocation); PyTorch's pipeline calls a chunk a
+    /// stage.
+    pub chunk_of_unit: Vec<usize>,
+    /// Each chunk's device.
+    pub device_of_chunk: Vec<usize>,
 }
 
 /// Each unit's chunk, and each chunk's stage: contiguous runs of balanced cost, or the modulo
@@ -251,7 +268,15 @@ pub fn pipeline_plan(
         .collect();
     let plan = build_plan_on_streams(&split.problem, &placement, &on_sub_stream)?;
     let stage_of_unit = chunk_of_unit.iter().map(|&c| device_of_chunk[c]).collect();
-    Ok(PipelinePlan { plan, split, placement, units, stage_of_unit })
+    Ok(PipelinePlan {
+        plan,
+        split,
+        placement,
+        units,
+        stage_of_unit,
+        chunk_of_unit,
+        device_of_chunk,
+    })
 }
 
 /// Every transfer between devices, `(tensor, receiving device)`, in the order the list

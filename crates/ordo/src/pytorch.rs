@@ -1,0 +1,41 @@
+//! ordo's pipeline schedules in the form PyTorch's pipeline runtime runs
+//! (`torch.distributed.pipelining`): each rank's actions, and which of the model's blocks
+//! make each of PyTorch's stages.
+
+use ordo_sched::{Pipeline, pytorch_actions, pytorch_csv};
+
+use crate::Problem;
+use crate::error::Result;
+
+/// A pipeline schedule for PyTorch's `_PipelineScheduleRuntime`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PytorchSchedule {
+    /// Each rank's actions, as PyTorch writes them (`0F0`, `1I2`, `0W2`, `2B1`).
+    pub actions: Vec<Vec<String>>,
+    /// Each of PyTorch's stages (ordo's chunks), its rank.
+    pub stage_rank: Vec<usize>,
+    /// Each stage, the model's blocks (pipeline units) it runs, in order.
+    pub stage_units: Vec<Vec<String>>,
+    /// The actions as the CSV `_load_csv` reads (format `compute_only`).
+    pub csv: String,
+}
+
+/// `pipeline` planned for the one-micro-batch training problem `problem`, as PyTorch's
+/// pipeline runtime runs it.
+///
+/// # Errors
+/// The scheduler's, for a pipeline that does not fit the problem.
+pub fn pytorch_schedule(problem: &Problem, pipeline: &Pipeline) -> Result<PytorchSchedule> {
+    let planned = ordo_sched::pipeline_plan(&problem.place, pipeline)?;
+    let ranks = pytorch_actions(&planned, pipeline.schedule)?;
+    let mut stage_units = vec![Vec::new(); planned.device_of_chunk.len()];
+    for (unit, &chunk) in planned.chunk_of_unit.iter().enumerate() {
+        stage_units[chunk].push(planned.units.names[unit].clone());
+    }
+    Ok(PytorchSchedule {
+        actions: ranks.iter().map(|r| r.iter().map(ToString::to_string).collect()).collect(),
+        stage_rank: planned.device_of_chunk.clone(),
+        stage_units,
+        csv: pytorch_csv(&ranks),
+    })
+}
