@@ -472,6 +472,37 @@ fn option_cases(graph: &str) -> Vec<Case> {
         (vec!["run", "resnet50", "--small", "--roofline", "--profile", "p.json"], "roofline"),
         (vec!["compare", graph, "--devices", "2", "--svg", "/no/such/dir/c.svg"], "c.svg"),
         (vec!["simulate", graph, "--devices", "2", "--svg", "/no/such/dir/g.svg"], "g.svg"),
+        (vec!["simulate", graph, "--devices", "2", "--pytorch-schedule", "s.csv"], "pipeline"),
+        (
+            vec![
+                "simulate",
+                "transformer",
+                "--small",
+                "--batch",
+                "8",
+                "--train",
+                "--pipeline",
+                "2",
+                "--pytorch-schedule",
+                "/no/such/dir/s.csv",
+            ],
+            "s.csv",
+        ),
+        (
+            vec![
+                "compare",
+                "transformer",
+                "--small",
+                "--batch",
+                "8",
+                "--train",
+                "--pipeline",
+                "2",
+                "--pytorch-schedule",
+                "s.csv",
+            ],
+            "simulate",
+        ),
     ];
     table
         .into_iter()

@@ -170,3 +170,44 @@ fn run_measures_its_costs_by_default_and_says_so() {
         assert!(stderr(&out).contains("--warmup-seconds"), "{bad}: {}", stderr(&out));
     }
 }
+
+/// `simulate --pipeline S --pytorch-schedule FILE` writes one CSV row of actions per stage,
+/// each stage's forward and backward of every micro-batch once, and names the file.
+#[test]
+fn pipelines_are_written_as_pytorch_schedules() {
+    let dir = tempfile::tempdir().unwrap();
+    for (schedule, kinds) in [("1f1b", "FB"), ("zb-h1", "FIW")] {
+        let path = dir.path().join(format!("{schedule}.csv"));
+        let path = path.to_str().unwrap();
+        let out = ordo(&[
+            "simulate",
+            "transformer",
+            "--small",
+            "--batch",
+            "8",
+            "--train",
+            "--pipeline",
+            "2",
+            "--micro-batches",
+            "4",
+            "--schedule",
+            schedule,
+            "--pytorch-schedule",
+            path,
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stdout(&out).contains(&format!("wrote {path}")), "{}", stdout(&out));
+        let csv = std::fs::read_to_string(path).unwrap();
+        let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+        assert_eq!(rows.len(), 2, "{csv}");
+        for (rank, row) in rows.iter().enumerate() {
+            assert_eq!(row.len(), 4 * kinds.len(), "{csv}");
+            for kind in kinds.chars() {
+                for mb in 0..4 {
+                    let action = format!("{rank}{kind}{mb}");
+                    assert_eq!(row.iter().filter(|a| **a == action).count(), 1, "{action}: {csv}");
+                }
+            }
+        }
+    }
+}

@@ -3,6 +3,9 @@ simulator read what ordo writes, and PyTorch's runtime runs it across processes 
 gradients of single-process training on the same micro-batches."""
 
 import os
+import re
+import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -153,3 +156,97 @@ def test_pytorchs_runtime_runs_ordos_schedule_to_single_process_gradients(
     for key, grad in want_grads.items():
         assert torch.equal(got_grads[key], grad), key
     assert torch.equal(torch.stack(got_losses), torch.stack(want_losses))
+
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "pipeline_train.py")
+
+
+def load_example():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pipeline_train", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    "schedule, modulo", [("auto", None), ("gpipe", None), ("zb-h2", None), ("zb-h1", 1)]
+)
+def test_torchrun_trains_as_one_process_does(schedule, modulo, tmp_path):
+    """`torchrun --nproc-per-node 2` of the example: ordo plans on rank 0, both ranks run the
+    plan; after three SGD steps every parameter and every micro-batch's loss equal those of
+    one process training on the same micro-batches (bitwise: one thread per process, as
+    torchrun sets, in both)."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command += ["--nproc-per-node", "2", EXAMPLE, "--schedule", schedule, "--steps", "3"]
+    command += ["--out", str(tmp_path)] + (["--modulo", str(modulo)] if modulo else [])
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    example = load_example()
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    plan = ranks[0]["schedule"]
+    if schedule != "auto":
+        assert plan["schedule"] == schedule
+    micro_batches = 4
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        net = example.model(8, 32)
+        x, y = example.data(16, 32)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.05)
+        want_losses = []
+        for _ in range(3):
+            optimizer.zero_grad()
+            step_losses = []
+            for xs, ys in zip(x.chunk(micro_batches), y.chunk(micro_batches)):
+                loss = example.loss_fn(net(xs), ys)
+                loss.backward()
+                step_losses.append(loss.detach())
+            for p in net.parameters():
+                p.grad /= micro_batches
+            optimizer.step()
+            want_losses.append(step_losses)
+    finally:
+        torch.set_num_threads(threads)
+    want, start, children = {}, 0, list(net.children())
+    for stage, units in enumerate(plan["stage_units"]):
+        for name, p in nn.Sequential(*children[start : start + len(units)]).named_parameters():
+            want[f"{stage}:{name}"] = p.detach()
+        start += len(units)
+    got = {**ranks[0]["parameters"], **ranks[1]["parameters"]}
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        assert torch.equal(got[key], value), key
+    losses = [r["losses"] for r in ranks if r["losses"] and r["losses"][0]][0]
+    assert all(torch.equal(torch.stack(g), torch.stack(w)) for g, w in zip(losses, want_losses))
+
+
+def test_ordos_choice_and_bad_pipelines_are_ordo_errors():
+    import ordo.pipelining as op
+    import ordo.torch as ot
+
+    net = blocks(4)
+    profiled = ot.profile(net, torch.randn(2, 8), reps=1, warmup=0, split_backward=True)
+    plan = op.schedule(profiled, stages=2, micro_batches=4)
+    assert plan["schedule"] in op.SCHEDULES
+    fastest = min(plan["predicted"], key=lambda s: plan["predicted"][s][0])
+    assert plan["schedule"] == fastest, "auto picks the fastest predicted schedule"
+    assert set(plan["predicted"]) == set(op.SCHEDULES)
+    problem = transformer_problem(2, 4)
+    cases = [
+        (lambda: ordo.pytorch_schedule(problem, stages=0, micro_batches=4), "stages"),
+        (lambda: ordo.pytorch_schedule(problem, stages=2, micro_batches=0), "micro_batches"),
+        (lambda: ordo.pytorch_schedule(problem, stages=2, micro_batches=4, schedule="x"), "`x`"),
+        (lambda: ordo.pytorch_schedule(problem, stages=9, micro_batches=4), "9 stages"),
+        (lambda: op.schedule(profiled, stages=1, micro_batches=4), "at least 2 stages"),
+        (lambda: op.schedule(profiled, stages=2, micro_batches=4, memory=1000), "no schedule fits"),
+        (lambda: op.schedule(profiled, stages=5, micro_batches=4), "5 stages"),
+        (lambda: op.stages_of(blocks(3), plan, 0), "the module has 3"),
+        (lambda: op.stages_of(net, plan, 2), "rank 2"),
+    ]
+    unsplit = ot.profile(net, torch.randn(2, 8), reps=1, warmup=0)
+    cases.append((lambda: op.schedule(unsplit, stages=2, micro_batches=4), "split_backward=True"))
+    for call, message in cases:
+        with pytest.raises(ordo.OrdoError, match=re.escape(message)):
+            call()

@@ -1,7 +1,10 @@
 """ordo's pipeline schedules run by PyTorch's pipeline runtime (``torch.distributed.pipelining``).
 
-``ordo.pytorch_schedule(problem, stages=S, micro_batches=M, schedule=...)`` plans a pipeline
-with ordo and returns each rank's actions in PyTorch's format; ``stages_of`` cuts a
+``schedule(profiled, stages=S, micro_batches=M, schedule="auto")`` plans a pipeline of a
+profiled module with ordo (stage boundaries balanced by the profile's costs; ``"auto"``: every
+schedule simulated, the fastest within the memory limit chosen) and returns each rank's
+actions in PyTorch's format (``ordo.pytorch_schedule`` does the same for any ordo training
+problem); ``stages_of`` cuts a
 ``nn.Sequential`` of blocks into the stages the schedule names for one rank, and ``step`` runs
 one training step of them under ``_PipelineScheduleRuntime``, which adds the sends and
 receives itself (``compute_only`` format). Every rank of the process group calls ``step`` with
@@ -19,10 +22,56 @@ from torch import nn
 
 import ordo
 
-__all__ = ["stages_of", "step"]
+__all__ = ["SCHEDULES", "schedule", "stages_of", "step"]
+
+# ordo's pipeline schedules, each a candidate of "auto".
+SCHEDULES = ("gpipe", "1f1b", "fast-forward", "zb-h1", "zb-h2")
 
 # An action of the compute-only format: stage, kind, micro-batch (`0F3`, `12W0`).
 _ACTION = re.compile(r"(\d+)([FBIW])(\d+)")
+
+
+def schedule(
+    profiled,
+    *,
+    stages: int,
+    micro_batches: int,
+    schedule: str = "auto",
+    modulo: int | None = None,
+    memory: int | str | None = None,
+) -> dict:
+    """ordo's pipeline of ``profiled`` (``ordo.torch.profile(..., split_backward=True)`` of
+    one micro-batch) over ``stages`` ranks: the dict of ``ordo.pytorch_schedule`` with the
+    ``schedule`` chosen and ``predicted`` (each candidate's simulated step in µs and peak
+    memory in bytes per stage). ``"auto"`` picks the fastest schedule whose stages fit in
+    ``memory`` bytes each (a number or text such as ``"4GiB"``; default: no limit)."""
+    if stages < 2:
+        raise ordo.OrdoError(f"stages={stages}: a pipeline needs at least 2 stages")
+    if micro_batches < 1:
+        raise ordo.OrdoError(f"micro_batches={micro_batches}: at least 1")
+    target = ordo.Target.uniform(stages, memory=memory)
+    problem = ordo.Problem(profiled.training_model(), target, mode="training-graph")
+    candidates = SCHEDULES if schedule == "auto" else (schedule,)
+    predicted = {}
+    for name in candidates:
+        planned = ordo.plan(
+            problem, "pipeline", stages=stages, micro_batches=micro_batches, schedule=name
+        )
+        report = ordo.simulate(planned)
+        predicted[name] = (report.step_time_us, report.peak_memory_bytes[:stages])
+    fitting = [n for n in candidates if all(p <= m for p, m in zip(predicted[n][1], target.memory))]
+    if not fitting:
+        peaks = {n: max(p) for n, (_, p) in predicted.items()}
+        raise ordo.OrdoError(
+            f"no schedule fits in {max(target.memory)} bytes per stage: peaks {peaks}"
+        )
+    chosen = min(fitting, key=lambda n: predicted[n][0])
+    result = ordo.pytorch_schedule(
+        problem, stages=stages, micro_batches=micro_batches, schedule=chosen, modulo=modulo
+    )
+    result["schedule"] = chosen
+    result["predicted"] = predicted
+    return result
 
 
 def stages_of(module: nn.Sequential, schedule: dict, rank: int) -> list[tuple[int, nn.Module]]:

@@ -42,6 +42,7 @@ from ordo._placement import (
     place,
     predict,
 )
+from ordo._training_graph import training_costgraph
 
 __all__ = [
     "Distributed",
@@ -83,6 +84,13 @@ class Profiled:
     def model(self) -> ordo.Model:
         """The cost graph as an ``ordo.Model`` to place and simulate."""
         return ordo.Model.from_costgraph_json(self.to_json(), self.costgraph["graph"]["name"])
+
+    def training_model(self) -> ordo.Model:
+        """The training step as an ``ordo.Model`` whose layers' forward, input gradient,
+        weight gradient and update are nodes of their own (see ``ordo._training_graph``),
+        for pipeline schedules; needs a profile made with ``split_backward=True``."""
+        graph = training_costgraph(self.costgraph)
+        return ordo.Model.from_costgraph_json(json.dumps(graph), graph["graph"]["name"])
 
 
 def _called(module: torch.nn.Module, inputs: tuple) -> set[str]:
@@ -178,6 +186,7 @@ def profile(
     training: bool = True,
     comm: tuple[float, float] | None = None,
     name: str | None = None,
+    split_backward: bool = False,
 ) -> Profiled:
     """Profiles ``module`` on ``example_inputs`` (a tensor or a tuple of them) into an ordo
     cost graph of its layers.
@@ -188,6 +197,9 @@ def profile(
     backward time (both run on its device), else its forward time. ``loss_fn(output)`` gives the
     loss to run backward from (default: the sum of the outputs). ``comm``: ``(fixed_us,
     us_per_byte)`` of a transfer (default: ``measure_copy`` on this machine).
+    ``split_backward``: also time each layer's input gradient and weight gradient apart
+    (``input_grad_us``, ``weight_grad_us`` on each node), which ``training_costgraph`` and the
+    pipeline schedules that split the backward need.
     """
     if reps < 1 or warmup < 0:
         raise ordo.OrdoError(f"reps={reps}, warmup={warmup}: at least one timed run")
@@ -203,7 +215,9 @@ def profile(
     owned = {id(p) for m in chosen.values() for p in m.parameters()}
     orphans = {id(p): p for p in module.parameters() if id(p) not in owned}
     device = next((p.device for p in module.parameters()), torch.device("cpu"))
-    measured = _measure(module, inputs, device, chosen, orphans, reps, warmup, loss_fn or _loss)
+    measured = _measure(
+        module, inputs, device, chosen, orphans, reps, warmup, loss_fn or _loss, split_backward
+    )
     layers, edges = measured.layers, measured.edges
     forward, backward = measured.forward_us, measured.backward_us
     out_bytes, temporary = measured.output_bytes, measured.temporary_bytes
@@ -254,6 +268,8 @@ def profile(
                 "colocation_group": group[layer],
                 "forward_us": round(fwd, 3),
                 "backward_us": round(bwd, 3),
+                "input_grad_us": round(measured.input_grad_us.get(layer, 0.0), 3),
+                "weight_grad_us": round(measured.weight_grad_us.get(layer, 0.0), 3),
             }
         )
     links = []
@@ -281,6 +297,7 @@ def profile(
             "training": training,
             "comm_fixed_us": fixed_us,
             "comm_us_per_byte": us_per_byte,
+            "split_backward": split_backward,
         },
         "nodes": nodes,
         "links": links,
@@ -297,6 +314,8 @@ class _Measured:
     edges: list[tuple[str, str]] = field(default_factory=list)
     forward_us: dict[str, float] = field(default_factory=dict)
     backward_us: dict[str, float] = field(default_factory=dict)
+    input_grad_us: dict[str, float] = field(default_factory=dict)
+    weight_grad_us: dict[str, float] = field(default_factory=dict)
     output_bytes: dict[str, int] = field(default_factory=dict)
     temporary_bytes: dict[str, int] = field(default_factory=dict)
     # Each parameter of no layer (by id): the layers whose inputs were computed from it.
@@ -329,37 +348,50 @@ def _producers(
     return found
 
 
-def _backward_us(module, args, kwargs, device) -> float:
-    """The layer's backward alone: gradients of its (floating-point) inputs and parameters for
-    an upstream gradient of ones, on fresh copies of its inputs, in µs."""
+def _backward_us(module, args, kwargs, device, split: bool) -> tuple[float, float, float]:
+    """The layer's backward alone, in µs: gradients of its (floating-point) inputs and
+    parameters for an upstream gradient of ones, on fresh copies of its inputs; with
+    ``split``, also the input gradients alone and the parameter gradients alone (as a
+    schedule that splits the backward runs them), else those two are 0."""
     # Gradients are taken with respect to leaves; the layer gets clones of them, which it may
     # modify in place (ReLU(inplace=True), a block's `x += ...`).
     leaves = [
         a.detach().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a
         for a in args
     ]
-    with torch.enable_grad():
-        copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in leaves]
-        outputs = [t for t in _tensors(module(*copies, **kwargs)) if t.requires_grad]
-        wrt = [c for c in leaves if isinstance(c, torch.Tensor) and c.requires_grad]
-        wrt += [p for p in module.parameters() if p.requires_grad]
-        if not outputs or not wrt:
-            return 0.0
-        grads = [torch.ones_like(t) for t in outputs]
-        _sync(device)
-        start = time.perf_counter()
-        torch.autograd.grad(outputs, wrt, grads, allow_unused=True)
-        _sync(device)
-    return (time.perf_counter() - start) * 1e6
+    inputs = [c for c in leaves if isinstance(c, torch.Tensor) and c.requires_grad]
+    params = [p for p in module.parameters() if p.requires_grad]
+
+    def timed(wrt: list[torch.Tensor]) -> float:
+        with torch.enable_grad():
+            copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in leaves]
+            outputs = [t for t in _tensors(module(*copies, **kwargs)) if t.requires_grad]
+            if not outputs or not wrt:
+                return 0.0
+            grads = [torch.ones_like(t) for t in outputs]
+            _sync(device)
+            start = time.perf_counter()
+            torch.autograd.grad(outputs, wrt, grads, allow_unused=True)
+            _sync(device)
+        return (time.perf_counter() - start) * 1e6
+
+    total = timed(inputs + params)
+    if not split:
+        return total, 0.0, 0.0
+    return total, timed(inputs), timed(params)
 
 
-def _measure(module, inputs, device, chosen, orphans, reps, warmup, loss_fn) -> _Measured:
+def _measure(
+    module, inputs, device, chosen, orphans, reps, warmup, loss_fn, split_backward
+) -> _Measured:
     """Runs ``warmup + reps`` forward and backward passes of ``module`` with hooks on the
     ``chosen`` layers: the first pass finds the layers and edges, the timed ones time each
     layer's forward in the model and its backward alone (see ``_backward_us``)."""
     result = _Measured()
     forward: dict[str, list[float]] = {}
     backward: dict[str, list[float]] = {}
+    input_grad: dict[str, list[float]] = {}
+    weight_grad: dict[str, list[float]] = {}
     # `alone`: a layer is being run by itself to time its backward; its hooks stand aside.
     state = {"step": 0, "timed": False, "alone": False}
     calls: dict[str, int] = {}
@@ -438,7 +470,10 @@ def _measure(module, inputs, device, chosen, orphans, reps, warmup, loss_fn) -> 
             state["alone"] = True
             while pending:
                 layer, m, args, kwargs = pending.pop()
-                backward.setdefault(layer, []).append(_backward_us(m, args, kwargs, device))
+                total, dx, dw = _backward_us(m, args, kwargs, device, split_backward)
+                backward.setdefault(layer, []).append(total)
+                input_grad.setdefault(layer, []).append(dx)
+                weight_grad.setdefault(layer, []).append(dw)
             state["alone"] = False
     finally:
         for hook in hooks:
@@ -446,6 +481,8 @@ def _measure(module, inputs, device, chosen, orphans, reps, warmup, loss_fn) -> 
         module.zero_grad(set_to_none=True)
     result.forward_us = {k: statistics.median(v) for k, v in forward.items()}
     result.backward_us = {k: statistics.median(v) for k, v in backward.items()}
+    result.input_grad_us = {k: statistics.median(v) for k, v in input_grad.items()}
+    result.weight_grad_us = {k: statistics.median(v) for k, v in weight_grad.items()}
     return result
 
 
