@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 import ordo
 from ordo._pending import (
@@ -54,6 +55,7 @@ from ordo._pending import (
     run_into,
     tree_apply,
     when_all,
+    written_by,
 )
 
 __all__ = ["Distributed", "StepReport"]
@@ -180,6 +182,10 @@ class _Step:
         # Per value (its future): the deferred work that reads it, which an in-place write of
         # the value must wait for.
         self.readers: dict[Future, list[Future]] = {}
+        # Per storage of a tensor the host holds: the deferred work that reads it, with the
+        # layers it waits for; the host waits for it before writing that storage in place.
+        self.tensor_readers: dict[int, list[tuple[Future, frozenset[str]]]] = {}
+        self.in_layer = False  # the host is running a layer: its own operations are not watched
         self.calls: dict[str, int] = {}
 
     # -- the host reaches a layer ------------------------------------------------------------
@@ -204,6 +210,8 @@ class _Step:
         written = args[0] if args and getattr(module, "inplace", False) is True else None
         if isinstance(written, Pending):
             after += self.readers.get(written._future, [])
+        elif isinstance(written, torch.Tensor):
+            self.before_host_write(written)
         self._reach(layer)
         waits = self.plan.waits(layer, self.reorder, self.criterion)
         if came_from:
@@ -214,12 +222,17 @@ class _Step:
         if on_host and not after and isinstance(device, _Inline):
             # The common case, kept cheap: it runs here, now, on values the host has.
             self._wait_submitted(layer, waits)
-            value = forward(*args, **kwargs)
+            self.in_layer = True
+            try:
+                value = forward(*args, **kwargs)
+            finally:
+                self.in_layer = False
             self._mark_submitted(layer)
             return value
         future: Future = Future()
         self.futures.append((f"layer `{layer}`", future))
         self._read_by(leaves, future)
+        self._tensors_read_by((args, kwargs), future, frozenset(waits | {layer}))
         captured = capture((args, kwargs)) if leaves else (args, kwargs)
         if isinstance(written, Pending):  # it stands for the written value from now on
             written._future = future
@@ -237,7 +250,11 @@ class _Step:
 
         if on_host:
             self._wait_submitted(layer, waits)
-            self._submit(layer, job)
+            self.in_layer = True
+            try:
+                self._submit(layer, job)
+            finally:
+                self.in_layer = False
             return Pending(future, frozenset({layer}), self)
         self.threads.append(layer)
         threading.Thread(
@@ -350,6 +367,8 @@ class _Step:
                 lambda x: self.wait(x, "an in-place write") if isinstance(x, Pending) else x,
                 (args, kwargs),
             )
+            if isinstance(mutated, torch.Tensor):
+                self.before_host_write(mutated)
             return func(*args, **kwargs)
         leaves = pending_leaves((args, kwargs))
         after = [p._future for p in leaves]
@@ -368,6 +387,7 @@ class _Step:
         name = getattr(func, "__name__", type(func).__name__)
         self.futures.append((f"operation `{name}` between layers", future))
         self._read_by(leaves, future)
+        self._tensors_read_by((args, kwargs), future, layers)
         captured = capture((args, kwargs))
         grad, timeout = torch.is_grad_enabled(), self.timeout
         when_all(after, lambda: run_into(future, func, *captured, grad, timeout))
@@ -379,6 +399,35 @@ class _Step:
     def _read_by(self, leaves: list[Pending], reader: Future) -> None:
         for p in leaves:
             self.readers.setdefault(p._future, []).append(reader)
+
+    def _tensors_read_by(self, tree, reader: Future, layers: frozenset[str]) -> None:
+        """Records that deferred work ``reader`` (waiting for ``layers``) reads the tensors the
+        host holds in ``tree``."""
+
+        def record(x) -> None:
+            if isinstance(x, torch.Tensor) and x.layout == torch.strided:
+                key = x.untyped_storage().data_ptr()
+                self.tensor_readers.setdefault(key, []).append((reader, layers))
+
+        tree_apply(record, tree)
+
+    def before_host_write(self, tensor: torch.Tensor) -> None:
+        """The host is about to write ``tensor`` in place: the deferred work that reads its
+        storage must read it first, as it would in code order."""
+        if tensor.layout != torch.strided:
+            return
+        readers = self.tensor_readers.get(tensor.untyped_storage().data_ptr(), [])
+        for reader, layers in readers:
+            if reader.done():
+                continue
+            stuck = self._unreached_dependency(layers)
+            if stuck is not None:
+                raise ordo.OrdoError(
+                    f"the model's forward writes a tensor in place that work waiting for layer "
+                    f"`{stuck[1]}` (not reached yet) reads: ordo cannot reorder the layers "
+                    f"there; distribute with reorder=False, or write a copy"
+                )
+            reader.exception(self.timeout)
 
     def wait(self, pending: Pending, what: str):
         """The value of ``pending``, which the model's code needs now (``what``)."""
@@ -450,6 +499,23 @@ class _Step:
                 break
 
 
+class _HostWrites(TorchFunctionMode):
+    """Watches the torch operations the host runs between layers: before one writes a tensor
+    in place, the deferred work that reads it runs (``_Step.before_host_write``)."""
+
+    def __init__(self, step: _Step) -> None:
+        super().__init__()
+        self.step = step
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if not self.step.in_layer:
+            target = written_by(func, args, kwargs)
+            if isinstance(target, torch.Tensor) and not isinstance(target, Pending):
+                self.step.before_host_write(target)
+        return func(*args, **kwargs)
+
+
 class _Assigner:
     """The placement applied to one module: the wrapped layers and the devices."""
 
@@ -513,7 +579,8 @@ class _Assigner:
             raise ordo.OrdoError("forward called again before the last call returned")
         step = self.step = _Step(self)
         try:
-            output = module(*args, **kwargs)
+            with _HostWrites(step):
+                output = module(*args, **kwargs)
             return step.finish(output)
         except BaseException as error:
             step.abort(error)

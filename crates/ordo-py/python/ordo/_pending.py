@@ -53,6 +53,19 @@ _METADATA = set(
 )
 
 
+def written_by(func, args, kwargs):
+    """The argument a torch function writes in place (``x.add_(y)``, ``x += y``,
+    ``x[i] = y``, ``inplace=True``, ``out=``), or None."""
+    name = getattr(func, "__name__", "")
+    dunder = name.startswith("__") and name.endswith("__")
+    mutates = (
+        kwargs.get("inplace") is True
+        or "out" in kwargs
+        or (name in _IN_PLACE_DUNDERS if dunder else name.endswith("_"))
+    )
+    return kwargs.get("out", args[0] if args else None) if mutates else None
+
+
 class Ref:
     """A future value, as a deferred operation captured it."""
 
@@ -76,15 +89,7 @@ class Pending:
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         step = _step_of((args, kwargs))
-        name = getattr(func, "__name__", "")
-        dunder = name.startswith("__") and name.endswith("__")
-        mutates = (
-            kwargs.get("inplace") is True
-            or "out" in kwargs
-            or (name in _IN_PLACE_DUNDERS if dunder else name.endswith("_"))
-        )
-        target = kwargs.get("out", args[0] if args else None) if mutates else None
-        return step.defer(func, args, kwargs, mutated=target)
+        return step.defer(func, args, kwargs, mutated=written_by(func, args, kwargs))
 
     def __getattr__(self, name: str):
         if name.startswith("_"):
