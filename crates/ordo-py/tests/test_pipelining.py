@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 import torch
@@ -244,9 +245,38 @@ def test_ordos_choice_and_bad_pipelines_are_ordo_errors():
         (lambda: op.schedule(profiled, stages=5, micro_batches=4), "5 stages"),
         (lambda: op.stages_of(blocks(3), plan, 0), "the module has 3"),
         (lambda: op.stages_of(net, plan, 2), "rank 2"),
+        (
+            lambda: op.step(
+                op.stages_of(net, plan, 0),
+                plan,
+                inputs=torch.randn(6, 8),
+                target=None,
+                loss_fn=None,
+            ),
+            "a batch of 6 does not split into 4 micro-batches",
+        ),
     ]
     unsplit = ot.profile(net, torch.randn(2, 8), reps=1, warmup=0)
     cases.append((lambda: op.schedule(unsplit, stages=2, micro_batches=4), "split_backward=True"))
     for call, message in cases:
         with pytest.raises(ordo.OrdoError, match=re.escape(message)):
             call()
+
+
+@pytest.mark.parametrize("mode", ["kill", "stall"])
+def test_a_rank_that_dies_or_stalls_fails_the_others_within_the_timeout(mode):
+    """Rank 1 exits (or sleeps) before its second step: rank 0 fails with an error naming the
+    rank it waits for, within the process group's timeout (5 s), and torchrun exits with an
+    error: never a hang."""
+    script = os.path.join(os.path.dirname(__file__), "ranks", "pipeline_fault.py")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command += ["--nproc-per-node", "2", script, "--mode", mode, "--timeout", "5"]
+    start = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    elapsed = time.monotonic() - start
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "ordo.OrdoError: rank 0: the pipeline step failed" in output, output[-3000:]
+    assert "with, [1], may have died or stalled" in output
+    assert "rank 0 finished step 0" in output and "rank 0 finished step 1" not in output
+    assert elapsed < 90, f"{elapsed:.0f} s"

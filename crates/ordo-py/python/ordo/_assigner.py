@@ -28,9 +28,14 @@ The protocol, per training step (one call of ``Distributed.forward``):
   ``loss.backward()`` and ``optimizer.step()`` then run as on the undistributed module:
   autograd recorded each layer on the thread that ran it.
 
+* In-place writes keep code order: a write of a pending value waits for the deferred work that
+  reads the old value; a write of a tensor the host holds (seen by the ``_HostWrites`` torch
+  function mode, which is thread-local and so watches the host only) first waits for the
+  deferred work that reads its storage.
+
 Locking: ``_Step.cv`` guards ``submitted`` and ``error``; the threads that wait for
 submissions wait on it and every submission notifies it. The rest of ``_Step`` is touched by
-the host thread only (the decisions, the reached layers, the list of futures).
+the host thread only (the decisions, the reached layers, the futures and their readers).
 """
 
 from __future__ import annotations

@@ -115,6 +115,14 @@ def step(
     micro_batches = 1 + max(
         int(_ACTION.fullmatch(a).group(3)) for row in schedule["actions"] for a in row
     )
+    has_first = any(index == 0 for index, _ in stages)
+    has_last = any(index == num_stages - 1 for index, _ in stages)
+    for name, value, needed in [("inputs", inputs, has_first), ("target", target, has_last)]:
+        if needed and (value is None or value.shape[0] % micro_batches):
+            size = None if value is None else value.shape[0]
+            raise ordo.OrdoError(
+                f"{name}: a batch of {size} does not split into {micro_batches} micro-batches"
+            )
     pipeline_stages = [
         PipelineStage(module, index, num_stages, torch.device(device), group=group)
         for index, module in stages
@@ -128,8 +136,25 @@ def step(
             f.write(schedule["csv"])
         runtime._load_csv(path, format="compute_only")
     losses: list[torch.Tensor] = []
-    has_first = any(index == 0 for index, _ in stages)
-    has_last = any(index == num_stages - 1 for index, _ in stages)
     args = (inputs,) if has_first else ()
-    runtime.step(*args, target=target if has_last else None, losses=losses)
+    try:
+        runtime.step(*args, target=target if has_last else None, losses=losses)
+    except Exception as error:
+        # A peer that died or stalls surfaces here as a transport error or a timeout of the
+        # process group: name the ranks this one exchanges activations and gradients with.
+        rank = pipeline_stages[0].group_rank
+        local = {index for index, _ in stages}
+        peers = sorted(
+            {
+                schedule["stage_rank"][s]
+                for i in local
+                for s in (i - 1, i + 1)
+                if 0 <= s < num_stages and schedule["stage_rank"][s] != rank
+            }
+        )
+        raise ordo.OrdoError(
+            f"rank {rank}: the pipeline step failed ({type(error).__name__}: {error}); the "
+            f"ranks it exchanges activations and gradients with, {peers}, may have died or "
+            f"stalled"
+        ) from error
     return losses
