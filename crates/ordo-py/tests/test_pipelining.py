@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -184,43 +185,7 @@ def test_torchrun_trains_as_one_process_does(schedule, modulo, tmp_path):
     command += ["--out", str(tmp_path)] + (["--modulo", str(modulo)] if modulo else [])
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    example = load_example()
-    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
-    plan = ranks[0]["schedule"]
-    if schedule != "auto":
-        assert plan["schedule"] == schedule
-    micro_batches = 4
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        net = example.model(8, 32)
-        x, y = example.data(16, 32)
-        optimizer = torch.optim.SGD(net.parameters(), lr=0.05)
-        want_losses = []
-        for _ in range(3):
-            optimizer.zero_grad()
-            step_losses = []
-            for xs, ys in zip(x.chunk(micro_batches), y.chunk(micro_batches)):
-                loss = example.loss_fn(net(xs), ys)
-                loss.backward()
-                step_losses.append(loss.detach())
-            for p in net.parameters():
-                p.grad /= micro_batches
-            optimizer.step()
-            want_losses.append(step_losses)
-    finally:
-        torch.set_num_threads(threads)
-    want, start, children = {}, 0, list(net.children())
-    for stage, units in enumerate(plan["stage_units"]):
-        for name, p in nn.Sequential(*children[start : start + len(units)]).named_parameters():
-            want[f"{stage}:{name}"] = p.detach()
-        start += len(units)
-    got = {**ranks[0]["parameters"], **ranks[1]["parameters"]}
-    assert got.keys() == want.keys()
-    for key, value in want.items():
-        assert torch.equal(got[key], value), key
-    losses = [r["losses"] for r in ranks if r["losses"] and r["losses"][0]][0]
-    assert all(torch.equal(torch.stack(g), torch.stack(w)) for g, w in zip(losses, want_losses))
+    assert_trained_as_one_process(tmp_path, schedule, steps=3)
 
 
 def test_ordos_choice_and_bad_pipelines_are_ordo_errors():
@@ -280,3 +245,72 @@ def test_a_rank_that_dies_or_stalls_fails_the_others_within_the_timeout(mode):
     assert "with, [1], may have died or stalled" in output
     assert "rank 0 finished step 0" in output and "rank 0 finished step 1" not in output
     assert elapsed < 90, f"{elapsed:.0f} s"
+
+
+def assert_trained_as_one_process(out_dir, schedule: str, steps: int) -> None:
+    """The example's two ranks wrote parameters and losses equal, bitwise, to those of one
+    process training on the same micro-batches for `steps` SGD steps."""
+    example = load_example()
+    ranks = [torch.load(out_dir / f"rank{r}.pt") for r in range(2)]
+    plan = ranks[0]["schedule"]
+    if schedule != "auto":
+        assert plan["schedule"] == schedule
+    micro_batches = 4
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        net = example.model(8, 32)
+        x, y = example.data(16, 32)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.05)
+        want_losses = []
+        for _ in range(steps):
+            optimizer.zero_grad()
+            step_losses = []
+            for xs, ys in zip(x.chunk(micro_batches), y.chunk(micro_batches)):
+                loss = example.loss_fn(net(xs), ys)
+                loss.backward()
+                step_losses.append(loss.detach())
+            for p in net.parameters():
+                p.grad /= micro_batches
+            optimizer.step()
+            want_losses.append(step_losses)
+    finally:
+        torch.set_num_threads(threads)
+    want, start, children = {}, 0, list(net.children())
+    for stage, units in enumerate(plan["stage_units"]):
+        for name, p in nn.Sequential(*children[start : start + len(units)]).named_parameters():
+            want[f"{stage}:{name}"] = p.detach()
+        start += len(units)
+    got = {**ranks[0]["parameters"], **ranks[1]["parameters"]}
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        assert torch.equal(got[key], value), key
+    losses = [r["losses"] for r in ranks if r["losses"] and r["losses"][0]][0]
+    assert all(torch.equal(torch.stack(g), torch.stack(w)) for g, w in zip(losses, want_losses))
+
+
+def test_two_torchrun_nodes_rendezvous_on_localhost():
+    """Multi-node: two `torchrun --nnodes 2` launches (one process each) rendezvous on
+    127.0.0.1 and train as one process does."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with tempfile.TemporaryDirectory() as out:
+        launches = []
+        for node in range(2):
+            command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2"]
+            command += ["--node-rank", str(node), "--nproc-per-node", "1"]
+            command += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}"]
+            command += ["--rdzv-id", "ordo-test", EXAMPLE, "--schedule", "zb-h1"]
+            command += ["--steps", "2", "--out", out]
+            launches.append(
+                subprocess.Popen(
+                    command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                )
+            )
+        for launch in launches:
+            output, _ = launch.communicate(timeout=300)
+            assert launch.returncode == 0, output[-3000:]
+        assert_trained_as_one_process(Path(out), "zb-h1", steps=2)
