@@ -75,10 +75,11 @@ def main() -> None:
     stages = op.stages_of(net, schedule, rank)
     parameters = [p for _, module in stages for p in module.parameters()]
     optimizer = torch.optim.SGD(parameters, lr=args.lr)
+    runner = op.Runner(stages, schedule, loss_fn=loss_fn)
     losses = []
     for _ in range(args.steps):
         optimizer.zero_grad()
-        losses.append(op.step(stages, schedule, inputs=x, target=y, loss_fn=loss_fn))
+        losses.append(runner.step(inputs=x, target=y))
         optimizer.step()
     os.makedirs(args.out, exist_ok=True)
     state = {f"{i}:{name}": p.detach() for i, m in stages for name, p in m.named_parameters()}

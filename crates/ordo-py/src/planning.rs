@@ -236,7 +236,7 @@ fn pipeline_schedule(name: &str) -> PyResult<PipelineSchedule> {
 #[pyfunction]
 #[pyo3(signature = (
     problem, strategy = "auto", *, budget = 2.0, seed = 0, stages = None, micro_batches = None,
-    schedule = None, replicas = None, first_k = 0, bucket_bytes = 0
+    schedule = None, replicas = None, first_k = 0, bucket_bytes = 0, modulo = None
 ))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments, each with a default.
 pub fn plan(
@@ -251,6 +251,7 @@ pub fn plan(
     replicas: Option<usize>,
     first_k: usize,
     bucket_bytes: u64,
+    modulo: Option<usize>,
 ) -> PyResult<PyPlanned> {
     let args = StrategyArgs {
         strategy,
@@ -263,7 +264,11 @@ pub fn plan(
         first_k,
         bucket_bytes,
     };
-    let strategy = args.strategy(problem)?;
+    let strategy = match (args.strategy(problem)?, modulo) {
+        (Strategy::Pipeline(pipeline), Some(m)) => Strategy::Pipeline(pipeline.with_modulo(m)),
+        (_, Some(_)) => return Err(usage("modulo applies to the pipeline strategy only")),
+        (strategy, None) => strategy,
+    };
     let inner = py.detach(|| ordo::plan(&problem.inner, &strategy)).map_err(error)?;
     let placement = match &inner.placed {
         Some(placed) => Some(Py::new(py, PyPlacement::new(problem, placed)?)?),

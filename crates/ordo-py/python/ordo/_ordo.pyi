@@ -167,6 +167,7 @@ def plan(
     replicas: int | None = None,
     first_k: int = 0,
     bucket_bytes: int = 0,
+    modulo: int | None = None,
 ) -> Planned: ...
 def plan_placement(
     problem: Problem,

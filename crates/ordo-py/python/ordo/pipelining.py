@@ -22,7 +22,7 @@ from torch import nn
 
 import ordo
 
-__all__ = ["SCHEDULES", "schedule", "stages_of", "step"]
+__all__ = ["SCHEDULES", "Runner", "schedule", "stages_of", "step"]
 
 # ordo's pipeline schedules, each a candidate of "auto".
 SCHEDULES = ("gpipe", "1f1b", "fast-forward", "zb-h1", "zb-h2")
@@ -55,7 +55,12 @@ def schedule(
     predicted = {}
     for name in candidates:
         planned = ordo.plan(
-            problem, "pipeline", stages=stages, micro_batches=micro_batches, schedule=name
+            problem,
+            "pipeline",
+            stages=stages,
+            micro_batches=micro_batches,
+            schedule=name,
+            modulo=modulo,
         )
         report = ordo.simulate(planned)
         predicted[name] = (report.step_time_us, report.peak_memory_bytes[:stages])
@@ -94,6 +99,92 @@ def stages_of(module: nn.Sequential, schedule: dict, rank: int) -> list[tuple[in
     return stages
 
 
+def _micro_batches(schedule: dict) -> int:
+    return 1 + max(int(_ACTION.fullmatch(a).group(3)) for row in schedule["actions"] for a in row)
+
+
+def _check_batches(schedule: dict, stages, inputs, target) -> tuple[bool, bool]:
+    """Whether this rank runs the first and the last stage; an error when the inputs (first
+    stage) or the targets (last stage) are missing or do not split into the micro-batches."""
+    micro_batches = _micro_batches(schedule)
+    local = {index for index, _ in stages}
+    has_first, has_last = 0 in local, len(schedule["stage_rank"]) - 1 in local
+    for name, value, needed in [("inputs", inputs, has_first), ("target", target, has_last)]:
+        if needed and (value is None or value.shape[0] % micro_batches):
+            size = None if value is None else value.shape[0]
+            raise ordo.OrdoError(
+                f"{name}: a batch of {size} does not split into {micro_batches} micro-batches"
+            )
+    return has_first, has_last
+
+
+class Runner:
+    """This rank's stages under a schedule, ready to run training steps (PyTorch's runtime,
+    built once)."""
+
+    def __init__(
+        self,
+        stages: list[tuple[int, nn.Module]],
+        schedule: dict,
+        *,
+        loss_fn,
+        device: torch.device | str = "cpu",
+        group=None,
+    ) -> None:
+        from torch.distributed.pipelining import PipelineStage
+        from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
+
+        if not stages:
+            raise ordo.OrdoError("this rank runs no stage of the schedule")
+        self.schedule, self.stages = schedule, stages
+        self.num_stages = len(schedule["stage_rank"])
+        self.micro_batches = _micro_batches(schedule)
+        self.pipeline_stages = [
+            PipelineStage(module, index, self.num_stages, torch.device(device), group=group)
+            for index, module in stages
+        ]
+        self.runtime = _PipelineScheduleRuntime(
+            self.pipeline_stages,
+            n_microbatches=self.micro_batches,
+            loss_fn=loss_fn,
+            scale_grads=True,
+        )
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "schedule.csv")
+            with open(path, "w") as f:
+                f.write(schedule["csv"])
+            self.runtime._load_csv(path, format="compute_only")
+
+    def step(self, *, inputs: torch.Tensor | None, target: torch.Tensor | None):
+        """One training step (see ``step``); the losses on the last stage's rank."""
+        has_first, has_last = _check_batches(self.schedule, self.stages, inputs, target)
+        losses: list[torch.Tensor] = []
+        args = (inputs,) if has_first else ()
+        try:
+            self.runtime.step(*args, target=target if has_last else None, losses=losses)
+        except Exception as error:
+            # A peer that died or stalls surfaces here as a transport error or a timeout of
+            # the process group: name the ranks this one exchanges activations and gradients
+            # with.
+            raise ordo.OrdoError(
+                f"rank {self.pipeline_stages[0].group_rank}: the pipeline step failed "
+                f"({type(error).__name__}: {error}); the ranks it exchanges activations and "
+                f"gradients with, {self._peers()}, may have died or stalled"
+            ) from error
+        return losses
+
+    def _peers(self) -> list[int]:
+        rank, stage_rank = self.pipeline_stages[0].group_rank, self.schedule["stage_rank"]
+        return sorted(
+            {
+                stage_rank[s]
+                for i, _ in self.stages
+                for s in (i - 1, i + 1)
+                if 0 <= s < self.num_stages and stage_rank[s] != rank
+            }
+        )
+
+
 def step(
     stages: list[tuple[int, nn.Module]],
     schedule: dict,
@@ -107,54 +198,8 @@ def step(
     """One training step of this rank's ``stages`` under ``schedule``: forward and backward of
     every micro-batch as the schedule orders them, gradients accumulated in the stages'
     parameters (scaled by 1 / micro-batches: those of the mean loss). Returns the
-    micro-batches' losses on the last stage's rank, else an empty list."""
-    from torch.distributed.pipelining import PipelineStage
-    from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
-
-    num_stages = len(schedule["stage_rank"])
-    micro_batches = 1 + max(
-        int(_ACTION.fullmatch(a).group(3)) for row in schedule["actions"] for a in row
-    )
-    has_first = any(index == 0 for index, _ in stages)
-    has_last = any(index == num_stages - 1 for index, _ in stages)
-    for name, value, needed in [("inputs", inputs, has_first), ("target", target, has_last)]:
-        if needed and (value is None or value.shape[0] % micro_batches):
-            size = None if value is None else value.shape[0]
-            raise ordo.OrdoError(
-                f"{name}: a batch of {size} does not split into {micro_batches} micro-batches"
-            )
-    pipeline_stages = [
-        PipelineStage(module, index, num_stages, torch.device(device), group=group)
-        for index, module in stages
-    ]
-    runtime = _PipelineScheduleRuntime(
-        pipeline_stages, n_microbatches=micro_batches, loss_fn=loss_fn, scale_grads=True
-    )
-    with tempfile.TemporaryDirectory() as directory:
-        path = os.path.join(directory, "schedule.csv")
-        with open(path, "w") as f:
-            f.write(schedule["csv"])
-        runtime._load_csv(path, format="compute_only")
-    losses: list[torch.Tensor] = []
-    args = (inputs,) if has_first else ()
-    try:
-        runtime.step(*args, target=target if has_last else None, losses=losses)
-    except Exception as error:
-        # A peer that died or stalls surfaces here as a transport error or a timeout of the
-        # process group: name the ranks this one exchanges activations and gradients with.
-        rank = pipeline_stages[0].group_rank
-        local = {index for index, _ in stages}
-        peers = sorted(
-            {
-                schedule["stage_rank"][s]
-                for i in local
-                for s in (i - 1, i + 1)
-                if 0 <= s < num_stages and schedule["stage_rank"][s] != rank
-            }
-        )
-        raise ordo.OrdoError(
-            f"rank {rank}: the pipeline step failed ({type(error).__name__}: {error}); the "
-            f"ranks it exchanges activations and gradients with, {peers}, may have died or "
-            f"stalled"
-        ) from error
-    return losses
+    micro-batches' losses on the last stage's rank, else an empty list. (``Runner`` builds
+    the runtime once for many steps.)"""
+    _check_batches(schedule, stages, inputs, target)  # before anything is set up
+    runner = Runner(stages, schedule, loss_fn=loss_fn, device=device, group=group)
+    return runner.step(inputs=inputs, target=target)
