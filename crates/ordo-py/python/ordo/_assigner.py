@@ -40,6 +40,7 @@ the host thread only (the decisions, the reached layers, the futures and their r
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import weakref
@@ -227,11 +228,8 @@ class _Step:
         if on_host and not after and isinstance(device, _Inline):
             # The common case, kept cheap: it runs here, now, on values the host has.
             self._wait_submitted(layer, waits)
-            self.in_layer = True
-            try:
+            with self._layer_on_host():
                 value = forward(*args, **kwargs)
-            finally:
-                self.in_layer = False
             self._mark_submitted(layer)
             return value
         future: Future = Future()
@@ -255,17 +253,31 @@ class _Step:
 
         if on_host:
             self._wait_submitted(layer, waits)
-            self.in_layer = True
-            try:
+            with self._layer_on_host():
                 self._submit(layer, job)
-            finally:
-                self.in_layer = False
             return Pending(future, frozenset({layer}), self)
         self.threads.append(layer)
         threading.Thread(
             target=self._deferred, args=(layer, waits, job, future), daemon=True
         ).start()
         return Pending(future, frozenset({layer}), self)
+
+    @contextlib.contextmanager
+    def _layer_on_host(self):
+        """A layer runs on the host: its own operations are not watched for in-place writes.
+        The watching mode leaves the stack meanwhile (when it is on top: every operation
+        under a torch function mode takes torch's slow dispatch path, 10% of a small model's
+        step), else it stands aside."""
+        mode = torch.overrides._get_current_function_mode()
+        self.in_layer = True
+        try:
+            if isinstance(mode, _HostWrites):
+                with torch.overrides._pop_mode_temporarily():
+                    yield
+            else:
+                yield
+        finally:
+            self.in_layer = False
 
     def _reach(self, layer: str) -> None:
         self.code_order.append(layer)
