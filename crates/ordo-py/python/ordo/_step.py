@@ -1,0 +1,437 @@
+"""One step of the Assigner: the host reaching layers, the threads that wait, the work
+deferred between layers, and the end of the step (see ``ordo._assigner`` for the protocol).
+
+Locking: ``Step.cv`` guards ``submitted`` and ``error``; the threads that wait for
+submissions wait on it and every submission notifies it. The rest of ``Step`` is touched by
+the host thread only (the decisions, the reached layers, the futures and their readers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+import ordo
+from ordo._devices import Inline
+from ordo._pending import (
+    Pending,
+    capture,
+    pending_leaves,
+    resolve,
+    run_into,
+    tree_apply,
+    when_all,
+    written_by,
+)
+
+__all__ = ["HostWrites", "Plan", "Step"]
+
+
+class Plan:
+    """A placement as the Assigner looks it up: each layer's device, place in its device's
+    order, the layer before it there and in the global order, and its graph parents."""
+
+    def __init__(self, placement) -> None:
+        self.layers: list[str] = list(placement.layers)
+        self.device_of: dict[str, int] = dict(placement.device_of)
+        self.device_order: list[list[str]] = [list(o) for o in placement.device_order]
+        self.parents: dict[str, frozenset[str]] = {
+            layer: frozenset(placement.parents.get(layer, ())) for layer in self.layers
+        }
+        self.position: dict[str, int] = {}
+        self.device_prev: dict[str, str | None] = {}
+        for order in self.device_order:
+            for i, layer in enumerate(order):
+                self.position[layer] = i
+                self.device_prev[layer] = order[i - 1] if i else None
+        self.global_order: list[str] = list(placement.global_order)
+        self.global_position = {layer: i for i, layer in enumerate(self.global_order)}
+
+    def waits(self, layer: str, reorder: bool, criterion: str) -> set[str]:
+        """The layers ``layer`` waits for before it submits (Algorithm 1, lines 1-3)."""
+        waits = set(self.parents[layer])
+        if reorder:
+            if self.device_prev[layer] is not None:
+                waits.add(self.device_prev[layer])
+            g = self.global_position[layer]
+            if criterion == "global-topo" and g:
+                waits.add(self.global_order[g - 1])
+        return waits
+
+
+class _Aborted(Exception):
+    """The step failed elsewhere; a waiting layer gives up."""
+
+
+class Step:
+    """One call of the distributed module's ``forward``."""
+
+    def __init__(self, assigner) -> None:
+        self.plan: Plan = assigner.plan
+        self.devices = assigner.devices
+        self.reorder, self.criterion = assigner.reorder, assigner.criterion
+        self.timeout = assigner.timeout
+        self.host = threading.get_ident()
+        self.cv = threading.Condition()
+        self.submitted: set[str] = set()  # guarded by cv
+        self.error: BaseException | None = None  # guarded by cv
+        self.code_order: list[str] = []
+        self.reached: set[str] = set()
+        self.waits: dict[str, set[str]] = {}
+        self.threads: list[str] = []
+        self.not_waiting: set[str] = set()  # the isNotWaiting cache
+        self.prefix = [0] * len(self.plan.device_order)
+        self.global_prefix = 0
+        self.futures: list[tuple[str, Future]] = []  # every value of the step, in order
+        # Per value (its future): the deferred work that reads it, which an in-place write of
+        # the value must wait for.
+        self.readers: dict[Future, list[Future]] = {}
+        # Per storage of a tensor the host holds: the deferred work that reads it, with the
+        # layers it waits for; the host waits for it before writing that storage in place.
+        self.tensor_readers: dict[int, list[tuple[Future, frozenset[str]]]] = {}
+        self.in_layer = False  # the host is running a layer: its own operations are not watched
+        self.calls: dict[str, int] = {}
+
+    # -- the host reaches a layer ------------------------------------------------------------
+
+    def call(self, qualname: str, forward: Callable, args: tuple, kwargs: dict):
+        k = self.calls.get(qualname, 0)
+        self.calls[qualname] = k + 1
+        layer = qualname if k == 0 else f"{qualname}#{k}"
+        if layer not in self.plan.device_of:
+            raise ordo.OrdoError(
+                f"layer `{layer}` is not in the placement: the profile did not see this call "
+                f"(a branch or a call count the example inputs did not take); profile with "
+                f"inputs that take it"
+            )
+        if layer in self.reached:
+            raise ordo.OrdoError(f"layer `{layer}` reached twice in one step")
+        leaves = pending_leaves((args, kwargs))
+        after = [p._future for p in leaves]
+        came_from = set().union(*(p._layers for p in leaves)) if leaves else set()
+        # A layer that writes its input (`inplace=True`) comes after what read it before.
+        module = getattr(forward, "__self__", None)
+        written = args[0] if args and getattr(module, "inplace", False) is True else None
+        if isinstance(written, Pending):
+            after += self.readers.get(written._future, [])
+        elif isinstance(written, torch.Tensor):
+            self.before_host_write(written)
+        self._reach(layer)
+        waits = self.plan.waits(layer, self.reorder, self.criterion)
+        if came_from:
+            waits = waits | (came_from - {layer})
+        self.waits[layer] = waits
+        on_host = not self.reorder or self._may_run_on_host(layer, waits)
+        device = self.devices[self.plan.device_of[layer]]
+        if on_host and not after and isinstance(device, Inline):
+            # The common case, kept cheap: it runs here, now, on values the host has.
+            self._wait_submitted(layer, waits)
+            with self._layer_on_host():
+                value = forward(*args, **kwargs)
+            self._mark_submitted(layer)
+            return value
+        future: Future = Future()
+        self.futures.append((f"layer `{layer}`", future))
+        self._read_by(leaves, future)
+        self._tensors_read_by((args, kwargs), future, frozenset(waits | {layer}))
+        captured = capture((args, kwargs)) if leaves else (args, kwargs)
+        if isinstance(written, Pending):  # it stands for the written value from now on
+            written._future = future
+        grad = torch.is_grad_enabled()
+        timeout = self.timeout
+
+        def job() -> None:
+            try:
+                for f in after:
+                    f.exception(timeout)  # ready (its error, if any, reaches us as an input)
+            except FutureTimeout:
+                future.set_exception(ordo.OrdoError(f"layer `{layer}`: inputs not ready"))
+                return
+            run_into(future, forward, *captured, grad, timeout, bool(leaves))
+
+        if on_host:
+            self._wait_submitted(layer, waits)
+            with self._layer_on_host():
+                self._submit(layer, job)
+            return Pending(future, frozenset({layer}), self)
+        self.threads.append(layer)
+        threading.Thread(
+            target=self._deferred, args=(layer, waits, job, future), daemon=True
+        ).start()
+        return Pending(future, frozenset({layer}), self)
+
+    @contextlib.contextmanager
+    def _layer_on_host(self):
+        """A layer runs on the host: its own operations are not watched for in-place writes.
+        The watching mode leaves the stack meanwhile (when it is on top: every operation
+        under a torch function mode takes torch's slow dispatch path, 10% of a small model's
+        step), else it stands aside."""
+        mode = torch.overrides._get_current_function_mode()
+        self.in_layer = True
+        try:
+            if isinstance(mode, HostWrites):
+                with torch.overrides._pop_mode_temporarily():
+                    yield
+            else:
+                yield
+        finally:
+            self.in_layer = False
+
+    def _reach(self, layer: str) -> None:
+        self.code_order.append(layer)
+        self.reached.add(layer)
+        device = self.plan.device_of[layer]
+        order = self.plan.device_order[device]
+        while self.prefix[device] < len(order) and order[self.prefix[device]] in self.reached:
+            self.prefix[device] += 1
+        order = self.plan.global_order
+        while self.global_prefix < len(order) and order[self.global_prefix] in self.reached:
+            self.global_prefix += 1
+
+    def _may_run_on_host(self, layer: str, waits: set[str]) -> bool:
+        device = self.plan.device_of[layer]
+        if (
+            self.criterion == "gpu-topo"
+            and self.prefix[device] >= self.plan.position[layer]
+            and waits <= self.not_waiting
+        ):  # isNotWaiting from the cache alone: the usual case
+            self.not_waiting.add(layer)
+            return True
+        if self.criterion == "global-topo":
+            # Every layer before it in the global order has been reached, and so has every
+            # layer it waits for: all of them submit without the host.
+            position = self.plan.global_position
+            return all(position[w] < self.global_prefix for w in waits | {layer})
+        return self._is_not_waiting(layer)
+
+    def _is_not_waiting(self, layer: str) -> bool:
+        """``isNotWaiting``: (1) every layer before it on its device reached, (2) the one just
+        before it not waiting, (3) nothing else it waits for waiting; found true, cached. A
+        depth-first walk with an explicit stack (no recursion limit on long chains)."""
+        visiting: set[str] = set()
+        stack: list[tuple[str, list[str]]] = []
+
+        def enter(v: str) -> bool:
+            if v in self.not_waiting:
+                return True
+            device = self.plan.device_of[v]
+            if v not in self.reached or self.prefix[device] < self.plan.position[v]:
+                return False
+            if v in visiting:  # a cycle: it would wait forever
+                return False
+            visiting.add(v)
+            stack.append((v, list(self.waits[v])))
+            return True
+
+        if not enter(layer):
+            return False
+        while stack:
+            v, deps = stack[-1]
+            if deps:
+                if not enter(deps.pop()):
+                    return False
+            else:
+                self.not_waiting.add(v)
+                stack.pop()
+        return True
+
+    def _deferred(self, layer: str, waits: set[str], job: Callable, future: Future) -> None:
+        """A layer's thread: waits until it may submit, then submits."""
+        try:
+            self._wait_submitted(layer, waits)
+            self._submit(layer, job)
+        except BaseException as error:  # noqa: BLE001 - the host raises it from `finish`
+            if not future.done():
+                future.set_exception(error)
+
+    def _wait_submitted(self, layer: str, waits: set[str]) -> None:
+        # Without the lock first: `submitted` only grows, and a set's membership test is
+        # atomic under the interpreter lock; a stale answer falls through to the wait.
+        if waits <= self.submitted:
+            return
+        with self.cv:
+            ready = self.cv.wait_for(
+                lambda: self.error is not None or waits <= self.submitted, self.timeout
+            )
+            if self.error is not None:
+                raise _Aborted(f"layer `{layer}`: the step failed")
+            if not ready:
+                missing = sorted(waits - self.submitted)
+                raise ordo.OrdoError(
+                    f"layer `{layer}` waited {self.timeout:g} s for layers {missing} to start"
+                )
+
+    def _submit(self, layer: str, job: Callable) -> None:
+        self.devices[self.plan.device_of[layer]].submit(job)
+        self._mark_submitted(layer)
+
+    def _mark_submitted(self, layer: str) -> None:
+        with self.cv:
+            self.submitted.add(layer)
+            self.cv.notify_all()
+
+    # -- operations between layers -----------------------------------------------------------
+
+    def defer(self, func: Callable, args: tuple, kwargs: dict, mutated=None):
+        """``func(*args, **kwargs)`` once the pending values in them are ready (at once, here,
+        when they already are); ``mutated``: the argument an in-place operation writes."""
+        if mutated is not None and not isinstance(mutated, Pending):
+            # A tensor the host holds is written now, as in eager code, with the values the
+            # write needs (waited for).
+            args, kwargs = tree_apply(
+                lambda x: self.wait(x, "an in-place write") if isinstance(x, Pending) else x,
+                (args, kwargs),
+            )
+            if isinstance(mutated, torch.Tensor):
+                self.before_host_write(mutated)
+            return func(*args, **kwargs)
+        leaves = pending_leaves((args, kwargs))
+        after = [p._future for p in leaves]
+        layers = frozenset().union(*(p._layers for p in leaves)) if leaves else frozenset()
+        if mutated is not None:  # after the work that read the value it writes
+            after += self.readers.get(mutated._future, [])
+        if all(f.done() for f in after):
+            args, kwargs = resolve(capture((args, kwargs)), self.timeout)
+            value = func(*args, **kwargs)
+            if isinstance(mutated, Pending):  # it stands for the written value from now on
+                done: Future = Future()
+                done.set_result(value)
+                mutated._future, mutated._layers = done, layers
+            return value
+        future: Future = Future()
+        name = getattr(func, "__name__", type(func).__name__)
+        self.futures.append((f"operation `{name}` between layers", future))
+        self._read_by(leaves, future)
+        self._tensors_read_by((args, kwargs), future, layers)
+        captured = capture((args, kwargs))
+        grad, timeout = torch.is_grad_enabled(), self.timeout
+        when_all(after, lambda: run_into(future, func, *captured, grad, timeout))
+        result = Pending(future, layers, self)
+        if mutated is not None:  # it stands for the written value from now on
+            mutated._future, mutated._layers = future, layers
+        return result
+
+    def _read_by(self, leaves: list[Pending], reader: Future) -> None:
+        for p in leaves:
+            self.readers.setdefault(p._future, []).append(reader)
+
+    def _tensors_read_by(self, tree, reader: Future, layers: frozenset[str]) -> None:
+        """Records that deferred work ``reader`` (waiting for ``layers``) reads the tensors the
+        host holds in ``tree``."""
+
+        def record(x) -> None:
+            if isinstance(x, torch.Tensor) and x.layout == torch.strided:
+                key = x.untyped_storage().data_ptr()
+                self.tensor_readers.setdefault(key, []).append((reader, layers))
+
+        tree_apply(record, tree)
+
+    def before_host_write(self, tensor: torch.Tensor) -> None:
+        """The host is about to write ``tensor`` in place: the deferred work that reads its
+        storage must read it first, as it would in code order."""
+        if tensor.layout != torch.strided:
+            return
+        readers = self.tensor_readers.get(tensor.untyped_storage().data_ptr(), [])
+        for reader, layers in readers:
+            if reader.done():
+                continue
+            stuck = self._unreached_dependency(layers)
+            if stuck is not None:
+                raise ordo.OrdoError(
+                    f"the model's forward writes a tensor in place that work waiting for layer "
+                    f"`{stuck[1]}` (not reached yet) reads: ordo cannot reorder the layers "
+                    f"there; distribute with reorder=False, or write a copy"
+                )
+            reader.exception(self.timeout)
+
+    def wait(self, pending: Pending, what: str):
+        """The value of ``pending``, which the model's code needs now (``what``)."""
+        stuck = self._unreached_dependency(pending._layers)
+        if stuck is not None:
+            layer, missing = stuck
+            raise ordo.OrdoError(
+                f"the model's forward needs {what} of a value computed from layer `{layer}`, "
+                f"which waits for layer `{missing}` that the host has not reached yet: ordo "
+                f"cannot reorder the layers there; distribute with reorder=False, or make that "
+                f"code part of a layer (leaf_modules)"
+            )
+        try:
+            return pending._future.result(self.timeout)
+        except FutureTimeout:
+            message = f"{what} of {pending!r}: not ready after {self.timeout:g} s"
+            raise ordo.OrdoError(message) from None
+
+    def _unreached_dependency(self, layers) -> tuple[str, str] | None:
+        """A layer of ``layers`` that cannot submit yet, with the unreached layer it waits
+        for, or None when all of them will submit without the host going further."""
+        for root in layers:
+            seen: set[str] = set()
+            stack = [root]
+            while stack:
+                v = stack.pop()
+                if v in seen or v in self.submitted:
+                    continue
+                seen.add(v)
+                if v not in self.reached:
+                    return root, v
+                stack.extend(self.waits[v])
+        return None
+
+    # -- the end of the step -----------------------------------------------------------------
+
+    def finish(self, output):
+        """Releases the layers not reached, waits for everything of the step, and returns the
+        output with its values ready."""
+        with self.cv:
+            self.submitted |= set(self.plan.layers) - self.reached
+            self.cv.notify_all()
+        first = None
+        for what, future in self.futures:
+            try:
+                error = future.exception(self.timeout)
+            except FutureTimeout:
+                message = f"{what} did not finish within {self.timeout:g} s"
+                raise ordo.OrdoError(message) from None
+            if error is not None and first is None:
+                first = (what, error)
+        if first is not None:
+            what, error = first
+            if hasattr(error, "add_note"):
+                error.add_note(f"(in {what}, run by ordo.torch.distribute)")
+            raise error
+        return resolve(capture(output), self.timeout)
+
+    def abort(self, error: BaseException) -> None:
+        """The host failed: every waiting layer gives up, and the step's work is waited for so
+        that nothing of it runs into the next step."""
+        with self.cv:
+            self.error = error
+            self.cv.notify_all()
+        for _, future in self.futures:
+            try:
+                future.exception(self.timeout)
+            except FutureTimeout:
+                break
+
+
+class HostWrites(TorchFunctionMode):
+    """Watches the torch operations the host runs between layers: before one writes a tensor
+    in place, the deferred work that reads it runs (``Step.before_host_write``)."""
+
+    def __init__(self, step: Step) -> None:
+        super().__init__()
+        self.step = step
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if not self.step.in_layer:
+            target = written_by(func, args, kwargs)
+            if isinstance(target, torch.Tensor) and not isinstance(target, Pending):
+                self.step.before_host_write(target)
+        return func(*args, **kwargs)
