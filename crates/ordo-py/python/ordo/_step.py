@@ -112,7 +112,9 @@ class Step:
             )
         if layer in self.reached:
             raise ordo.OrdoError(f"layer `{layer}` reached twice in one step")
-        leaves = pending_leaves((args, kwargs))
+        # The common case first: tensors the host holds, nothing pending.
+        plain = not kwargs and all(type(a) is torch.Tensor for a in args)
+        leaves = [] if plain else pending_leaves((args, kwargs))
         after = [p._future for p in leaves]
         came_from = set().union(*(p._layers for p in leaves)) if leaves else set()
         # A layer that writes its input (`inplace=True`) comes after what read it before.
