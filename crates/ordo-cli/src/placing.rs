@@ -129,7 +129,7 @@ impl ProblemArgs {
     /// Loads the target, costs it for the devices and builds the placement problem.
     pub fn load(&self) -> anyhow::Result<Loaded> {
         let (target, devices_label) = self.target()?;
-        let model = source::load(&self.target, self.size)?;
+        let model = source::load(&self.target, self.size.clone())?;
         let model = if self.train {
             model.training(self.optimizer(), self.loss.map(Into::into))?
         } else {

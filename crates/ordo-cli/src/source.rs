@@ -6,7 +6,7 @@ use ordo::{Model, Size, Variant};
 use ordo_ir::Graph;
 
 /// Size options shared by every command that builds a zoo model.
-#[derive(Args, Debug, Clone, Copy)]
+#[derive(Args, Debug, Clone)]
 pub struct SizeArgs {
     /// Batch size (default: the model's; for an ONNX file, dimension 0 of its data inputs).
     #[arg(allow_negative_numbers = true, long)]
@@ -19,6 +19,27 @@ pub struct SizeArgs {
     /// `--seq-len` still apply).
     #[arg(long)]
     pub small: bool,
+    /// The size of an ONNX file's symbolic dimension NAME (an export with `dynamic_axes`),
+    /// e.g. `--dim past_len=16`; repeatable. `--batch` and `--seq-len` bind dimension 0 of
+    /// the data inputs and dimension 1 of the token inputs.
+    #[arg(long = "dim", value_name = "NAME=SIZE", value_parser = parse_dim)]
+    pub dims: Vec<(String, usize)>,
+}
+
+/// `NAME=SIZE` of `--dim`.
+fn parse_dim(text: &str) -> Result<(String, usize), String> {
+    let (name, size) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}`: expected NAME=SIZE, e.g. batch_size=8"))?;
+    if name.is_empty() {
+        return Err(format!("`{text}`: the dimension's name is empty"));
+    }
+    let size: usize =
+        size.parse().map_err(|_| format!("`{text}`: the size `{size}` is not a whole number"))?;
+    if size == 0 {
+        return Err(format!("`{text}`: a dimension of size 0"));
+    }
+    Ok((name.to_string(), size))
 }
 
 impl SizeArgs {
@@ -35,18 +56,23 @@ impl SizeArgs {
 
 /// Builds the zoo model `name`, or imports it when it names an `.onnx` file.
 pub fn build_model(name: &str, size: SizeArgs) -> anyhow::Result<Graph> {
-    let model = if ordo::is_onnx(name) {
-        Model::onnx(name, size.size())?
-    } else {
-        Model::zoo(name, size.size()).with_context(|| format!("building `{name}`"))?
-    };
-    Ok(model.into_graph().expect("a zoo model or an ONNX import has a graph"))
+    let model = load(name, size)?;
+    model.into_graph().with_context(|| format!("`{name}` is a cost graph, not a model to build"))
 }
 
 /// Loads `arg`: an ONNX model if it ends in `.onnx`, a cost-graph file if it looks like a
-/// path, a zoo model otherwise.
+/// path, a zoo model otherwise. `--dim` applies to ONNX files only.
 pub fn load(arg: &str, size: SizeArgs) -> anyhow::Result<Model> {
-    if ordo::is_onnx(arg) || ordo::is_file(arg) {
+    if ordo::is_onnx(arg) {
+        let dims = size.dims.iter().cloned().collect();
+        return Ok(Model::onnx_with_dims(arg, size.size(), &dims)?);
+    }
+    if let Some((name, _)) = size.dims.first() {
+        anyhow::bail!(
+            "--dim {name}=...: sizes symbolic dimensions of ONNX files; `{arg}` is not one"
+        );
+    }
+    if ordo::is_file(arg) {
         Ok(Model::load(arg, size.size())?)
     } else {
         Model::zoo(arg, size.size()).with_context(|| format!("building `{arg}`"))

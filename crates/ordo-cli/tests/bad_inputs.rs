@@ -473,6 +473,12 @@ fn option_cases(graph: &str) -> Vec<Case> {
         (vec!["compare", graph, "--devices", "2", "--svg", "/no/such/dir/c.svg"], "c.svg"),
         (vec!["simulate", graph, "--devices", "2", "--svg", "/no/such/dir/g.svg"], "g.svg"),
         (vec!["simulate", graph, "--devices", "2", "--pytorch-schedule", "s.csv"], "pipeline"),
+        (vec!["inspect", "resnet50", "--small", "--dim", "N"], "NAME=SIZE"),
+        (vec!["inspect", "resnet50", "--small", "--dim", "=3"], "name is empty"),
+        (vec!["inspect", "resnet50", "--small", "--dim", "N=0"], "size 0"),
+        (vec!["inspect", "resnet50", "--small", "--dim", "N=-1"], "whole number"),
+        (vec!["inspect", "resnet50", "--small", "--dim", "N=x"], "whole number"),
+        (vec!["inspect", "resnet50", "--small", "--dim", "N=4"], "ONNX files"),
         (
             vec![
                 "simulate",

@@ -276,3 +276,21 @@ fn a_perturbed_parameter_makes_a_case_fail() {
     let reason = v["cases"][0]["reason"].as_str().unwrap();
     assert!(reason.contains("output `logits`"), "{reason}");
 }
+
+/// An export with `dynamic_axes`: `--batch` binds a data input's symbolic dimension 0 and
+/// `--dim NAME=SIZE` any by name; without them the error lists each and its option.
+#[test]
+fn symbolic_dimensions_take_batch_or_dim() {
+    let file = fixture("bad_symbolic_dim.onnx");
+    let err = error(&["inspect", &file]);
+    assert!(err.contains("`N` (input `x`, axis 0: --batch)"), "{err}");
+    for size in [&["--batch", "4"][..], &["--dim", "N=4"]] {
+        let out = ordo(&[&["inspect", file.as_str()][..], size].concat());
+        assert!(out.status.success(), "{size:?}: {}", stderr(&out));
+        assert!(stdout(&out).contains("input        x f32[4,3]"), "{}", stdout(&out));
+    }
+    let err = error(&["inspect", &file, "--dim", "M=4"]);
+    assert!(err.contains("`N` has no size"), "{err}");
+    let err = error(&["inspect", "resnet50", "--small", "--dim", "N=4"]);
+    assert!(err.contains("symbolic dimensions of ONNX files"), "{err}");
+}

@@ -125,6 +125,13 @@ pub enum OnnxError {
         /// What is wrong, naming the node and the constant where one is at fault.
         message: String,
     },
+    /// A symbolic dimension without a size, or a size for a name the file does not have; the
+    /// message lists every symbolic dimension of the inputs and the option that binds it.
+    #[error("{message}")]
+    SymbolicDims {
+        /// What is wrong, and the listing.
+        message: String,
+    },
     /// The imported graph failed the IR's final validation (a bug in a mapping).
     #[error("the imported graph is invalid: {0}")]
     Ir(#[from] ordo_ir::IrError),

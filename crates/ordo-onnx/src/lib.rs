@@ -42,6 +42,7 @@ mod node;
 mod ops;
 mod proto;
 mod resize;
+mod symbolic;
 mod tensor;
 mod value;
 mod values;
@@ -72,6 +73,10 @@ pub struct ImportOptions {
     /// Import at this sequence length: dimension 1 of every token input (integers of rank 2
     /// or more, `[batch, sequence, ...]`), checked like [`ImportOptions::batch`].
     pub seq_len: Option<usize>,
+    /// Sizes of symbolic dimensions (an export with `dynamic_axes`), by name. A data input's
+    /// symbolic dimension 0 takes [`ImportOptions::batch`] and a token input's dimension 1
+    /// [`ImportOptions::seq_len`] unless named here; any other must be named here.
+    pub dims: std::collections::BTreeMap<String, usize>,
 }
 
 /// What an import produced, beyond the graph.
@@ -156,6 +161,9 @@ fn import_named(
     name: Option<&str>,
     options: &ImportOptions,
 ) -> Result<Import, OnnxError> {
+    if let Some((bound, rest)) = symbolic::bind(bytes, options)? {
+        return import_named(&bound, name, &rest);
+    }
     if options.batch.is_some() || options.seq_len.is_some() {
         resize::import_resized(bytes, name, options)
     } else {

@@ -175,7 +175,8 @@ fn defective_models_give_clear_errors() {
     assert!(matches!(err, OnnxError::Opset(_)) && err.to_string().contains("99"), "{err}");
     let err = import_file(path("bad_symbolic_dim")).unwrap_err();
     assert!(
-        matches!(err, OnnxError::MissingShape { .. }) && err.to_string().contains("`N`"),
+        matches!(err, OnnxError::SymbolicDims { .. })
+            && err.to_string().contains("`N` (input `x`, axis 0: --batch)"),
         "{err}"
     );
     let err = import_file(path("bad_output_shape")).unwrap_err();
@@ -332,4 +333,33 @@ fn token_inputs_resize_in_batch_and_sequence_length() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("no token input"), "{err}");
+}
+
+/// A symbolic dimension (`dynamic_axes`) takes `--batch` when it is a data input's dimension 0,
+/// or the size `dims` gives its name; a name the file does not have is an error listing the
+/// ones it has.
+#[test]
+fn symbolic_dimensions_are_bound_by_batch_or_by_name() {
+    let file = path("bad_symbolic_dim");
+    let input_shape = |options: &ImportOptions| {
+        let import = import_file_with(&file, options).unwrap();
+        import.graph.input_nodes().next().unwrap().outputs[0].shape.clone()
+    };
+    let batch = ImportOptions { batch: Some(4), ..ImportOptions::default() };
+    assert_eq!(input_shape(&batch), vec![4, 3]);
+    let named = ImportOptions { dims: [("N".to_string(), 5)].into(), ..ImportOptions::default() };
+    assert_eq!(input_shape(&named), vec![5, 3]);
+    let both = ImportOptions { batch: Some(4), ..named.clone() };
+    // The name gives the file its size; the batch then imports it at another.
+    assert_eq!(input_shape(&both), vec![4, 3]);
+    let wrong = ImportOptions { dims: [("M".to_string(), 5)].into(), ..ImportOptions::default() };
+    let err = import_file_with(&file, &wrong).unwrap_err().to_string();
+    assert!(err.contains("symbolic dimension `N` has no size") && err.contains("--batch"), "{err}");
+    let extra =
+        ImportOptions { dims: [("M".to_string(), 5)].into(), batch: Some(4), ..Default::default() };
+    let err = import_file_with(&file, &extra).unwrap_err().to_string();
+    assert!(err.contains("--dim M: the model has no symbolic dimension `M`"), "{err}");
+    let fixed = ImportOptions { dims: [("N".to_string(), 5)].into(), ..ImportOptions::default() };
+    let err = import_file_with(path("mlp"), &fixed).unwrap_err().to_string();
+    assert!(err.contains("its symbolic dimensions: none"), "{err}");
 }

@@ -79,16 +79,29 @@ impl PyModel {
     }
 
     /// What the command line's MODEL names: an `.onnx` file, a cost-graph file (`.json`), or
-    /// a zoo model.
+    /// a zoo model. `dims`: sizes of an ONNX file's symbolic dimensions by name (`--dim`).
     #[staticmethod]
-    #[pyo3(signature = (path_or_name, *, small = false, batch = None, seq_len = None))]
+    #[pyo3(signature = (path_or_name, *, small = false, batch = None, seq_len = None, dims = None))]
     fn load(
         path_or_name: &str,
         small: bool,
         batch: Option<usize>,
         seq_len: Option<usize>,
+        dims: Option<std::collections::BTreeMap<String, usize>>,
     ) -> PyResult<Self> {
-        let inner = Model::load(path_or_name, size(small, batch, seq_len)?).map_err(error)?;
+        let size = size(small, batch, seq_len)?;
+        let inner = match dims {
+            Some(dims) if ordo::is_onnx(path_or_name) => {
+                Model::onnx_with_dims(path_or_name, size, &dims)
+            }
+            Some(_) => {
+                return Err(usage(format!(
+                    "dims sizes symbolic dimensions of ONNX files; `{path_or_name}` is not one"
+                )));
+            }
+            None => Model::load(path_or_name, size),
+        }
+        .map_err(error)?;
         Ok(Self { inner })
     }
 

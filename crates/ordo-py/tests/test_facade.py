@@ -183,3 +183,22 @@ def test_the_zoo_and_the_version():
     assert "resnet50" in ordo.zoo_models() and len(ordo.zoo_models()) == 8
     assert ordo.__version__
     assert repr(ordo.Model.zoo("gnmt", small=True)).startswith("ordo.Model(")
+
+
+def test_symbolic_dimensions_of_an_onnx_file_take_sizes_by_name():
+    path = str(ROOT / "crates" / "ordo-onnx" / "tests" / "fixtures" / "bad_symbolic_dim.onnx")
+    with pytest.raises(ordo.OrdoError, match=r"`N` \(input `x`, axis 0: --batch\)"):
+        ordo.Model.load(path)
+    by_name = ordo.Model.load(path, dims={"N": 6})
+    by_batch = ordo.Model.load(path, batch=6)
+    assert by_name.nodes == by_batch.nodes == 2
+    target = ordo.Target.uniform(1)
+    forward = "forward-only"
+    a = ordo.simulate(ordo.plan(ordo.Problem(by_name, target, mode=forward), "inorder"))
+    b = ordo.simulate(ordo.plan(ordo.Problem(by_batch, target, mode=forward), "inorder"))
+    assert a.peak_memory_bytes == b.peak_memory_bytes, "the same shapes either way"
+    smaller = ordo.Model.load(path, dims={"N": 3})
+    c = ordo.simulate(ordo.plan(ordo.Problem(smaller, target, mode=forward), "inorder"))
+    assert c.peak_memory_bytes[0] * 2 == a.peak_memory_bytes[0], "N=3 holds half of N=6"
+    with pytest.raises(ordo.OrdoError, match="not one"):
+        ordo.Model.load("resnet50", dims={"N": 6})

@@ -106,6 +106,19 @@ impl Model {
     /// [`Error::Usage`] for the small variant (a file has one size), [`Error::Onnx`] for a file
     /// that cannot be imported.
     pub fn onnx(path: impl AsRef<Path>, size: Size) -> Result<Self> {
+        Self::onnx_with_dims(path, size, &std::collections::BTreeMap::new())
+    }
+
+    /// [`Model::onnx`], with the sizes of the file's symbolic dimensions that `dims` names
+    /// (an export with `dynamic_axes`; see [`ordo_onnx::ImportOptions::dims`]).
+    ///
+    /// # Errors
+    /// As [`Model::onnx`]; a symbolic dimension without a size names them all.
+    pub fn onnx_with_dims(
+        path: impl AsRef<Path>,
+        size: Size,
+        dims: &std::collections::BTreeMap<String, usize>,
+    ) -> Result<Self> {
         let path = path.as_ref();
         if size.variant == Variant::Small {
             usage!(
@@ -116,6 +129,7 @@ impl Model {
         let options = ordo_onnx::ImportOptions {
             batch: size.batch,
             seq_len: size.seq_len,
+            dims: dims.clone(),
             ..Default::default()
         };
         let import = ordo_onnx::import_file_with(path, &options)

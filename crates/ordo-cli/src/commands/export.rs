@@ -22,7 +22,7 @@ pub struct Args {
 /// Builds the model, costs it with the default roofline and writes the cost graph.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let start = Instant::now();
-    let graph = source::build_model(&args.model, args.size)?;
+    let graph = source::build_model(&args.model, args.size.clone())?;
     let cost_graph = ordo_cost::costgraph_from_graph(&graph);
     ordo_cost::write_costgraph(&cost_graph, &args.costgraph)
         .with_context(|| format!("writing {}", args.costgraph.display()))?;

@@ -30,7 +30,7 @@ pub struct Args {
 /// Loads the target and prints its summary and node table.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let start = Instant::now();
-    let loaded = source::load(&args.target, args.size)?;
+    let loaded = source::load(&args.target, args.size.clone())?;
     let load_ms = start.elapsed().as_secs_f64() * 1e3;
     match loaded.kind() {
         ModelKind::Graph(graph) => inspect_model(graph, load_ms, args),

@@ -98,13 +98,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.reps == 0 {
         bail!("--reps must be at least 1");
     }
-    let forward = source::load(&args.target, args.size)?;
+    let forward = source::load(&args.target, args.size.clone())?;
     if forward.graph().is_none() {
         bail!("{} is a cost graph: it has no kernels to run", forward.name());
     }
     let model = if args.train { forward.training(args.optimizer.into(), None)? } else { forward };
     let graph = model.into_graph().expect("checked above: the model has a graph");
-    let batch = batch_of(&args.target, args.size);
+    let batch = batch_of(&args.target, args.size.clone());
     let options = ProfileOptions {
         reps: args.reps,
         warmup: args.warmup,

@@ -200,10 +200,10 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     };
     // A pipeline runs the model built for one micro-batch, copied once per micro-batch.
     let size = match args.pipeline.pipeline {
-        Some(_) => args.pipeline.micro_batch_size(&args.target, args.size)?,
-        None => args.size,
+        Some(_) => args.pipeline.micro_batch_size(&args.target, args.size.clone())?,
+        None => args.size.clone(),
     };
-    let forward = source::load(&args.target, size)?;
+    let forward = source::load(&args.target, size.clone())?;
     forward.require_graph("ordo run needs a model with kernels")?;
     // The runtime runs the graph itself: its memory as the graph says (a training graph's
     // updates in place), or the forward pass alone.

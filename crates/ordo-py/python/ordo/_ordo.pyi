@@ -26,6 +26,7 @@ class Model:
         small: bool = False,
         batch: int | None = None,
         seq_len: int | None = None,
+        dims: dict[str, int] | None = None,
     ) -> Model: ...
     @staticmethod
     def from_costgraph_json(text: str, name: str = "cost graph") -> Model:
