@@ -363,3 +363,31 @@ fn symbolic_dimensions_are_bound_by_batch_or_by_name() {
     let err = import_file_with(path("mlp"), &fixed).unwrap_err().to_string();
     assert!(err.contains("its symbolic dimensions: none"), "{err}");
 }
+
+/// PyTorch's own export with `dynamic_axes` (`gen_dynamic_axes.py`): `batch_size` and
+/// `sequence` take `--batch` and `--seq-len`, every parameter of the module is imported, and
+/// without sizes the error names both dimensions and their options.
+#[test]
+fn a_pytorch_export_with_dynamic_axes_imports_at_the_sizes_given() {
+    let file = path("dynamic_axes");
+    let err = import_file(&file).unwrap_err().to_string();
+    assert!(
+        err.contains("`batch_size` (input `ids`, axis 0: --batch)")
+            && err.contains("`sequence` (input `ids`, axis 1: --seq-len)"),
+        "{err}"
+    );
+    let options = ImportOptions { batch: Some(3), seq_len: Some(7), ..ImportOptions::default() };
+    let import = import_file_with(&file, &options).unwrap();
+    let graph = &import.graph;
+    assert_eq!(graph.input_nodes().next().unwrap().outputs[0].shape, vec![3, 7]);
+    let last = graph.nodes.last().unwrap();
+    assert_eq!(last.outputs[0].shape, vec![3, 7, 4]);
+    let params: usize = graph.params.iter().map(|p| p.fact.shape.iter().product::<usize>()).sum();
+    assert_eq!(params, 50 * 8 + 8 * 4 + 4, "Embedding(50, 8) and Linear(8, 4)");
+    let named = ImportOptions {
+        dims: [("batch_size".to_string(), 3), ("sequence".to_string(), 7)].into(),
+        ..ImportOptions::default()
+    };
+    let by_name = import_file_with(&file, &named).unwrap();
+    assert_eq!(by_name.graph, import.graph, "the same graph, bound by name");
+}
