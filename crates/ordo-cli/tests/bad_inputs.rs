@@ -437,6 +437,11 @@ fn option_cases(graph: &str) -> Vec<Case> {
     let train = |extra: &[&'static str]| {
         [&["run", "resnet50", "--small", "--train", "--roofline"][..], extra].concat()
     };
+    // A small transformer's 2-stage pipeline, its PyTorch schedule written to `csv`.
+    let pipeline = |command: &'static str, csv: &'static str| {
+        let base = ["--small", "--batch", "8", "--train", "--pipeline", "2"];
+        [&[command, "transformer"][..], &base, &["--pytorch-schedule", csv]].concat()
+    };
     let table: Vec<(Vec<&str>, &str)> = vec![
         (vec!["place", graph, "--devices", "0"], "devices"),
         (vec!["place", graph, "--devices", "100000"], "devices"),
@@ -479,36 +484,8 @@ fn option_cases(graph: &str) -> Vec<Case> {
         (vec!["inspect", "resnet50", "--small", "--dim", "N=-1"], "whole number"),
         (vec!["inspect", "resnet50", "--small", "--dim", "N=x"], "whole number"),
         (vec!["inspect", "resnet50", "--small", "--dim", "N=4"], "ONNX files"),
-        (
-            vec![
-                "simulate",
-                "transformer",
-                "--small",
-                "--batch",
-                "8",
-                "--train",
-                "--pipeline",
-                "2",
-                "--pytorch-schedule",
-                "/no/such/dir/s.csv",
-            ],
-            "s.csv",
-        ),
-        (
-            vec![
-                "compare",
-                "transformer",
-                "--small",
-                "--batch",
-                "8",
-                "--train",
-                "--pipeline",
-                "2",
-                "--pytorch-schedule",
-                "s.csv",
-            ],
-            "simulate",
-        ),
+        (pipeline("simulate", "/no/such/dir/s.csv"), "s.csv"),
+        (pipeline("compare", "s.csv"), "simulate"),
     ];
     table
         .into_iter()

@@ -269,7 +269,12 @@ pub fn plan(
         (_, Some(_)) => return Err(usage("modulo applies to the pipeline strategy only")),
         (strategy, None) => strategy,
     };
-    let inner = py.detach(|| ordo::plan(&problem.inner, &strategy)).map_err(error)?;
+    planned(py, problem, &strategy)
+}
+
+/// `strategy` planned for `problem` (without the interpreter lock), as a Python object.
+fn planned(py: Python<'_>, problem: &PyProblem, strategy: &Strategy) -> PyResult<PyPlanned> {
+    let inner = py.detach(|| ordo::plan(&problem.inner, strategy)).map_err(error)?;
     let placement = match &inner.placed {
         Some(placed) => Some(Py::new(py, PyPlacement::new(problem, placed)?)?),
         None => None,
@@ -319,12 +324,7 @@ pub fn plan_placement(
             .collect::<PyResult<_>>()?;
     }
     let strategy = Strategy::Given(placement);
-    let inner = py.detach(|| ordo::plan(&problem.inner, &strategy)).map_err(error)?;
-    let placement = match &inner.placed {
-        Some(placed) => Some(Py::new(py, PyPlacement::new(problem, placed)?)?),
-        None => None,
-    };
-    Ok(PyPlanned { inner, placement })
+    planned(py, problem, &strategy)
 }
 
 /// `problem` (the training problem of one micro-batch) split into a pipeline of `stages`
