@@ -593,3 +593,17 @@ def test_the_seeds_transformer_needs_threads_only_under_the_global_criterion():
         gpu, glob = report.threads_under("gpu-topo"), report.threads_under("global-topo")
         assert report.threads == gpu and len(gpu) <= len(glob)
         dist.close()
+
+
+def test_only_the_last_steps_reports_are_kept(monkeypatch):
+    import ordo._assigner
+
+    monkeypatch.setattr(ordo._assigner, "STEPS_KEPT", 3)
+    net = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    profiled = ot.profile(net, torch.randn(2, 4), reps=1, warmup=0)
+    dist = ot.distribute(net, ot.Placement.of(profiled, {"0": 0, "1": 1}), timeout=10)
+    with torch.no_grad():
+        for _ in range(5):
+            within(30, dist, torch.randn(2, 4))
+    assert len(dist.steps) == 3 and dist.steps[-1].code_order == ["0", "1"]
+    dist.close()

@@ -38,6 +38,7 @@ The step's own locking is written down in ``ordo._step``.
 
 from __future__ import annotations
 
+import collections
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -49,7 +50,10 @@ import ordo
 from ordo._devices import Inline, Worker, close_all
 from ordo._step import HostWrites, Plan, Step
 
-__all__ = ["Distributed", "StepReport"]
+__all__ = ["STEPS_KEPT", "Distributed", "StepReport"]
+
+# How many steps' reports a distributed module keeps.
+STEPS_KEPT = 1000
 
 
 @dataclass
@@ -114,7 +118,8 @@ class _Assigner:
         self.devices = [Worker(d) if parallel and d != on_host else Inline() for d in range(count)]
         weakref.finalize(self, close_all, self.devices)
         self.step: Step | None = None
-        self.reports: list[StepReport] = []
+        # The last reports only: a long training run must not grow without bound.
+        self.reports: collections.deque[StepReport] = collections.deque(maxlen=STEPS_KEPT)
         self.placement = placement
         self.originals: dict[torch.nn.Module, Callable] = {}
         modules = dict(module.named_modules())
@@ -176,8 +181,8 @@ class Distributed(torch.nn.Module):
 
     @property
     def steps(self) -> list[StepReport]:
-        """A report of every forward pass so far, oldest first."""
-        return self._assigner.reports
+        """A report of each of the last ``STEPS_KEPT`` (1000) forward passes, oldest first."""
+        return list(self._assigner.reports)
 
     def close(self) -> None:
         """Restores the module's layers and stops the device threads."""
