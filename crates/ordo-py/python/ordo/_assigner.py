@@ -48,7 +48,7 @@ import torch
 
 import ordo
 from ordo._devices import Inline, Worker, close_all
-from ordo._step import HostWrites, Plan, Step
+from ordo._step import Plan, Step
 
 __all__ = ["STEPS_KEPT", "Distributed", "StepReport"]
 
@@ -145,8 +145,10 @@ class _Assigner:
             raise ordo.OrdoError("forward called again before the last call returned")
         step = self.step = Step(self)
         try:
-            with HostWrites(step):
+            try:
                 output = module(*args, **kwargs)
+            finally:
+                step.unwatch()
             return step.finish(output)
         except BaseException as error:
             step.abort(error)

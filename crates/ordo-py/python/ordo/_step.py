@@ -96,6 +96,10 @@ class Step:
         # layers it waits for; the host waits for it before writing that storage in place.
         self.tensor_readers: dict[int, list[tuple[Future, frozenset[str]]]] = {}
         self.in_layer = False  # the host is running a layer: its own operations are not watched
+        # The watch on the host's in-place writes, from the step's first deferred work on
+        # (before, nothing can read what the host writes): a torch function mode sends every
+        # operation through torch's slow dispatch, so it is not on while nothing needs it.
+        self.watch: HostWrites | None = None
         self.calls: dict[str, int] = {}
 
     # -- the host reaches a layer ------------------------------------------------------------
@@ -138,6 +142,7 @@ class Step:
                 value = forward(*args, **kwargs)
             self._mark_submitted(layer)
             return value
+        self._watch_host_writes()
         future: Future = Future()
         self.futures.append((f"layer `{layer}`", future))
         self._read_by(leaves, future)
@@ -174,16 +179,30 @@ class Step:
         The watching mode leaves the stack meanwhile (when it is on top: every operation
         under a torch function mode takes torch's slow dispatch path, 10% of a small model's
         step), else it stands aside."""
-        mode = torch.overrides._get_current_function_mode()
+        on_top = self.watch is not None and (
+            torch.overrides._get_current_function_mode() is self.watch
+        )
         self.in_layer = True
         try:
-            if isinstance(mode, HostWrites):
+            if on_top:
                 with torch.overrides._pop_mode_temporarily():
                     yield
             else:
                 yield
         finally:
             self.in_layer = False
+
+    def _watch_host_writes(self) -> None:
+        """Deferred work exists from now on: the host's in-place writes are watched."""
+        if self.watch is None:
+            self.watch = HostWrites(self)
+            self.watch.__enter__()
+
+    def unwatch(self) -> None:
+        """The host's forward is over (on the host thread): the watch ends."""
+        if self.watch is not None:
+            watch, self.watch = self.watch, None
+            watch.__exit__(None, None, None)
 
     def _reach(self, layer: str) -> None:
         self.code_order.append(layer)
@@ -306,6 +325,7 @@ class Step:
                 done.set_result(value)
                 mutated._future, mutated._layers = done, layers
             return value
+        self._watch_host_writes()
         future: Future = Future()
         name = getattr(func, "__name__", type(func).__name__)
         self.futures.append((f"operation `{name}` between layers", future))
