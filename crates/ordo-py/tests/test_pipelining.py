@@ -230,9 +230,11 @@ def test_ordos_choice_and_bad_pipelines_are_ordo_errors():
 
 @pytest.mark.parametrize("mode", ["kill", "stall"])
 def test_a_rank_that_dies_or_stalls_fails_the_others_within_the_timeout(mode):
-    """Rank 1 exits (or sleeps) before its second step: rank 0 fails with an error naming the
-    rank it waits for, within the process group's timeout (5 s), and torchrun exits with an
-    error: never a hang."""
+    """Rank 1 exits (or sleeps) before its second step: torchrun exits with an error within
+    the process group's timeout (5 s), never a hang. A stalled rank 1: rank 0 fails with an
+    error naming the rank it waits for. A dead rank 1: torchrun names it (exit code 3) and
+    stops rank 0, which by then may or may not have raised its own error (a race between
+    torchrun's agent and the transport noticing the closed connection)."""
     script = os.path.join(os.path.dirname(__file__), "ranks", "pipeline_fault.py")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     command += ["--nproc-per-node", "2", script, "--mode", mode, "--timeout", "5"]
@@ -241,8 +243,12 @@ def test_a_rank_that_dies_or_stalls_fails_the_others_within_the_timeout(mode):
     elapsed = time.monotonic() - start
     output = done.stdout + done.stderr
     assert done.returncode != 0
-    assert "ordo.OrdoError: rank 0: the pipeline step failed" in output, output[-3000:]
-    assert "with, [1], may have died or stalled" in output
+    ours = "ordo.OrdoError: rank 0: the pipeline step failed" in output
+    if mode == "stall" or ours:
+        assert ours, output[-3000:]
+        assert "with, [1], may have died or stalled" in output
+    if mode == "kill":
+        assert re.search(r"rank\s*: 1 \(local_rank: 1\)\s*exitcode\s*: 3", output), output[-3000:]
     assert "rank 0 finished step 0" in output and "rank 0 finished step 1" not in output
     assert elapsed < 90, f"{elapsed:.0f} s"
 
