@@ -176,7 +176,7 @@ impl PyPlanned {
 }
 
 /// The strategy `strategy` names: a placer (`auto`, `m-etf`, ...), a one-device schedule
-/// (`inorder`, `ooo`), `pipeline` (with `stages`, `micro_batches`, `schedule`) or
+/// (`inorder`, `ooo`), `pipeline` (with `stages`, `micro_batches`, `schedule`, `modulo`) or
 /// `data-parallel` (with `replicas`, `first_k`, `bucket_bytes`).
 struct StrategyArgs<'a> {
     strategy: &'a str,
@@ -185,6 +185,7 @@ struct StrategyArgs<'a> {
     stages: Option<usize>,
     micro_batches: Option<usize>,
     schedule: Option<&'a str>,
+    modulo: Option<usize>,
     replicas: Option<usize>,
     first_k: usize,
     bucket_bytes: u64,
@@ -192,22 +193,15 @@ struct StrategyArgs<'a> {
 
 impl StrategyArgs<'_> {
     fn strategy(&self, problem: &PyProblem) -> PyResult<Strategy> {
-        let count = |value: Option<usize>, what: &str| match value {
-            Some(0) => Err(usage(format!("{what} must be at least 1"))),
-            Some(n) => Ok(n),
-            None => Err(usage(format!("strategy `{}` needs {what}", self.strategy))),
-        };
+        if self.modulo.is_some() && self.strategy != "pipeline" {
+            return Err(usage("modulo applies to the pipeline strategy only"));
+        }
         Ok(match self.strategy {
             "inorder" => Strategy::OneDevice(OneDeviceSchedule::InOrder),
             "ooo" => Strategy::OneDevice(OneDeviceSchedule::Ooo),
-            "pipeline" => {
-                let schedule = pipeline_schedule(self.schedule.unwrap_or("fast-forward"))?;
-                let stages = count(self.stages, "stages")?;
-                let micro_batches = count(self.micro_batches, "micro_batches")?;
-                Strategy::Pipeline(Pipeline::new(stages, micro_batches, schedule))
-            }
+            "pipeline" => Strategy::Pipeline(self.pipeline()?),
             "data-parallel" => {
-                let replicas = count(self.replicas, "replicas")?;
+                let replicas = self.count(self.replicas, "replicas")?;
                 let network = problem.inner.place.devices.comm;
                 let config = DataParallel {
                     replicas,
@@ -220,6 +214,27 @@ impl StrategyArgs<'_> {
             }
             name => Strategy::placed(placer(name, self.budget, self.seed, 0.1)?),
         })
+    }
+
+    /// The pipeline `stages`, `micro_batches`, `schedule` and `modulo` ask for.
+    fn pipeline(&self) -> PyResult<Pipeline> {
+        let schedule = pipeline_schedule(self.schedule.unwrap_or("fast-forward"))?;
+        let stages = self.count(self.stages, "stages")?;
+        let micro_batches = self.count(self.micro_batches, "micro_batches")?;
+        let pipeline = Pipeline::new(stages, micro_batches, schedule);
+        Ok(match self.modulo {
+            Some(m) => pipeline.with_modulo(m),
+            None => pipeline,
+        })
+    }
+
+    /// A count the strategy needs: given, and at least 1.
+    fn count(&self, value: Option<usize>, what: &str) -> PyResult<usize> {
+        match value {
+            Some(0) => Err(usage(format!("{what} must be at least 1"))),
+            Some(n) => Ok(n),
+            None => Err(usage(format!("strategy `{}` needs {what}", self.strategy))),
+        }
     }
 }
 
@@ -260,16 +275,12 @@ pub fn plan(
         stages,
         micro_batches,
         schedule,
+        modulo,
         replicas,
         first_k,
         bucket_bytes,
     };
-    let strategy = match (args.strategy(problem)?, modulo) {
-        (Strategy::Pipeline(pipeline), Some(m)) => Strategy::Pipeline(pipeline.with_modulo(m)),
-        (_, Some(_)) => return Err(usage("modulo applies to the pipeline strategy only")),
-        (strategy, None) => strategy,
-    };
-    planned(py, problem, &strategy)
+    planned(py, problem, &args.strategy(problem)?)
 }
 
 /// `strategy` planned for `problem` (without the interpreter lock), as a Python object.
@@ -342,15 +353,19 @@ pub fn pytorch_schedule<'py>(
     schedule: &str,
     modulo: Option<usize>,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-    for (value, what) in [(stages, "stages"), (micro_batches, "micro_batches")] {
-        if value == 0 {
-            return Err(usage(format!("{what} must be at least 1")));
-        }
-    }
-    let mut pipeline = Pipeline::new(stages, micro_batches, pipeline_schedule(schedule)?);
-    if let Some(m) = modulo {
-        pipeline = pipeline.with_modulo(m);
-    }
+    let args = StrategyArgs {
+        strategy: "pipeline",
+        budget: 0.0,
+        seed: 0,
+        stages: Some(stages),
+        micro_batches: Some(micro_batches),
+        schedule: Some(schedule),
+        modulo,
+        replicas: None,
+        first_k: 0,
+        bucket_bytes: 0,
+    };
+    let pipeline = args.pipeline()?;
     let inner = py.detach(|| ordo::pytorch_schedule(&problem.inner, &pipeline)).map_err(error)?;
     let dict = pyo3::types::PyDict::new(py);
     dict.set_item("actions", inner.actions)?;

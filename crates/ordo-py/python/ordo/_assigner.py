@@ -121,15 +121,15 @@ class _Assigner:
         # The last reports only: a long training run must not grow without bound.
         self.reports: collections.deque[StepReport] = collections.deque(maxlen=STEPS_KEPT)
         self.placement = placement
-        self.originals: dict[torch.nn.Module, Callable] = {}
+        self.wrapped: list[torch.nn.Module] = []  # their `forward` is an instance attribute
         modules = dict(module.named_modules())
         for qualname in dict.fromkeys(layer.split("#")[0] for layer in self.plan.layers):
             m = modules.get(qualname)
             if m is None:
                 message = f"the placement names layer `{qualname}`, which the module lacks"
                 raise ordo.OrdoError(message)
-            self.originals[m] = m.forward
             m.forward = self._wrapped(qualname, m.forward)
+            self.wrapped.append(m)
 
     def _wrapped(self, qualname: str, forward: Callable) -> Callable:
         def wrapper(*args, **kwargs):
@@ -160,10 +160,10 @@ class _Assigner:
             )
 
     def close(self) -> None:
-        for m in self.originals:
+        for m in self.wrapped:
             if m.__dict__.get("forward") is not None:
                 del m.forward
-        self.originals.clear()
+        self.wrapped.clear()
         close_all(self.devices)
 
 

@@ -39,10 +39,11 @@ from torch.utils._pytree import tree_map
 
 import ordo
 
-_IN_PLACE_DUNDERS = {
-    f"__i{op}__"
-    for op in "add sub mul truediv floordiv mod pow matmul and or xor lshift rshift".split()
-} | {"__setitem__"}
+# Python's binary operators that have in-place forms (`x + y`, `x += y`), by their names in
+# `operator`'s dunders.
+_OPERATORS = "add sub mul truediv floordiv mod pow matmul and or xor lshift rshift".split()
+
+_IN_PLACE_DUNDERS = {f"__i{op}__" for op in _OPERATORS} | {"__setitem__"}
 
 
 # Tensor attributes and methods whose values Python code computes with (sizes passed on as
@@ -181,7 +182,7 @@ def _in_place(op: Callable) -> Callable:
     return method
 
 
-for _name in "add sub mul truediv floordiv mod pow matmul and or xor lshift rshift".split():
+for _name in _OPERATORS:
     _op = getattr(operator, _name + "_" if _name in ("and", "or") else _name)
     _forward, _reflected = _binary(_op)
     setattr(Pending, f"__{_name}__", _forward)

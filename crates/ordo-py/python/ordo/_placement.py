@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import torch
 
 import ordo
+from ordo._outputs import default_loss
 
 __all__ = ["Placement", "Prediction", "concurrency_slowdown", "measure", "place", "predict"]
 
@@ -189,7 +190,9 @@ def measure(module, example_inputs, *, reps: int = 5, warmup: int = 2, loss_fn=N
         start = time.perf_counter()
         output = module(*inputs)
         middle = time.perf_counter()
-        loss = loss_fn(output) if loss_fn else _sum(output)
+        loss = loss_fn(output) if loss_fn else default_loss(output)
+        if not isinstance(loss, torch.Tensor):
+            raise ordo.OrdoError("the output has no tensor that needs a gradient: give loss_fn")
         loss.backward()
         end = time.perf_counter()
         if i >= warmup:
@@ -229,13 +232,3 @@ def concurrency_slowdown(module, example_inputs, *, reps: int = 5) -> float:
         stop.set()
         other.join()
     return max(1.0, together / alone)
-
-
-def _sum(output) -> torch.Tensor:
-    if isinstance(output, torch.Tensor):
-        return output.float().sum()
-    if isinstance(output, (list, tuple)):
-        return sum(_sum(o) for o in output)
-    if isinstance(output, dict):
-        return sum(_sum(o) for o in output.values())
-    raise ordo.OrdoError(f"cannot sum an output of type {type(output).__name__}: give loss_fn")

@@ -103,10 +103,9 @@ def _micro_batches(schedule: dict) -> int:
     return 1 + max(int(_ACTION.fullmatch(a).group(3)) for row in schedule["actions"] for a in row)
 
 
-def _check_batches(schedule: dict, stages, inputs, target) -> tuple[bool, bool]:
+def _check_batches(schedule: dict, micro_batches: int, stages, inputs, target) -> tuple[bool, bool]:
     """Whether this rank runs the first and the last stage; an error when the inputs (first
     stage) or the targets (last stage) are missing or do not split into the micro-batches."""
-    micro_batches = _micro_batches(schedule)
     local = {index for index, _ in stages}
     has_first, has_last = 0 in local, len(schedule["stage_rank"]) - 1 in local
     for name, value, needed in [("inputs", inputs, has_first), ("target", target, has_last)]:
@@ -157,7 +156,9 @@ class Runner:
 
     def step(self, *, inputs: torch.Tensor | None, target: torch.Tensor | None):
         """One training step (see ``step``); the losses on the last stage's rank."""
-        has_first, has_last = _check_batches(self.schedule, self.stages, inputs, target)
+        has_first, has_last = _check_batches(
+            self.schedule, self.micro_batches, self.stages, inputs, target
+        )
         losses: list[torch.Tensor] = []
         args = (inputs,) if has_first else ()
         try:
@@ -200,6 +201,7 @@ def step(
     parameters (scaled by 1 / micro-batches: those of the mean loss). Returns the
     micro-batches' losses on the last stage's rank, else an empty list. (``Runner`` builds
     the runtime once for many steps.)"""
-    _check_batches(schedule, stages, inputs, target)  # before anything is set up
+    # Before anything is set up (PyTorch's stages need a process group).
+    _check_batches(schedule, _micro_batches(schedule), stages, inputs, target)
     runner = Runner(stages, schedule, loss_fn=loss_fn, device=device, group=group)
     return runner.step(inputs=inputs, target=target)

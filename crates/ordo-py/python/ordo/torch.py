@@ -33,6 +33,7 @@ import torch
 
 import ordo
 from ordo._assigner import Distributed, StepReport
+from ordo._outputs import default_loss, tensors
 from ordo._placement import (
     Measured,
     Placement,
@@ -128,17 +129,6 @@ def _layer_modules(
     return chosen
 
 
-def _tensors(value) -> list[torch.Tensor]:
-    """Every tensor in a (nested) output."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors(v)]
-    return []
-
-
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -168,11 +158,6 @@ def measure_copy(
     per_byte = max(times[1] - times[0], 0.0) / (sizes[1] - sizes[0])
     fixed = max(times[0] - per_byte * sizes[0], 0.0)
     return fixed, per_byte
-
-
-def _loss(output) -> torch.Tensor:
-    """What backward starts from when the caller gives no loss: the sum of the outputs."""
-    return sum(t.float().sum() for t in _tensors(output) if t.requires_grad)
 
 
 def profile(
@@ -216,7 +201,15 @@ def profile(
     orphans = {id(p): p for p in module.parameters() if id(p) not in owned}
     device = next((p.device for p in module.parameters()), torch.device("cpu"))
     measured = _measure(
-        module, inputs, device, chosen, orphans, reps, warmup, loss_fn or _loss, split_backward
+        module,
+        inputs,
+        device,
+        chosen,
+        orphans,
+        reps,
+        warmup,
+        loss_fn or default_loss,
+        split_backward,
     )
     layers, edges = measured.layers, measured.edges
     forward, backward = measured.forward_us, measured.backward_us
@@ -365,7 +358,7 @@ def _backward_us(module, args, kwargs, device, split: bool) -> tuple[float, floa
     def timed(wrt: list[torch.Tensor]) -> float:
         with torch.enable_grad():
             copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in leaves]
-            outputs = [t for t in _tensors(module(*copies, **kwargs)) if t.requires_grad]
+            outputs = [t for t in tensors(module(*copies, **kwargs)) if t.requires_grad]
             if not outputs or not wrt:
                 return 0.0
             grads = [torch.ones_like(t) for t in outputs]
@@ -419,7 +412,7 @@ def _measure(
                 result.layers.append(layer)
                 producers: set[str] = set()
                 used: set[int] = set()
-                for t in _tensors(list(args) + list(kwargs.values())):
+                for t in tensors(list(args) + list(kwargs.values())):
                     producers |= _producers(t, of_fn, of_id, orphans, used)
                 for i in sorted(used):
                     users = result.orphan_users.setdefault(i, [])
@@ -444,13 +437,13 @@ def _measure(
             elapsed = (time.perf_counter() - started[layer]) * 1e6
             if state["timed"]:
                 forward.setdefault(layer, []).append(elapsed)
-            size = sum(t.numel() * t.element_size() for t in _tensors(output))
+            size = sum(t.numel() * t.element_size() for t in tensors(output))
             result.output_bytes[layer] = 0 if qualname in inplace else size
             if device.type == "cuda":
                 peak = torch.cuda.max_memory_allocated(device) - started[layer + "@mem"]
                 result.temporary_bytes[layer] = max(0, peak - size)
             if state["step"] == 0:
-                for t in _tensors(output):
+                for t in tensors(output):
                     if t.grad_fn is not None:
                         of_fn[t.grad_fn] = layer
                     of_id[id(t)] = layer
