@@ -87,6 +87,7 @@ def main() -> None:
         {"parameters": state, "losses": losses, "schedule": schedule},
         os.path.join(args.out, f"rank{rank}.pt"),
     )
+    dist.barrier()  # every rank past its traffic before any tears its connections down
     dist.destroy_process_group()
 
 

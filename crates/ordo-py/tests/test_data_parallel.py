@@ -50,6 +50,9 @@ def train(rank, world, init_file, kind, error_feedback, out):
             losses.append(loss.item())
         if rank == 0:
             torch.save({"losses": losses, "grads": first_grads}, out)
+        # Both ranks past all their traffic before either tears its connections down (CI
+        # once saw a rank abort in teardown, "terminate called without an active exception").
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 

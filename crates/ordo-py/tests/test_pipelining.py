@@ -96,6 +96,7 @@ def run_rank(rank, world, init_file, plan, result_dir):
             for name, p in module.named_parameters()
         }
         torch.save({"grads": grads, "losses": losses}, os.path.join(result_dir, f"{rank}.pt"))
+        dist.barrier()  # every rank past its traffic before any tears its connections down
     finally:
         dist.destroy_process_group()
 
