@@ -7,6 +7,7 @@
 //! Python threads keep running meanwhile.
 
 mod assign;
+mod data_parallel;
 mod model;
 mod planning;
 mod run;
@@ -62,5 +63,6 @@ fn _ordo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(planning::pytorch_schedule, m)?)?;
     m.add_function(wrap_pyfunction!(planning::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(assign::reorder_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(data_parallel::data_parallel_plan, m)?)?;
     Ok(())
 }

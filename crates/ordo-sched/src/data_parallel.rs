@@ -76,18 +76,7 @@ pub fn data_parallel_plan(
     if problem.devices.count() == 0 {
         return fail("no device to schedule on".into());
     }
-    if !problem.roles.contains(&Role::Update) {
-        return fail("data parallelism needs a training graph, with update nodes".into());
-    }
-    let layers = layers_with_weights(problem);
-    if config.first_k > layers.len() {
-        return fail(format!(
-            "reverse first-k defers {} layers, but the model has {} layers with weights",
-            config.first_k,
-            layers.len()
-        ));
-    }
-    let moved = deferred_nodes(problem, &deferral(problem, &layers[..config.first_k]));
+    let moved = moved_nodes(problem, config)?;
     let mut one = problem.clone();
     one.devices.memory.truncate(1);
     let unrolled = unroll(&one, steps)?;
@@ -111,11 +100,29 @@ pub fn data_parallel_plan(
     let mut plan = replicate(&replica, config.replicas);
     if config.replicas > 1 {
         let n = problem.len();
-        let gradients = gradients_in_order(&unrolled, &replica, &order, n, |v| moved[v])?;
-        add_all_reduces(&mut plan, &replica, &gradients, config);
+        let gradients = gradients_in_order(&unrolled, &order, n, |v| moved[v]);
+        add_all_reduces(&mut plan, &replica, &unrolled, &gradients, config)?;
     }
     validate(&plan)?;
     Ok(plan)
+}
+
+/// The nodes of one step that reverse first-k with `config.first_k` moves ([`deferred_nodes`]).
+fn moved_nodes(problem: &PlaceProblem, config: &DataParallel) -> Result<Vec<bool>, SchedError> {
+    if !problem.roles.contains(&Role::Update) {
+        return Err(SchedError::Schedule(
+            "data parallelism needs a training graph, with update nodes".into(),
+        ));
+    }
+    let layers = layers_with_weights(problem);
+    if config.first_k > layers.len() {
+        return Err(SchedError::Schedule(format!(
+            "reverse first-k defers {} layers, but the model has {} layers with weights",
+            config.first_k,
+            layers.len()
+        )));
+    }
+    Ok(deferred_nodes(problem, &deferral(problem, &layers[..config.first_k])))
 }
 
 /// One replica's order of the unrolled steps (see [`data_parallel_plan`]), the nodes
@@ -147,14 +154,15 @@ fn replica_order(problem: &PlaceProblem, moved: &[bool], steps: usize) -> Vec<us
     order
 }
 
-/// A parameter gradient of the replica plan: its buffer, producing task and step, and whether
-/// it is deferred.
+/// A parameter gradient of the unrolled steps: its tensor, producing node and step, its size,
+/// and whether it is deferred.
 #[derive(Clone, Copy, Debug)]
 struct Gradient {
-    buffer: BufferId,
-    producer: TaskId,
+    tensor: usize,
+    producer: usize,
     step: usize,
     late: bool,
+    bytes: u64,
 }
 
 /// The gradients the updates of `unrolled` (steps of `n` nodes) read, in the order the replica
@@ -162,45 +170,80 @@ struct Gradient {
 /// `v` of a step is deferred work.
 fn gradients_in_order(
     unrolled: &PlaceProblem,
-    replica: &Plan,
     order: &[usize],
     n: usize,
     late: impl Fn(usize) -> bool,
-) -> Result<Vec<Gradient>, SchedError> {
+) -> Vec<Gradient> {
     let mut position = vec![0usize; unrolled.len()];
     for (i, &v) in order.iter().enumerate() {
         position[v] = i;
     }
-    let buffer_of: HashMap<&str, BufferId> = replica
-        .buffers
-        .iter()
-        .enumerate()
-        .map(|(b, buffer)| (buffer.name.as_str(), BufferId(b as u32)))
-        .collect();
     let mut keyed = Vec::new();
     for u in (0..unrolled.len()).filter(|&u| unrolled.roles[u] == Role::Update) {
         for &e in &unrolled.in_edges[u] {
             for &x in &unrolled.edges[e].tensors {
-                let tensor = &unrolled.tensors[x];
-                let Some(&buffer) = buffer_of.get(tensor.name.as_str()) else {
-                    return Err(SchedError::Placement(format!(
-                        "gradient `{}` of update `{}` has no buffer",
-                        tensor.name, unrolled.names[u]
-                    )));
-                };
-                keyed.push(((position[tensor.producer], x), buffer, tensor.producer));
+                keyed.push((position[unrolled.tensors[x].producer], x));
             }
         }
     }
-    keyed.sort_unstable_by_key(|k| k.0);
-    keyed.dedup_by_key(|k| k.0);
-    Ok(keyed
+    keyed.sort_unstable();
+    keyed.dedup();
+    keyed
         .into_iter()
-        .map(|(_, buffer, producer)| Gradient {
-            buffer,
-            producer: TaskId(producer as u32),
-            step: producer / n,
-            late: late(producer % n),
+        .map(|(_, x)| {
+            let tensor = &unrolled.tensors[x];
+            Gradient {
+                tensor: x,
+                producer: tensor.producer,
+                step: tensor.producer / n,
+                late: late(tensor.producer % n),
+                bytes: tensor.bytes,
+            }
+        })
+        .collect()
+}
+
+/// One all-reduce of a data-parallel step: the parameter gradients it sums, in the order the
+/// replica produces them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GradientBucket {
+    /// The gradient tensors (ids in the problem).
+    pub tensors: Vec<usize>,
+    /// The layer (forward node) of each gradient: the node it is the gradient of, or the
+    /// producing node where the problem names no layer.
+    pub layers: Vec<usize>,
+    /// The bytes reduced.
+    pub bytes: u64,
+    /// Whether these are gradients of layers reverse first-k defers (computed after the dX
+    /// chain in forward order, applied before the layer's next forward pass).
+    pub deferred: bool,
+}
+
+/// The all-reduces of one data-parallel step of `problem` under `config`, in the order every
+/// replica issues them: the buckets of [`data_parallel_plan`] (gradients in the order of the
+/// replica's schedule, cut into buckets of at least `config.bucket_bytes`, deferred gradients
+/// apart, in forward order, last). What a runtime outside ordo needs to issue the same
+/// all-reduces in the same order on every rank.
+///
+/// # Errors
+/// As [`data_parallel_plan`].
+pub fn gradient_buckets(
+    problem: &PlaceProblem,
+    config: &DataParallel,
+) -> Result<Vec<GradientBucket>, SchedError> {
+    let moved = moved_nodes(problem, config)?;
+    let order = replica_order(problem, &moved, 1);
+    let gradients = gradients_in_order(problem, &order, problem.len(), |v| moved[v]);
+    Ok(buckets(&gradients, config.bucket_bytes)
+        .into_iter()
+        .map(|bucket| GradientBucket {
+            tensors: bucket.iter().map(|g| g.tensor).collect(),
+            layers: bucket
+                .iter()
+                .map(|g| problem.layer_of[g.producer].unwrap_or(g.producer))
+                .collect(),
+            bytes: bucket.iter().map(|g| g.bytes).sum(),
+            deferred: bucket[0].late,
         })
         .collect())
 }
@@ -253,9 +296,30 @@ fn replicate(replica: &Plan, replicas: usize) -> Plan {
     plan
 }
 
-/// Adds the collective streams and the all-reduces of `gradients` (ids in `replica`) to
-/// `plan`, the replicated `replica`.
-fn add_all_reduces(plan: &mut Plan, replica: &Plan, gradients: &[Gradient], config: &DataParallel) {
+/// Adds the collective streams and the all-reduces of `gradients` (of `unrolled`, whose nodes
+/// are `replica`'s tasks) to `plan`, the replicated `replica`.
+///
+/// # Errors
+/// [`SchedError::Placement`] for a gradient that has no buffer in `replica`.
+fn add_all_reduces(
+    plan: &mut Plan,
+    replica: &Plan,
+    unrolled: &PlaceProblem,
+    gradients: &[Gradient],
+    config: &DataParallel,
+) -> Result<(), SchedError> {
+    let buffer_of: HashMap<&str, BufferId> = replica
+        .buffers
+        .iter()
+        .enumerate()
+        .map(|(b, buffer)| (buffer.name.as_str(), BufferId(b as u32)))
+        .collect();
+    let buffer = |g: &Gradient| {
+        let tensor = &unrolled.tensors[g.tensor];
+        buffer_of.get(tensor.name.as_str()).copied().ok_or_else(|| {
+            SchedError::Placement(format!("gradient `{}` has no buffer", tensor.name))
+        })
+    };
     let replicas = config.replicas as u32;
     let (tasks, buffers) = (replica.tasks.len() as u32, replica.buffers.len() as u32);
     let mut event_after: HashMap<TaskId, EventId> =
@@ -274,20 +338,21 @@ fn add_all_reduces(plan: &mut Plan, replica: &Plan, gradients: &[Gradient], conf
             tasks: Vec::new(),
         });
     }
-    for bucket in buckets(replica, gradients, config.bucket_bytes) {
+    for bucket in buckets(gradients, config.bucket_bytes) {
         let id = TaskId(plan.tasks.len() as u32);
-        let bytes: u64 = bucket.iter().map(|g| replica.buffers[g.buffer.0 as usize].bytes).sum();
+        let bytes: u64 = bucket.iter().map(|g| g.bytes).sum();
+        let bucket_buffers = bucket.iter().map(buffer).collect::<Result<Vec<_>, _>>()?;
         let mut waits = Vec::new();
         let mut reduced = Vec::new();
         for r in 0..replicas {
-            for g in &bucket {
-                waits.push(event(plan, TaskId(g.producer.0 + r * tasks)));
-                reduced.push(BufferId(g.buffer.0 + r * buffers));
+            for (g, b) in bucket.iter().zip(&bucket_buffers) {
+                waits.push(event(plan, TaskId(g.producer as u32 + r * tasks)));
+                reduced.push(BufferId(b.0 + r * buffers));
             }
         }
         waits.sort_unstable();
         waits.dedup();
-        let first = &replica.buffers[bucket[0].buffer.0 as usize].name;
+        let first = &unrolled.tensors[bucket[0].tensor].name;
         let name = match bucket.len() {
             1 => format!("all-reduce:{first}"),
             more => format!("all-reduce:{first}+{}", more - 1),
@@ -317,11 +382,12 @@ fn add_all_reduces(plan: &mut Plan, replica: &Plan, gradients: &[Gradient], conf
             occupancy: 1.0,
         });
     }
+    Ok(())
 }
 
 /// `gradients` cut into buckets of at least `bucket_bytes` (0: one each), never mixing steps
 /// or deferred with other gradients.
-fn buckets(replica: &Plan, gradients: &[Gradient], bucket_bytes: u64) -> Vec<Vec<Gradient>> {
+fn buckets(gradients: &[Gradient], bucket_bytes: u64) -> Vec<Vec<Gradient>> {
     let mut out: Vec<Vec<Gradient>> = Vec::new();
     let mut filled = 0u64;
     for &g in gradients {
@@ -333,7 +399,7 @@ fn buckets(replica: &Plan, gradients: &[Gradient], bucket_bytes: u64) -> Vec<Vec
             out.push(Vec::new());
             filled = 0;
         }
-        filled += replica.buffers[g.buffer.0 as usize].bytes;
+        filled += g.bytes;
         out.last_mut().expect("pushed above").push(g);
     }
     out

@@ -226,3 +226,47 @@ fn resnet50_over_10_gbit() {
         }
     }
 }
+
+#[test]
+fn gradient_buckets_are_the_plans_all_reduces_in_the_order_issued() {
+    let problem = zoo("resnet50", 4);
+    let layers = layers_with_weights(&problem);
+    for (first_k, bucket_bytes) in [(0, 0), (0, 4 << 20), (5, 1 << 20), (layers.len(), 8 << 20)] {
+        let config = DataParallel { first_k, bucket_bytes, ..config(2, network(10.0, 20.0)) };
+        let buckets = ordo_sched::gradient_buckets(&problem, &config).unwrap();
+        let plan = data_parallel_plan(&problem, &config, 1).unwrap();
+        let collective = plan
+            .streams
+            .iter()
+            .find(|s| s.device == 0 && s.kind == ordo_sched::StreamKind::Collective)
+            .unwrap();
+        let issued: Vec<u64> = collective
+            .tasks
+            .iter()
+            .map(|&t| match &plan.tasks[t.0 as usize].kind {
+                TaskKind::AllReduce { buffers } => buffers
+                    .iter()
+                    .filter(|b| plan.buffers[b.0 as usize].device == 0)
+                    .map(|b| plan.buffers[b.0 as usize].bytes)
+                    .sum(),
+                kind => panic!("{kind:?} on the collective stream"),
+            })
+            .collect();
+        let bytes: Vec<u64> = buckets.iter().map(|b| b.bytes).collect();
+        assert_eq!(bytes, issued, "k = {first_k}, buckets of {bucket_bytes} bytes");
+        let gradients: usize = buckets.iter().map(|b| b.tensors.len()).sum();
+        assert_eq!(gradients, gradient_count(&problem));
+        // Deferred buckets come last and hold the first k layers in forward order.
+        // (A layer appears once per gradient: a normalization has a scale and a bias.)
+        let mut deferred: Vec<usize> =
+            buckets.iter().filter(|b| b.deferred).flat_map(|b| b.layers.clone()).collect();
+        deferred.dedup();
+        assert_eq!(deferred, layers[..first_k].to_vec());
+        let first_deferred = buckets.iter().position(|b| b.deferred).unwrap_or(buckets.len());
+        assert!(buckets[first_deferred..].iter().all(|b| b.deferred));
+        // Not deferred: the last layers' gradients first, as backprop produces them.
+        let eager: Vec<usize> =
+            buckets[..first_deferred].iter().flat_map(|b| b.layers.clone()).collect();
+        assert_eq!(eager.first(), layers.last().filter(|_| first_k < layers.len()));
+    }
+}

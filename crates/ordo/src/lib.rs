@@ -71,8 +71,8 @@ pub use problem::Problem;
 pub use pytorch::{PytorchSchedule, pytorch_schedule};
 pub use run::{Runner, Step, copied_feeds, measured_report, predict, program};
 pub use steady::{
-    DataParallelSteady, FirstK, OneDeviceSchedules, data_parallel_steady, network,
-    one_device_schedules,
+    DataParallelSteady, FirstK, OneDeviceSchedules, data_parallel_buckets, data_parallel_steady,
+    network, one_device_schedules,
 };
 pub use strategy::{Placed, Placer, Planned, Strategy, TaskOrder, place, place_reporting, plan};
 pub use target::{Target, cluster};
@@ -81,7 +81,9 @@ pub use ordo_cost::{Cluster, CommModel, Optimizer, Profile, StepMode};
 pub use ordo_exec::{EngineOptions, RunSettings, StepRun, TrainState};
 pub use ordo_place::{Algorithm, AutoOptions, AutoPlacement, AutoProgress, PlaceOptions};
 pub use ordo_problem::{Devices, PlaceProblem, Placement};
-pub use ordo_sched::{DataParallel, OneDeviceSchedule, Pipeline, PipelineSchedule, Plan};
+pub use ordo_sched::{
+    DataParallel, GradientBucket, OneDeviceSchedule, Pipeline, PipelineSchedule, Plan,
+};
 pub use ordo_sim::{Channel, Deferral, Report, SimOptions, Steady};
 
 /// The stages' own crates, for what the facade does not wrap.

@@ -114,3 +114,20 @@ pub fn one_device_schedules(
     let refined = ordo_sim::refine_deferral(p, &deferred, options, max_flips)?;
     Ok(OneDeviceSchedules { inorder, deferred, refined })
 }
+
+/// The all-reduces of one data-parallel step of `problem` under `config`, in the order every
+/// replica issues them ([`ordo_sched::gradient_buckets`]): what a runtime outside ordo (PyTorch)
+/// needs to issue ordo's buckets and reverse first-k order.
+///
+/// # Errors
+/// [`crate::Error::Usage`] for zero replicas; [`crate::Error::Sched`] for a problem that is
+/// not a training graph or a `first_k` beyond its layers with weights.
+pub fn data_parallel_buckets(
+    problem: &Problem,
+    config: &DataParallel,
+) -> Result<Vec<ordo_sched::GradientBucket>> {
+    if config.replicas == 0 {
+        usage!("data parallelism needs at least one replica");
+    }
+    Ok(ordo_sched::gradient_buckets(&problem.place, config)?)
+}

@@ -185,6 +185,20 @@ def pytorch_schedule(
     schedule: str = "1f1b",
     modulo: int | None = None,
 ) -> dict: ...
+def data_parallel_plan(
+    problem: Problem,
+    *,
+    replicas: int,
+    first_k: int | str | None = None,
+    bucket_bytes: int = 26214400,
+    network_gbps: float | None = None,
+    latency_us: float = 0.0,
+    max_tries: int = 16,
+) -> dict:
+    """The data-parallel step of one replica's training problem: ``first_k`` (reverse
+    first-k; ``"auto"`` or None: chosen by simulation), ``buckets`` (in issue order: ``layers``,
+    ``gradients``, ``bytes``, ``deferred``) and ``predicted`` step times in µs."""
+
 def simulate(
     planned: Planned,
     *,

@@ -79,7 +79,10 @@ def training_costgraph(costgraph: dict) -> dict:
         )
 
     # Gradients flow from the last layers to the first: build dx nodes in reverse order, so
-    # that every consumer's dx exists before its producers read it.
+    # that every consumer's dx exists before its producers read it. The updates come after
+    # the whole backward, as optimizer.step() runs after loss.backward() (the node order is
+    # the order a schedule starts from).
+    updates = []
     for node in reversed(forward):
         i, name, group = node["id"], node["name"], node["colocation_group"]
         grad_bytes = sum(out_bytes(p) for p in producers[i])
@@ -95,8 +98,10 @@ def training_costgraph(costgraph: dict) -> dict:
             link(i, dw, f"{name}:saved", 0)
             for source, tensor in upstream:
                 link(source, dw, tensor, out_bytes(i))
-            update = add(f"{name}.update", "update", i, 1, 0, group)
-            link(dw, update, f"{name}.dw:0", size)
+            updates.append((dw, name, i, size, group))
+    for dw, name, i, size, group in updates:
+        update = add(f"{name}.update", "update", i, 1, 0, group)
+        link(dw, update, f"{name}.dw:0", size)
     result = copy.deepcopy(costgraph)
     result["nodes"], result["links"] = nodes, links
     result["graph"] = dict(graph, training_graph=True)
