@@ -32,6 +32,9 @@ enum Command {
     Inspect(commands::inspect::Args),
     /// Write a model as a cost graph (NetworkX node-link JSON with Baechi's attributes).
     Export(commands::export::Args),
+    /// Write a training pipeline's schedule in PyTorch's action format (CSV, one line per
+    /// rank), checked by ordo's simulator first.
+    ExportSchedule(commands::export_schedule::Args),
     /// Generate a random layered cost graph (for benchmarks and tests).
     Synth(commands::synth::Args),
     /// Place a model or cost graph on devices under memory limits.
@@ -89,6 +92,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Models => commands::models::run(),
         Command::Inspect(args) => commands::inspect::run(&args),
         Command::Export(args) => commands::export::run(&args),
+        Command::ExportSchedule(args) => commands::export_schedule::run(&args),
         Command::Synth(args) => commands::synth::run(&args),
         Command::Place(args) => commands::place::run(&args),
         Command::Compare(args) => commands::compare::run(&args),

@@ -171,6 +171,37 @@ fn run_measures_its_costs_by_default_and_says_so() {
     }
 }
 
+/// `export-schedule` writes the same CSV as `simulate --train --pipeline --pytorch-schedule`.
+#[test]
+fn export_schedule_writes_what_simulate_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.csv"), dir.path().join("b.csv"));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let common = ["transformer", "--small", "--batch", "8", "--micro-batches", "4"];
+    let out = ordo(
+        &[
+            &["export-schedule"][..],
+            &common,
+            &["--stages", "2", "--schedule", "zb-h2", "--modulo", "1", "-o", a],
+        ]
+        .concat(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = ordo(
+        &[
+            &["simulate"][..],
+            &common,
+            &["--train", "--pipeline", "2", "--schedule", "zb-h2", "--modulo", "1"],
+            &["--pytorch-schedule", b],
+        ]
+        .concat(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (a, b) = (std::fs::read_to_string(a).unwrap(), std::fs::read_to_string(b).unwrap());
+    assert_eq!(a, b);
+    assert!(a.lines().count() == 2 && a.contains("1W3"), "{a}");
+}
+
 /// `simulate --pipeline S --pytorch-schedule FILE` writes one CSV row of actions per stage,
 /// each stage's forward and backward of every micro-batch once, and names the file.
 #[test]

@@ -4,9 +4,12 @@ torchrun; one thread per process, as torchrun sets):
     torchrun --standalone --nproc-per-node 2 crates/ordo-py/bench/pipeline.py
 
 A chain of blocks (Linear + GELU), the same stage boundaries for every schedule; for each:
-the median step time over --steps steps after two of warm-up, the throughput relative to
-PyTorch's ScheduleGPipe, and for ordo's own schedules its predicted step and peak memory per
-stage (simulated from rank 0's profile; a CPU has no allocator statistics to measure it).
+the median step time over --steps steps after two of warm-up (the schedules taking turns
+step by step), the throughput relative to
+PyTorch's ScheduleGPipe, the peak bytes each rank holds saved for backward during a step
+(``ordo.torch.SavedTensorsPeak``: a CPU has no allocator statistics), and for ordo's own
+schedules its predicted step and peak memory per stage (simulated from rank 0's profile;
+parameters, gradients and optimizer state included).
 """
 
 from __future__ import annotations
@@ -39,17 +42,21 @@ def loss_fn(output, target):
     return ((output - target) ** 2).mean()
 
 
-def timed(run, steps: int) -> float:
-    for _ in range(2):
-        run()
-    times = []
+def timed_in_turns(runs: list, steps: int) -> list[float]:
+    """The median step time of each of ``runs``, which take turns step by step (so that a
+    slow spell of the machine hits them all alike), after two warm-up steps each."""
+    for run in runs:
+        for _ in range(2):
+            run()
+    times: list[list[float]] = [[] for _ in runs]
     for _ in range(steps):
-        dist.barrier()
-        start = time.perf_counter()
-        run()
-        dist.barrier()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for run, samples in zip(runs, times):
+            dist.barrier()
+            start = time.perf_counter()
+            run()
+            dist.barrier()
+            samples.append(time.perf_counter() - start)
+    return [statistics.median(samples) for samples in times]
 
 
 def main() -> None:
@@ -66,13 +73,20 @@ def main() -> None:
     x = torch.randn(args.batch, args.width)
     y = torch.randn(args.batch, args.width)
     m = args.micro_batches
+    comm = op.measure_p2p()
+    overhead = op.measure_action_overhead(micro_batches=m, comm=comm)
     plans = [None]
     if rank == 0:
         micro = x[: args.batch // m]
-        profiled = ot.profile(net, micro, reps=5, warmup=2, split_backward=True)
+        profiled = ot.profile(net, micro, reps=5, warmup=2, split_backward=True, comm=comm)
         plans[0] = {
             (name, modulo): op.schedule(
-                profiled, stages=world, micro_batches=m, schedule=name, modulo=modulo
+                profiled,
+                stages=world,
+                micro_batches=m,
+                schedule=name,
+                modulo=modulo,
+                action_overhead_us=overhead,
             )
             for name in op.SCHEDULES
             for modulo in (None, args.blocks // (2 * world))
@@ -83,7 +97,12 @@ def main() -> None:
 
     def measure(label, build, predicted=None):
         model = blocks(args.blocks, args.width)
-        results.append((label, timed(build(model), args.steps), predicted))
+        run = build(model)
+        with ot.SavedTensorsPeak(exclude=list(model.parameters())) as saved:
+            run()
+        peaks = [None] * world
+        dist.all_gather_object(peaks, saved.peak)
+        results.append([label, run, predicted, peaks])
 
     def ordo_runner(plan):
         def build(model):
@@ -125,20 +144,35 @@ def main() -> None:
     for name in ("1f1b", "zb-h1", "zb-h2"):
         plan = plans[(name, modulo)]
         measure(f"ordo {name} interleaved", ordo_runner(plan), plan["predicted"][name])
+    for result, seconds in zip(results, timed_in_turns([r[1] for r in results], args.steps)):
+        result[1] = seconds
     if rank == 0:
         base = results[0][1]
         print(
             f"{args.blocks} blocks of {args.width}, batch {args.batch}, {m} micro-batches, "
-            f"{world} ranks; median of {args.steps} steps"
+            f"{world} ranks; median of {args.steps} steps; transfers {comm[0]:.0f} us + "
+            f"{comm[1] * 1e3:.3f} us/KB, runtime {overhead:.0f} us per action (measured)"
         )
         print(
             f"{'schedule':28} {'step ms':>8} {'vs GPipe':>9} {'predicted ms':>13}  "
-            "predicted peak memory per stage"
+            f"{'saved for backward, peak per rank':>34}  predicted peak per stage"
         )
-        for label, seconds, predicted in results:
+        mib = 2**20
+        for label, seconds, predicted, measured in results:
             step = f"{predicted[0] / 1e3:.1f}" if predicted else "-"
-            peaks = " ".join(f"{p / 2**20:.1f}MiB" for p in predicted[1]) if predicted else "-"
-            print(f"{label:28} {seconds * 1e3:8.1f} {base / seconds:8.2f}x {step:>13}  {peaks}")
+            peaks = " ".join(f"{p / mib:.1f}MiB" for p in predicted[1]) if predicted else "-"
+            saved = " ".join(f"{p / mib:.2f}MiB" for p in measured)
+            print(
+                f"{label:28} {seconds * 1e3:8.1f} {base / seconds:8.2f}x {step:>13}  "
+                f"{saved:>34}  {peaks}"
+            )
+        ours = [(label, seconds, p[0]) for label, seconds, p, _ in results if p]
+        by_measured = [label for label, _, _ in sorted(ours, key=lambda r: r[1])]
+        by_predicted = [label for label, _, _ in sorted(ours, key=lambda r: r[2])]
+        print("ordo's schedules, measured fastest first: ", ", ".join(by_measured))
+        print("ordo's schedules, predicted fastest first:", ", ".join(by_predicted))
+        errors = sorted(abs(p / 1e3 - s * 1e3) / (s * 1e3) for _, s, p in ours)
+        print(f"median |predicted - measured| / measured: {errors[len(errors) // 2]:.0%}")
     dist.destroy_process_group()
 
 

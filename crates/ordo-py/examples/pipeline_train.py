@@ -3,10 +3,11 @@
     torchrun --standalone --nproc-per-node 2 crates/ordo-py/examples/pipeline_train.py \\
         --schedule auto --steps 3 --out /tmp/run
 
-Rank 0 profiles the model (one micro-batch) and plans the pipeline with ordo; every rank gets
-the same schedule from it, builds its stages and trains them with SGD under
-``_PipelineScheduleRuntime`` (Gloo on CPUs). Each rank writes its stages' parameters to
-``OUT/rank<r>.pt``, the last stage's rank also the losses of every step and micro-batch.
+``ordo.pipelining.pipeline``: rank 0 profiles the model (one micro-batch) and plans the
+pipeline with ordo; every rank gets the same schedule from it, builds its stages and trains
+them with SGD under ``_PipelineScheduleRuntime`` (Gloo on CPUs). Each rank writes its
+stages' parameters to ``OUT/rank<r>.pt``, the last stage's rank also the losses of every
+step and micro-batch.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import torch.distributed as dist
 from torch import nn
 
 import ordo.pipelining as op
-import ordo.torch as ot
 
 
 def model(blocks: int, width: int) -> nn.Sequential:
@@ -55,27 +55,21 @@ def main() -> None:
     args = parser.parse_args()
 
     dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     net = model(args.blocks, args.width)
     x, y = data(args.batch, args.width)
-    plan = [None]
-    if rank == 0:  # profiles are timings: one rank plans, so that every rank runs one plan
-        micro = x[: args.batch // args.micro_batches]
-        profiled = ot.profile(net, micro, reps=3, warmup=1, split_backward=True)
-        plan[0] = op.schedule(
-            profiled,
-            stages=world,
-            micro_batches=args.micro_batches,
-            schedule=args.schedule,
-            modulo=args.modulo,
-        )
-        print(f"ordo chose {plan[0]['schedule']}: stages {plan[0]['stage_units']}", flush=True)
-    dist.broadcast_object_list(plan, src=0)
-    schedule = plan[0]
-    stages = op.stages_of(net, schedule, rank)
-    parameters = [p for _, module in stages for p in module.parameters()]
-    optimizer = torch.optim.SGD(parameters, lr=args.lr)
-    runner = op.Runner(stages, schedule, loss_fn=loss_fn)
+    runner = op.pipeline(
+        net,
+        x,
+        micro_batches=args.micro_batches,
+        loss_fn=loss_fn,
+        schedule=args.schedule,
+        modulo=args.modulo,
+    )
+    schedule, stages = runner.schedule, runner.stages
+    if rank == 0:
+        print(f"ordo chose {schedule['schedule']}: stages {schedule['stage_units']}", flush=True)
+    optimizer = torch.optim.SGD(runner.parameters(), lr=args.lr)
     losses = []
     for _ in range(args.steps):
         optimizer.zero_grad()

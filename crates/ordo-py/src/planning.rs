@@ -186,6 +186,7 @@ struct StrategyArgs<'a> {
     micro_batches: Option<usize>,
     schedule: Option<&'a str>,
     modulo: Option<usize>,
+    action_overhead_us: f64,
     replicas: Option<usize>,
     first_k: usize,
     bucket_bytes: u64,
@@ -195,6 +196,9 @@ impl StrategyArgs<'_> {
     fn strategy(&self, problem: &PyProblem) -> PyResult<Strategy> {
         if self.modulo.is_some() && self.strategy != "pipeline" {
             return Err(usage("modulo applies to the pipeline strategy only"));
+        }
+        if self.action_overhead_us != 0.0 && self.strategy != "pipeline" {
+            return Err(usage("action_overhead_us applies to the pipeline strategy only"));
         }
         Ok(match self.strategy {
             "inorder" => Strategy::OneDevice(OneDeviceSchedule::InOrder),
@@ -222,6 +226,11 @@ impl StrategyArgs<'_> {
         let stages = self.count(self.stages, "stages")?;
         let micro_batches = self.count(self.micro_batches, "micro_batches")?;
         let pipeline = Pipeline::new(stages, micro_batches, schedule);
+        let overhead = self.action_overhead_us;
+        if !(overhead.is_finite() && overhead >= 0.0) {
+            return Err(usage(format!("action_overhead_us={overhead}: expected µs >= 0")));
+        }
+        let pipeline = pipeline.with_action_overhead(overhead.round() as u64);
         Ok(match self.modulo {
             Some(m) => pipeline.with_modulo(m),
             None => pipeline,
@@ -247,11 +256,13 @@ fn pipeline_schedule(name: &str) -> PyResult<PipelineSchedule> {
 }
 
 /// Plans `problem` with `strategy`: a placer's name (`auto`, `m-etf`, ...; the default), a
-/// one-device schedule (`inorder`, `ooo`), `pipeline` or `data-parallel`.
+/// one-device schedule (`inorder`, `ooo`), `pipeline` (`action_overhead_us`: a runtime's
+/// cost per action, charged in the prediction) or `data-parallel`.
 #[pyfunction]
 #[pyo3(signature = (
     problem, strategy = "auto", *, budget = 2.0, seed = 0, stages = None, micro_batches = None,
-    schedule = None, replicas = None, first_k = 0, bucket_bytes = 0, modulo = None
+    schedule = None, replicas = None, first_k = 0, bucket_bytes = 0, modulo = None,
+    action_overhead_us = 0.0
 ))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments, each with a default.
 pub fn plan(
@@ -267,6 +278,7 @@ pub fn plan(
     first_k: usize,
     bucket_bytes: u64,
     modulo: Option<usize>,
+    action_overhead_us: f64,
 ) -> PyResult<PyPlanned> {
     let args = StrategyArgs {
         strategy,
@@ -276,6 +288,7 @@ pub fn plan(
         micro_batches,
         schedule,
         modulo,
+        action_overhead_us,
         replicas,
         first_k,
         bucket_bytes,
@@ -361,6 +374,7 @@ pub fn pytorch_schedule<'py>(
         micro_batches: Some(micro_batches),
         schedule: Some(schedule),
         modulo,
+        action_overhead_us: 0.0,
         replicas: None,
         first_k: 0,
         bucket_bytes: 0,

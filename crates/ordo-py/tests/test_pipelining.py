@@ -200,6 +200,14 @@ def test_ordos_choice_and_bad_pipelines_are_ordo_errors():
     fastest = min(plan["predicted"], key=lambda s: plan["predicted"][s][0])
     assert plan["schedule"] == fastest, "auto picks the fastest predicted schedule"
     assert set(plan["predicted"]) == set(op.SCHEDULES)
+    # A runtime's cost per action is charged on every rank's actions: a split backward has
+    # more of them (F, I, W against F, B).
+    charged = op.schedule(profiled, stages=2, micro_batches=4, action_overhead_us=1000)
+    for name, (step_us, _) in charged["predicted"].items():
+        actions = 12 if name.startswith("zb") else 8
+        assert step_us >= plan["predicted"][name][0] + 1000 * actions / 2, name
+    with pytest.raises(ordo.OrdoError, match="action_overhead_us=-1"):
+        op.schedule(profiled, stages=2, micro_batches=4, action_overhead_us=-1)
     problem = transformer_problem(2, 4)
     cases = [
         (lambda: ordo.pytorch_schedule(problem, stages=0, micro_batches=4), "stages"),
@@ -227,6 +235,28 @@ def test_ordos_choice_and_bad_pipelines_are_ordo_errors():
     for call, message in cases:
         with pytest.raises(ordo.OrdoError, match=re.escape(message)):
             call()
+
+
+def test_pipeline_refuses_a_split_the_group_cannot_run(tmp_path):
+    """``ordo.torch.pipeline`` checks its arguments against the process group (of one rank
+    here) before profiling anything."""
+    import torch.distributed as dist
+
+    import ordo.torch as ot
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        net, x = blocks(4), torch.randn(8, 8)
+        cases = [
+            (dict(micro_batches=4, stages=2), "stages=2: the process group has 1 ranks"),
+            (dict(micro_batches=3), "a batch of 8 does not split into 3 micro-batches"),
+            (dict(micro_batches=4), "at least 2 stages"),
+        ]
+        for kwargs, message in cases:
+            with pytest.raises(ordo.OrdoError, match=re.escape(message)):
+                ot.pipeline(net, x, loss_fn=loss_fn, **kwargs)
+    finally:
+        dist.destroy_process_group()
 
 
 @pytest.mark.parametrize("mode", ["kill", "stall"])

@@ -465,3 +465,46 @@ fn print_stage_work(problem: &PlaceProblem, pipeline: &Pipeline) {
     let work: Vec<String> = work.iter().map(|&w| format!("{:.1}", w as f64 / 1e3)).collect();
     println!("  stage work per micro-batch, ms: {}", work.join(" "));
 }
+
+/// A runtime's per-action overhead lengthens each device's compute by exactly its actions
+/// times the overhead (PyTorch's actions: `pytorch_actions`), and never shortens the step;
+/// the action orders stay the same.
+#[test]
+fn action_overhead_is_charged_once_per_action() {
+    let problem = bert(8, "v100x4-nvlink", None);
+    for schedule in PipelineSchedule::ALL {
+        for modulo in [None, Some(2)] {
+            let base = Pipeline::new(2, 4, schedule);
+            let base = match modulo {
+                Some(m) => base.with_modulo(m),
+                None => base,
+            };
+            let plain = pipeline_plan(&problem, &base).unwrap();
+            let charged = pipeline_plan(&problem, &base.with_action_overhead(500)).unwrap();
+            let actions = ordo_sched::pytorch_actions(&plain, schedule).unwrap();
+            assert_eq!(actions, ordo_sched::pytorch_actions(&charged, schedule).unwrap());
+            let busy = |planned: &PipelinePlan, device: usize| -> u64 {
+                planned
+                    .plan
+                    .tasks
+                    .iter()
+                    .enumerate()
+                    .filter(|(t, _)| *t < planned.split.problem.len())
+                    .filter(|(t, _)| planned.placement.device_of[*t] == device)
+                    .map(|(_, task)| task.duration_us)
+                    .sum()
+            };
+            for (device, rank_actions) in actions.iter().enumerate() {
+                assert_eq!(
+                    busy(&charged, device) - busy(&plain, device),
+                    500 * rank_actions.len() as u64,
+                    "{} modulo {modulo:?}, device {device}",
+                    schedule.name()
+                );
+            }
+            let options = SimOptions::default();
+            let step = |p: &PipelinePlan| pipeline_report(p, &options).unwrap().step_time_us;
+            assert!(step(&charged) >= step(&plain) + 500.0 * actions[0].len() as f64 / 2.0);
+        }
+    }
+}

@@ -4,6 +4,7 @@ pub mod compare;
 pub mod conformance;
 pub mod data_parallel;
 pub mod export;
+pub mod export_schedule;
 pub mod inspect;
 pub mod models;
 pub mod pipeline;

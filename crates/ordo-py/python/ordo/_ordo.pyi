@@ -169,6 +169,7 @@ def plan(
     first_k: int = 0,
     bucket_bytes: int = 0,
     modulo: int | None = None,
+    action_overhead_us: float = 0.0,
 ) -> Planned: ...
 def plan_placement(
     problem: Problem,

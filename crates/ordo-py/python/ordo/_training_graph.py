@@ -10,7 +10,8 @@ Dependencies, per layer ``L`` reading producers ``P`` and read by consumers ``C`
 * ``L.dw`` after ``L`` and the same upstream gradients as ``L.dx``;
 * ``L.update`` after ``L.dw``.
 
-The gradient ``C.dx`` sends to ``L`` has the size of ``L``'s output; ``L.dw`` produces its
+The gradient ``C.dx`` sends to ``L`` has the size of ``L``'s output and the profile's
+transfer cost for it (``comm_fixed_us``, ``comm_us_per_byte``); ``L.dw`` produces its
 parameters' size in gradients.
 """
 
@@ -67,8 +68,13 @@ def training_costgraph(costgraph: dict) -> dict:
         )
         return i
 
+    fixed_us = graph.get("comm_fixed_us", 0.0)
+    us_per_byte = graph.get("comm_us_per_byte", 0.0)
+
     def link(source: int, target: int, tensor: str, size: int) -> None:
-        tensor_weight = 0  # the profile's transfer costs are on its forward links
+        # A gradient sent to a layer on another device costs what the profile's forward
+        # links cost for the same bytes; a layer's own saved activations move nowhere.
+        tensor_weight = max(0, round(fixed_us + us_per_byte * size)) if size else 0
         links.append(
             {
                 "source": source,

@@ -126,8 +126,13 @@ class _Bucket:
         self.hyper: list[dict] | None = None  # the optimizer's settings at its step
 
     def launch(self, grads: list[torch.Tensor], world: int, group) -> None:
-        # As DDP: multiplied by 1/world (not divided), then summed.
-        self.flat = torch.cat([g.reshape(-1) for g in grads]).mul_(1.0 / world)
+        # As DDP: each gradient multiplied by 1/world (not divided) as it is copied into the
+        # bucket, then summed.
+        self.flat = torch.empty(sum(g.numel() for g in grads), dtype=grads[0].dtype)
+        start = 0
+        for g in grads:
+            torch.mul(g.reshape(-1), 1.0 / world, out=self.flat[start : start + g.numel()])
+            start += g.numel()
         self.work = dist.all_reduce(self.flat, group=group, async_op=True)
 
     def reduced(self) -> list[torch.Tensor]:
@@ -143,14 +148,15 @@ class _Bucket:
 
 class DataParallel(nn.Module):
     """``module`` trained data-parallel over ``group``'s ranks under ``plan`` (see the
-    module's docstring). ``optimizer`` (over ``module``'s parameters) is needed when the plan
-    defers layers. ``broadcast_buffers``: rank 0's buffers (batch-norm statistics) are sent to
-    every rank before each training forward, as DDP does."""
+    module's docstring; rank 0's plan is used, the other ranks may pass None).
+    ``optimizer`` (over ``module``'s parameters) is needed when the plan defers layers.
+    ``broadcast_buffers``: rank 0's buffers (batch-norm statistics) are sent to every rank
+    before each training forward, as DDP does."""
 
     def __init__(
         self,
         module: nn.Module,
-        plan: dict,
+        plan: dict | None,
         *,
         optimizer: torch.optim.Optimizer | None = None,
         group=None,

@@ -22,7 +22,16 @@ from torch import nn
 
 import ordo
 
-__all__ = ["SCHEDULES", "Runner", "schedule", "stages_of", "step"]
+__all__ = [
+    "SCHEDULES",
+    "Runner",
+    "measure_action_overhead",
+    "measure_p2p",
+    "pipeline",
+    "schedule",
+    "stages_of",
+    "step",
+]
 
 # ordo's pipeline schedules, each a candidate of "auto".
 SCHEDULES = ("gpipe", "1f1b", "fast-forward", "zb-h1", "zb-h2")
@@ -39,12 +48,15 @@ def schedule(
     schedule: str = "auto",
     modulo: int | None = None,
     memory: int | str | None = None,
+    action_overhead_us: float = 0.0,
 ) -> dict:
     """ordo's pipeline of ``profiled`` (``ordo.torch.profile(..., split_backward=True)`` of
     one micro-batch) over ``stages`` ranks: the dict of ``ordo.pytorch_schedule`` with the
     ``schedule`` chosen and ``predicted`` (each candidate's simulated step in µs and peak
     memory in bytes per stage). ``"auto"`` picks the fastest schedule whose stages fit in
-    ``memory`` bytes each (a number or text such as ``"4GiB"``; default: no limit)."""
+    ``memory`` bytes each (a number or text such as ``"4GiB"``; default: no limit).
+    ``action_overhead_us``: the runtime's cost per action (``measure_action_overhead``),
+    charged in the predictions."""
     if stages < 2:
         raise ordo.OrdoError(f"stages={stages}: a pipeline needs at least 2 stages")
     if micro_batches < 1:
@@ -61,6 +73,7 @@ def schedule(
             micro_batches=micro_batches,
             schedule=name,
             modulo=modulo,
+            action_overhead_us=action_overhead_us,
         )
         report = ordo.simulate(planned)
         predicted[name] = (report.step_time_us, report.peak_memory_bytes[:stages])
@@ -77,6 +90,153 @@ def schedule(
     result["schedule"] = chosen
     result["predicted"] = predicted
     return result
+
+
+_plan_schedule = schedule  # `pipeline` has an argument of that name
+
+
+def measure_p2p(
+    group=None, sizes: tuple[int, int] = (1 << 10, 1 << 22), reps: int = 7
+) -> tuple[float, float]:
+    """``(fixed µs, µs per byte)`` of sending a tensor from one rank to another over the
+    process group (what ``ordo.torch.profile(comm=...)`` takes): ranks 0 and 1 pass tensors of
+    two sizes back and forth, half the median round trip of each fits the line; every rank
+    calls it and gets rank 0's figures."""
+    import time
+
+    import torch.distributed as dist
+
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    if world < 2:
+        raise ordo.OrdoError("measure_p2p needs at least 2 ranks")
+    peer = {0: 1, 1: 0}.get(rank)
+    medians = []
+    for size in sizes:
+        tensor = torch.zeros(max(1, size // 4))
+        times = []
+        for _ in range(reps + 1):  # the first round trip warms the connection
+            dist.barrier(group=group)
+            start = time.perf_counter()
+            if rank == 0:
+                dist.send(tensor, _global(group, peer), group=group)
+                dist.recv(tensor, _global(group, peer), group=group)
+            elif rank == 1:
+                dist.recv(tensor, _global(group, peer), group=group)
+                dist.send(tensor, _global(group, peer), group=group)
+            times.append((time.perf_counter() - start) * 1e6 / 2)
+        medians.append(sorted(times[1:])[reps // 2])
+    us_per_byte = max((medians[1] - medians[0]) / (sizes[1] - sizes[0]), 0.0)
+    fixed = max(0.0, medians[0] - us_per_byte * sizes[0])
+    figures = torch.tensor([fixed, us_per_byte], dtype=torch.float64)
+    dist.broadcast(figures, src=_global(group, 0), group=group)
+    return float(figures[0]), float(figures[1])
+
+
+def measure_action_overhead(
+    group=None, *, micro_batches: int = 8, comm: tuple[float, float] | None = None, reps: int = 7
+) -> float:
+    """What PyTorch's pipeline runtime spends per action beyond the work ordo predicts, in
+    µs: a pipeline of tiny blocks (one per rank, ``1f1b``, ``micro_batches``) run on the
+    group, its median step less ordo's prediction of it (with ``comm``, default
+    ``measure_p2p``), per action of a rank. Every rank calls it and gets rank 0's figure."""
+    import time
+
+    import torch.distributed as dist
+
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    comm = measure_p2p(group) if comm is None else comm
+    torch.manual_seed(0)
+    tiny = nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(world)])
+    x, y = torch.randn(2 * micro_batches, 8), torch.randn(2 * micro_batches, 8)
+    box: list[dict | None] = [None]
+    if rank == 0:
+        import ordo.torch as ot
+
+        profiled = ot.profile(tiny, x[:2], reps=3, warmup=1, split_backward=True, comm=comm)
+        box[0] = _plan_schedule(
+            profiled, stages=world, micro_batches=micro_batches, schedule="1f1b"
+        )
+    dist.broadcast_object_list(box, src=_global(group, 0), group=group)
+    plan = box[0]
+    runner = Runner(stages_of(tiny, plan, rank), plan, loss_fn=_mse, group=group)
+    times = []
+    for _ in range(reps + 2):
+        dist.barrier(group=group)
+        start = time.perf_counter()
+        runner.step(inputs=x, target=y)
+        dist.barrier(group=group)
+        times.append((time.perf_counter() - start) * 1e6)
+    measured = sorted(times[2:])[reps // 2]
+    per_action = max(0.0, (measured - plan["predicted"]["1f1b"][0]) / len(plan["actions"][0]))
+    figure = torch.tensor([per_action], dtype=torch.float64)
+    dist.broadcast(figure, src=_global(group, 0), group=group)
+    return float(figure[0])
+
+
+def _mse(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return ((output - target) ** 2).mean()
+
+
+def _global(group, rank: int) -> int:
+    import torch.distributed as dist
+
+    return dist.get_global_rank(group, rank) if group is not None else rank
+
+
+def pipeline(
+    module: nn.Sequential,
+    example_inputs: torch.Tensor,
+    *,
+    micro_batches: int,
+    loss_fn,
+    stages: int | None = None,
+    schedule: str = "auto",
+    modulo: int | None = None,
+    memory: int | str | None = None,
+    group=None,
+    reps: int = 3,
+) -> Runner:
+    """Every rank's one call (under ``torchrun``): rank 0 profiles ``module`` on the first
+    micro-batch of ``example_inputs`` (one step's batch), its transfers costed as the group
+    sends them (``measure_p2p``) and each action charged what the runtime spends on it
+    (``measure_action_overhead``), plans its pipeline over ``stages``
+    ranks (default: the group's size) with ``schedule`` (see ``schedule``), and sends the plan
+    to every rank; each rank gets a ``Runner`` of its stages (``runner.schedule`` is the plan,
+    ``runner.parameters()`` its stages' parameters, for the optimizer)."""
+    import torch.distributed as dist
+
+    world = dist.get_world_size(group)
+    stages = world if stages is None else stages
+    if stages != world:
+        raise ordo.OrdoError(f"stages={stages}: the process group has {world} ranks, one per stage")
+    if micro_batches < 1 or example_inputs.shape[0] % micro_batches:
+        raise ordo.OrdoError(
+            f"inputs: a batch of {example_inputs.shape[0]} does not split into "
+            f"{micro_batches} micro-batches"
+        )
+    rank = dist.get_rank(group)
+    comm = measure_p2p(group) if world > 1 else (0.0, 0.0)
+    overhead = (
+        measure_action_overhead(group, micro_batches=micro_batches, comm=comm) if world > 1 else 0.0
+    )
+    box: list[dict | None] = [None]
+    if rank == 0:  # profiles are timings: one rank plans, so that every rank runs one plan
+        import ordo.torch as ot
+
+        micro = example_inputs[: example_inputs.shape[0] // micro_batches]
+        profiled = ot.profile(module, micro, reps=reps, warmup=1, split_backward=True, comm=comm)
+        box[0] = _plan_schedule(
+            profiled,
+            stages=stages,
+            micro_batches=micro_batches,
+            schedule=schedule,
+            modulo=modulo,
+            memory=memory,
+            action_overhead_us=overhead,
+        )
+    dist.broadcast_object_list(box, src=_global(group, 0), group=group)
+    plan = box[0]
+    return Runner(stages_of(module, plan, rank), plan, loss_fn=loss_fn, group=group)
 
 
 def stages_of(module: nn.Sequential, schedule: dict, rank: int) -> list[tuple[int, nn.Module]]:
@@ -153,6 +313,10 @@ class Runner:
             with open(path, "w") as f:
                 f.write(schedule["csv"])
             self.runtime._load_csv(path, format="compute_only")
+
+    def parameters(self) -> list[nn.Parameter]:
+        """The parameters of this rank's stages."""
+        return [p for _, module in self.stages for p in module.parameters()]
 
     def step(self, *, inputs: torch.Tensor | None, target: torch.Tensor | None):
         """One training step (see ``step``); the losses on the last stage's rank."""

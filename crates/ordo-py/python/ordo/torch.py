@@ -33,6 +33,7 @@ import torch
 
 import ordo
 from ordo._assigner import Distributed, StepReport
+from ordo._memory import SavedTensorsPeak
 from ordo._outputs import default_loss, tensors
 from ordo._placement import (
     Measured,
@@ -51,11 +52,13 @@ __all__ = [
     "Placement",
     "Prediction",
     "Profiled",
+    "SavedTensorsPeak",
     "StepReport",
     "concurrency_slowdown",
     "distribute",
     "measure",
     "measure_copy",
+    "pipeline",
     "place",
     "predict",
     "profile",
@@ -537,3 +540,11 @@ def distribute(
         parallel=parallel,
         timeout=timeout,
     )
+
+
+def pipeline(module: torch.nn.Module, example_inputs, **kwargs):
+    """ordo's pipeline of ``module`` on PyTorch's pipeline runtime, one stage per rank: see
+    ``ordo.pipelining.pipeline`` (this rank's ``Runner``)."""
+    from ordo import pipelining
+
+    return pipelining.pipeline(module, example_inputs, **kwargs)

@@ -72,6 +72,18 @@ pub fn pytorch_actions(
     pipeline: &PipelinePlan,
     schedule: PipelineSchedule,
 ) -> Result<Vec<Vec<Action>>, SchedError> {
+    let ranks = actions_with_first_nodes(pipeline, schedule);
+    let emitted: HashSet<Action> = ranks.iter().flatten().map(|&(a, _)| a).collect();
+    check_complete(pipeline, schedule, &emitted)?;
+    Ok(ranks.into_iter().map(|rank| rank.into_iter().map(|(a, _)| a).collect()).collect())
+}
+
+/// Each rank's actions in the plan's order, each with the node of the split problem (= task
+/// of the plan) where it starts.
+pub(super) fn actions_with_first_nodes(
+    pipeline: &PipelinePlan,
+    schedule: PipelineSchedule,
+) -> Vec<Vec<(Action, usize)>> {
     let split = &pipeline.split;
     let problem = &split.problem;
     let chunk_of = |v: usize| pipeline.chunk_of_unit[pipeline.units.unit_of[split.original[v]]];
@@ -79,33 +91,32 @@ pub fn pytorch_actions(
     let mut ranks = Vec::with_capacity(pipeline.placement.order.len());
     for order in &pipeline.placement.order {
         let mut actions = Vec::new();
-        let mut emit = |action: Action, actions: &mut Vec<Action>| {
-            if emitted.insert(action) {
-                actions.push(action);
-            }
-        };
         for &v in order {
             let Some(micro_batch) = split.micro_batch[v] else { continue };
             let stage = chunk_of(v);
-            let action = |kind| Action { stage, kind, micro_batch };
+            let mut emit = |kind| {
+                let action = Action { stage, kind, micro_batch };
+                if emitted.insert(action) {
+                    actions.push((action, v));
+                }
+            };
             match (problem.roles[v], schedule.splits_backward()) {
-                (Role::Forward, _) => emit(action(ActionKind::Forward), &mut actions),
-                (Role::Dx | Role::Dw, false) => emit(action(ActionKind::Backward), &mut actions),
-                (Role::Dx, true) => emit(action(ActionKind::InputGradient), &mut actions),
+                (Role::Forward, _) => emit(ActionKind::Forward),
+                (Role::Dx | Role::Dw, false) => emit(ActionKind::Backward),
+                (Role::Dx, true) => emit(ActionKind::InputGradient),
                 (Role::Dw, true) => {
                     // PyTorch computes the input gradient first, which a weight gradient reads
                     // (the stage's saved graph): a chunk without input-gradient work gets
                     // its `I` here.
-                    emit(action(ActionKind::InputGradient), &mut actions);
-                    emit(action(ActionKind::WeightGradient), &mut actions);
+                    emit(ActionKind::InputGradient);
+                    emit(ActionKind::WeightGradient);
                 }
                 (Role::Update | Role::Comm, _) => {}
             }
         }
         ranks.push(actions);
     }
-    check_complete(pipeline, schedule, &emitted)?;
-    Ok(ranks)
+    ranks
 }
 
 /// Every chunk has every micro-batch's forward and backward actions.
