@@ -161,6 +161,92 @@ def test_pytorchs_runtime_runs_ordos_schedule_to_single_process_gradients(
     assert torch.equal(torch.stack(got_losses), torch.stack(want_losses))
 
 
+class Residual(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.fc, self.act = nn.Linear(width, width), nn.Tanh()
+
+    def forward(self, h):
+        return h + self.act(self.fc(h))
+
+
+class NotSequential(nn.Module):
+    """Blocks in a ModuleList called in a loop, an embedding and a head around them: a model
+    that only PyTorch's tracer can cut into stages."""
+
+    def __init__(self, count: int = 4) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Linear(8, 16)
+        self.blocks = nn.ModuleList([Residual(16) for _ in range(count)])
+        self.head = nn.Linear(16, 8)
+
+    def forward(self, x):
+        h = self.embed(x)
+        for block in self.blocks:
+            h = block(h)
+        return self.head(h)
+
+
+def run_traced_rank(rank, world, init_file, plan, result_dir):
+    import torch.distributed as dist
+
+    import ordo.pipelining as op
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        x, y = traced_data()
+        micro = x[: x.shape[0] // op._micro_batches(plan)]
+        stages = op.stages_of(NotSequential(), plan, rank, example_inputs=micro)
+        runner = op.Runner(stages, plan, loss_fn=loss_fn)
+        losses = runner.step(inputs=x, target=y)
+        grads = {name: p.grad for _, stage in stages for name, p in stage.submod.named_parameters()}
+        torch.save({"grads": grads, "losses": losses}, os.path.join(result_dir, f"{rank}.pt"))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def traced_data():
+    x = torch.randn(8, 8, generator=torch.Generator().manual_seed(1))
+    y = torch.randn(8, 8, generator=torch.Generator().manual_seed(2))
+    return x, y
+
+
+@pytest.mark.parametrize("schedule, modulo", [("1f1b", None), ("zb-h2", None), ("zb-h1", 1)])
+def test_a_module_that_is_not_sequential_is_split_by_pytorchs_tracer(schedule, modulo, tmp_path):
+    """Stage boundaries from ordo's plan of the module's profile (its numbered blocks), the
+    module cut there by PyTorch's tracer: gradients and losses equal one process's on the
+    same micro-batches, bitwise."""
+    import ordo.pipelining as op
+    import ordo.torch as ot
+
+    micro_batches = 4
+    x, y = traced_data()
+    profiled = ot.profile(NotSequential(), x[:2], reps=1, warmup=0, split_backward=True)
+    plan = op.schedule(
+        profiled, stages=2, micro_batches=micro_batches, schedule=schedule, modulo=modulo
+    )
+    assert plan["stage_units"][1][0].startswith("blocks.")
+    mp.spawn(run_traced_rank, args=(2, str(tmp_path / "init"), plan, str(tmp_path)), nprocs=2)
+    model = NotSequential()
+    want_losses = []
+    for xs, ys in zip(x.chunk(micro_batches), y.chunk(micro_batches)):
+        loss = loss_fn(model(xs), ys)
+        loss.backward()
+        want_losses.append(loss.detach())
+    got_grads, got_losses = {}, []
+    for rank in range(2):
+        result = torch.load(tmp_path / f"{rank}.pt")
+        got_grads.update(result["grads"])
+        got_losses += result["losses"]
+    want = {name: p.grad / micro_batches for name, p in model.named_parameters()}
+    assert got_grads.keys() == want.keys()
+    for name, grad in want.items():
+        assert torch.equal(got_grads[name], grad), name
+    assert torch.equal(torch.stack(got_losses), torch.stack(want_losses))
+
+
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "pipeline_train.py")
 
 
@@ -219,6 +305,11 @@ def test_ordos_choice_and_bad_pipelines_are_ordo_errors():
         (lambda: op.schedule(profiled, stages=5, micro_batches=4), "5 stages"),
         (lambda: op.stages_of(blocks(3), plan, 0), "the module has 3"),
         (lambda: op.stages_of(net, plan, 2), "rank 2"),
+        (lambda: op.stages_of(NotSequential(), plan, 0), "pass example_inputs"),
+        (
+            lambda: op.stages_of(NotSequential(), plan, 0, example_inputs=torch.randn(2, 8)),
+            "which is not a submodule of the NotSequential",
+        ),
         (
             lambda: op.step(
                 op.stages_of(net, plan, 0),

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 import ordo
+from ordo._pipeline_stages import stages_of
 
 __all__ = [
     "SCHEDULES",
@@ -184,7 +185,7 @@ def _global(group, rank: int) -> int:
 
 
 def pipeline(
-    module: nn.Sequential,
+    module: nn.Module,
     example_inputs: torch.Tensor,
     *,
     micro_batches: int,
@@ -223,7 +224,7 @@ def pipeline(
     if rank == 0:  # profiles are timings: one rank plans, so that every rank runs one plan
         import ordo.torch as ot
 
-        micro = example_inputs[: example_inputs.shape[0] // micro_batches]
+        micro = micro_of(example_inputs, micro_batches)
         profiled = ot.profile(module, micro, reps=reps, warmup=1, split_backward=True, comm=comm)
         box[0] = _plan_schedule(
             profiled,
@@ -236,27 +237,15 @@ def pipeline(
         )
     dist.broadcast_object_list(box, src=_global(group, 0), group=group)
     plan = box[0]
-    return Runner(stages_of(module, plan, rank), plan, loss_fn=loss_fn, group=group)
+    # An nn.Sequential is cut at its children; another module by PyTorch's tracer.
+    traced = None if isinstance(module, nn.Sequential) else micro_of(example_inputs, micro_batches)
+    stages = stages_of(module, plan, rank, example_inputs=traced, group=group)
+    return Runner(stages, plan, loss_fn=loss_fn, group=group)
 
 
-def stages_of(module: nn.Sequential, schedule: dict, rank: int) -> list[tuple[int, nn.Module]]:
-    """The stages ``schedule`` gives ``rank``: ``(stage index, the blocks it runs)``, the
-    blocks being ``module``'s children in order, as many per stage as ordo's plan has units
-    there."""
-    blocks = list(module.children())
-    counts = [len(units) for units in schedule["stage_units"]]
-    if sum(counts) != len(blocks):
-        raise ordo.OrdoError(
-            f"the schedule's stages run {sum(counts)} blocks, the module has {len(blocks)}"
-        )
-    if not 0 <= rank < max(schedule["stage_rank"]) + 1:
-        raise ordo.OrdoError(f"rank {rank}: the schedule has ranks 0-{max(schedule['stage_rank'])}")
-    stages, start = [], 0
-    for stage, count in enumerate(counts):
-        if schedule["stage_rank"][stage] == rank:
-            stages.append((stage, nn.Sequential(*blocks[start : start + count])))
-        start += count
-    return stages
+def micro_of(inputs: torch.Tensor, micro_batches: int) -> torch.Tensor:
+    """The first micro-batch of a step's ``inputs``."""
+    return inputs[: inputs.shape[0] // micro_batches]
 
 
 def _micro_batches(schedule: dict) -> int:
@@ -292,6 +281,7 @@ class Runner:
     ) -> None:
         from torch.distributed.pipelining import PipelineStage
         from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
+        from torch.distributed.pipelining.stage import _PipelineStageBase
 
         if not stages:
             raise ordo.OrdoError("this rank runs no stage of the schedule")
@@ -299,7 +289,9 @@ class Runner:
         self.num_stages = len(schedule["stage_rank"])
         self.micro_batches = _micro_batches(schedule)
         self.pipeline_stages = [
-            PipelineStage(module, index, self.num_stages, torch.device(device), group=group)
+            module
+            if isinstance(module, _PipelineStageBase)  # built by PyTorch's tracer's split
+            else PipelineStage(module, index, self.num_stages, torch.device(device), group=group)
             for index, module in stages
         ]
         self.runtime = _PipelineScheduleRuntime(
@@ -316,7 +308,9 @@ class Runner:
 
     def parameters(self) -> list[nn.Parameter]:
         """The parameters of this rank's stages."""
-        return [p for _, module in self.stages for p in module.parameters()]
+        return [
+            p for _, module in self.stages for p in getattr(module, "submod", module).parameters()
+        ]
 
     def step(self, *, inputs: torch.Tensor | None, target: torch.Tensor | None):
         """One training step (see ``step``); the losses on the last stage's rank."""
