@@ -171,6 +171,10 @@ def main() -> None:
         by_predicted = [label for label, _, _ in sorted(ours, key=lambda r: r[2])]
         print("ordo's schedules, measured fastest first: ", ", ".join(by_measured))
         print("ordo's schedules, predicted fastest first:", ", ".join(by_predicted))
+        rank_of = {label: i for i, label in enumerate(by_measured)}
+        d2 = sum((rank_of[label] - i) ** 2 for i, label in enumerate(by_predicted))
+        n = len(ours)
+        print(f"Spearman's rank correlation, predicted vs measured: {1 - 6 * d2 / (n**3 - n):.2f}")
         errors = sorted(abs(p / 1e3 - s * 1e3) / (s * 1e3) for _, s, p in ours)
         print(f"median |predicted - measured| / measured: {errors[len(errors) // 2]:.0%}")
     dist.destroy_process_group()

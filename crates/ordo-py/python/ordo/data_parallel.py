@@ -85,7 +85,7 @@ def plan(
 
 
 def measure_network(
-    group=None, sizes: tuple[int, int] = (1 << 12, 1 << 22), reps: int = 5
+    group=None, sizes: tuple[int, int] = (1 << 16, 1 << 24), reps: int = 7
 ) -> tuple[float, float]:
     """``(Gbit/s, latency µs)`` of the process group's ring all-reduce, fitted to the median
     time of all-reduces of two sizes in bytes (ordo's model: ``2 (N - 1)`` steps of
