@@ -8,8 +8,9 @@ use crate::cpu::KernelError;
 /// task, the device.
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
-    /// Nodes whose op has no CPU kernel, each with the reason.
-    #[error("no CPU kernel for: {0}")]
+    /// Ops and element types without a CPU kernel, all of them, each with the nodes that use
+    /// it.
+    #[error("{0}")]
     Unsupported(String),
     /// A kernel rejected its arguments or failed; the step was cancelled.
     #[error("task `{task}` (node `{node}`) failed: {source}")]

@@ -108,13 +108,8 @@ impl Program {
                 node.inputs.len()
             )));
         }
-        let unsupported: Vec<String> = graph
-            .nodes
-            .iter()
-            .filter_map(|n| cpu::supports(&n.op).err().map(|e| format!("`{}` ({e})", n.name)))
-            .collect();
-        if !unsupported.is_empty() {
-            return Err(ExecError::Unsupported(unsupported.join(", ")));
+        if let Some(message) = missing_kernels(&graph) {
+            return Err(ExecError::Unsupported(message));
         }
         let calls = graph
             .nodes
@@ -282,4 +277,69 @@ pub fn scale_backward_seed(graph: &mut Graph, factor: f64) {
             *value *= factor;
         }
     }
+}
+
+/// Every op and element type without a CPU kernel, each named once with the nodes that use
+/// it: the operators imported for planning only first (by their framework's name, gradients
+/// counted with their op), then any other op the kernels lack. `None` when all can run.
+fn missing_kernels(graph: &Graph) -> Option<String> {
+    use std::collections::BTreeMap;
+    let mut planning: BTreeMap<String, (Vec<&str>, bool)> = BTreeMap::new();
+    let mut other: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for n in &graph.nodes {
+        let opaque = match &n.op {
+            Op::Opaque(o) => Some((o, false)),
+            Op::Grad(g) => match &*g.of {
+                Op::Opaque(o) => Some((o, true)),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some((o, gradient)) = opaque {
+            // One op of several outputs imports as `TopK:0`, `TopK:1`: one operator.
+            let op = o.op_type.split(':').next().unwrap_or(&o.op_type).to_string();
+            let entry = planning.entry(op).or_default();
+            if gradient {
+                entry.1 = true;
+            } else {
+                entry.0.push(&n.name);
+            }
+            continue;
+        }
+        if let Err(e) = cpu::supports(&n.op) {
+            other.entry(e.to_string()).or_default().push(&n.name);
+        }
+        for fact in n.outputs.iter().filter(|f| !cpu::has_kernels_for(f.dtype)) {
+            other
+                .entry(format!("element type {}: no CPU kernels", fact.dtype))
+                .or_default()
+                .push(&n.name);
+        }
+    }
+    let named = |nodes: &[&str]| {
+        let shown: Vec<String> = nodes.iter().take(3).map(|n| format!("`{n}`")).collect();
+        match nodes.len() {
+            0..=3 => shown.join(", "),
+            n => format!("{} and {} more", shown.join(", "), n - 3),
+        }
+    };
+    let mut parts = Vec::new();
+    if !planning.is_empty() {
+        let ops: Vec<String> = planning
+            .iter()
+            .map(|(op, (nodes, gradient))| {
+                let grad = if *gradient { "; and its gradient" } else { "" };
+                format!("{op} ({}{grad})", named(nodes))
+            })
+            .collect();
+        parts.push(format!(
+            "no CPU kernel for {} operator(s) imported for planning only: {}",
+            planning.len(),
+            ops.join(", ")
+        ));
+    }
+    parts.extend(
+        other.iter().map(|(why, nodes)| format!("no CPU kernel: {why} ({})", named(nodes))),
+    );
+    (!parts.is_empty()).then(|| parts.join("; "))
 }

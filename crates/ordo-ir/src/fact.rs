@@ -20,27 +20,53 @@ pub enum DType {
     I32,
     /// Boolean, one byte per element.
     Bool,
+    /// 64-bit IEEE float.
+    F64,
+    /// An 8-bit float (any of ONNX's float8 formats: planned by size, no kernels).
+    F8,
+    /// 8-bit signed integer.
+    I8,
+    /// 8-bit unsigned integer.
+    U8,
+    /// 16-bit signed integer.
+    I16,
+    /// 16-bit unsigned integer.
+    U16,
+    /// 32-bit unsigned integer.
+    U32,
+    /// 64-bit unsigned integer.
+    U64,
 }
 
 impl DType {
     /// Bytes per element.
     pub fn size_bytes(self) -> u64 {
         match self {
-            DType::F32 | DType::I32 => 4,
-            DType::F16 | DType::BF16 => 2,
-            DType::I64 => 8,
-            DType::Bool => 1,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
+            DType::I64 | DType::F64 | DType::U64 => 8,
+            DType::Bool | DType::F8 | DType::I8 | DType::U8 => 1,
         }
     }
 
     /// Whether values of this type are floating point.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F16 | DType::BF16)
+        matches!(self, DType::F32 | DType::F16 | DType::BF16 | DType::F64 | DType::F8)
     }
 
     /// Whether values of this type are integers (usable as indices).
     pub fn is_integer(self) -> bool {
-        matches!(self, DType::I64 | DType::I32)
+        matches!(
+            self,
+            DType::I64
+                | DType::I32
+                | DType::I8
+                | DType::U8
+                | DType::I16
+                | DType::U16
+                | DType::U32
+                | DType::U64
+        )
     }
 }
 
@@ -53,6 +79,14 @@ impl fmt::Display for DType {
             DType::I64 => "i64",
             DType::I32 => "i32",
             DType::Bool => "bool",
+            DType::F64 => "f64",
+            DType::F8 => "f8",
+            DType::I8 => "i8",
+            DType::U8 => "u8",
+            DType::I16 => "i16",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
+            DType::U64 => "u64",
         };
         f.write_str(name)
     }

@@ -87,7 +87,15 @@ pub(crate) fn import_traced(
             trace.target = Some((t.to_string(), v));
         }
         let before = ctx.graph.nodes.len();
-        let outputs = mapper(&mut ctx, &node)?;
+        let outputs = match mapper(&mut ctx, &node) {
+            // A use the IR's op cannot express, before anything was emitted: an opaque op.
+            Err(OnnxError::Unsupported { .. })
+                if ctx.graph.nodes.len() == before && ops::generic::has_rule(proto.op_type()) =>
+            {
+                ops::generic::generic(&mut ctx, &node)?
+            }
+            result => result?,
+        };
         if ctx.graph.nodes.len() == before {
             folded += 1;
         }
@@ -296,6 +304,13 @@ fn declare_inputs(
         }
     };
     for input in inputs {
+        if let Some(c) = options.constant_inputs.get(input.name()) {
+            let data = crate::tensor::ConstData::Int(c.values.clone());
+            let value =
+                crate::tensor::ConstTensor { elem: code::INT64, shape: c.shape.clone(), data };
+            ctx.set(input.name(), Value::constant(value));
+            continue;
+        }
         let mut fact = fact_of_type(input.name(), input.r#type.as_ref())?;
         if data.iter().any(|d| d == input.name()) || !fact.dtype.is_float() {
             resize_input(&mut fact, options);

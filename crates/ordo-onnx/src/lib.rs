@@ -56,7 +56,7 @@ pub use import::OPSETS;
 pub use ops::SUPPORTED_OPS;
 pub use values::{
     ModelInfo, ParamSource, TensorValue, Values, initializers, model_info, param_values,
-    read_tensor,
+    read_tensor, read_tensor_shape,
 };
 
 /// Options of [`import`].
@@ -77,6 +77,19 @@ pub struct ImportOptions {
     /// symbolic dimension 0 takes [`ImportOptions::batch`] and a token input's dimension 1
     /// [`ImportOptions::seq_len`] unless named here; any other must be named here.
     pub dims: std::collections::BTreeMap<String, usize>,
+    /// Integer graph inputs given their values at import: constants, as an exporter would have
+    /// written them (a shape, axes or sizes fed as an input), so that the shapes that depend
+    /// on them are known.
+    pub constant_inputs: std::collections::BTreeMap<String, ConstantInput>,
+}
+
+/// The value of an integer graph input, given at import ([`ImportOptions::constant_inputs`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConstantInput {
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// Elements, row-major.
+    pub values: Vec<i64>,
 }
 
 /// What an import produced, beyond the graph.

@@ -30,6 +30,10 @@ pub(crate) mod code {
     pub const UINT32: i32 = 12;
     pub const UINT64: i32 = 13;
     pub const BFLOAT16: i32 = 16;
+    pub const FLOAT8E4M3FN: i32 = 17;
+    pub const FLOAT8E4M3FNUZ: i32 = 18;
+    pub const FLOAT8E5M2: i32 = 19;
+    pub const FLOAT8E5M2FNUZ: i32 = 20;
 }
 
 /// The IR element type of an ONNX element type code, for tensors that become wires.
@@ -41,8 +45,38 @@ pub(crate) fn ir_dtype(elem: i32) -> Option<DType> {
         code::INT64 => DType::I64,
         code::INT32 => DType::I32,
         code::BOOL => DType::Bool,
+        code::DOUBLE => DType::F64,
+        code::FLOAT8E4M3FN | code::FLOAT8E4M3FNUZ | code::FLOAT8E5M2 | code::FLOAT8E5M2FNUZ => {
+            DType::F8
+        }
+        code::INT8 => DType::I8,
+        code::UINT8 => DType::U8,
+        code::INT16 => DType::I16,
+        code::UINT16 => DType::U16,
+        code::UINT32 => DType::U32,
+        code::UINT64 => DType::U64,
         _ => return None,
     })
+}
+
+/// The ONNX element type code of an IR element type (`F8`: float8 e4m3fn).
+pub(crate) fn onnx_code(dtype: DType) -> i32 {
+    match dtype {
+        DType::F32 => code::FLOAT,
+        DType::F16 => code::FLOAT16,
+        DType::BF16 => code::BFLOAT16,
+        DType::I64 => code::INT64,
+        DType::I32 => code::INT32,
+        DType::Bool => code::BOOL,
+        DType::F64 => code::DOUBLE,
+        DType::F8 => code::FLOAT8E4M3FN,
+        DType::I8 => code::INT8,
+        DType::U8 => code::UINT8,
+        DType::I16 => code::INT16,
+        DType::U16 => code::UINT16,
+        DType::U32 => code::UINT32,
+        DType::U64 => code::UINT64,
+    }
 }
 
 /// Checks that a shape is within the importer's limits.

@@ -113,6 +113,16 @@ pub fn read_tensor(bytes: &[u8]) -> OnnxResult<TensorValue> {
     read_proto(&t)
 }
 
+/// The shape of a serialized `TensorProto` (a test's `output_0.pb`), without reading its values
+/// (which may be of a type [`read_tensor`] cannot hold, such as float8).
+///
+/// # Errors
+/// [`OnnxError::Decode`] for bytes that are not a tensor; a negative dimension.
+pub fn read_tensor_shape(bytes: &[u8]) -> OnnxResult<Vec<usize>> {
+    let t = TensorProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    crate::tensor::dims_to_shape(&t.dims).map_err(OnnxError::Decode)
+}
+
 /// The initializers of a model, with their values, by name.
 ///
 /// # Errors

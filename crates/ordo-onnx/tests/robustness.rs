@@ -12,7 +12,9 @@ fn fixture(name: &str) -> Vec<u8> {
 }
 
 fn fixtures() -> Vec<Vec<u8>> {
-    ["convnet", "weights_as_inputs", "transformer_block", "lstm"].map(fixture).to_vec()
+    ["convnet", "weights_as_inputs", "transformer_block", "lstm", "planning_only"]
+        .map(fixture)
+        .to_vec()
 }
 
 proptest! {
@@ -24,7 +26,7 @@ proptest! {
     }
 
     #[test]
-    fn truncations_do_not_panic(which in 0usize..4, frac in 0.0f64..1.0) {
+    fn truncations_do_not_panic(which in 0usize..5, frac in 0.0f64..1.0) {
         let bytes = &fixtures()[which];
         let cut = (bytes.len() as f64 * frac) as usize;
         let _ = ordo_onnx::import_bytes(&bytes[..cut]);
@@ -32,7 +34,7 @@ proptest! {
 
     #[test]
     fn corruptions_do_not_panic(
-        which in 0usize..4,
+        which in 0usize..5,
         edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
     ) {
         let mut bytes = fixtures()[which].clone();
@@ -45,7 +47,7 @@ proptest! {
 
     #[test]
     fn resized_imports_of_corruptions_do_not_panic(
-        which in 0usize..6,
+        which in 0usize..7,
         batch in 0usize..70,
         seq_len in proptest::option::of(0usize..20),
         edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),

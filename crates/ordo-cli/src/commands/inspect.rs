@@ -52,7 +52,7 @@ fn inspect_model(graph: &Graph, build_ms: f64, args: &Args) {
             .map(|(n, s)| {
                 json!({
                     "name": n.name,
-                    "op": n.op.name(),
+                    "op": n.op.label(),
                     "outputs": n.outputs.iter().map(ToString::to_string).collect::<Vec<_>>(),
                     "params": s.params,
                     "flops": s.flops,
@@ -97,7 +97,7 @@ fn inspect_model(graph: &Graph, build_ms: f64, args: &Args) {
         table.row(vec![
             node.id.0.to_string(),
             node.name.clone(),
-            node.op.name().to_string(),
+            node.op.label().to_string(),
             outputs.join(" "),
             thousands(s.params),
             format!("{:.1}", s.flops as f64 / 1e6),

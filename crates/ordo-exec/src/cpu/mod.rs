@@ -140,10 +140,27 @@ pub fn node_seed(base: u64, node: u32, step: u64) -> u64 {
 pub fn op_label(op: &Op) -> String {
     match op {
         Op::Grad(g) => match g.wrt {
-            Wrt::Input(k) => format!("GradInput({k}) of {}", g.of.name()),
-            Wrt::Params => format!("GradParams of {}", g.of.name()),
+            Wrt::Input(k) => format!("GradInput({k}) of {}", op_label(&g.of)),
+            Wrt::Params => format!("GradParams of {}", op_label(&g.of)),
         },
+        Op::Opaque(o) => o.op_type.clone(),
         _ => op.name().to_string(),
+    }
+}
+
+/// Whether the CPU kernels compute with values of `dtype` (f32 and i64 storage; f16, bf16,
+/// i32 and bool read into them). Other types (f64, float8, 8- to 32-bit and unsigned
+/// integers) are imported for planning only.
+pub fn has_kernels_for(dtype: ordo_ir::DType) -> bool {
+    use ordo_ir::DType;
+    matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::I64 | DType::I32 | DType::Bool)
+}
+
+/// The error of an op imported for planning only.
+fn planning_only(op: &Op) -> KernelError {
+    KernelError::Unsupported {
+        op: op_label(op),
+        message: "no CPU kernel (imported for planning only)".into(),
     }
 }
 
@@ -238,6 +255,7 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::CrossEntropyLoss => Box::new(move |c| loss::cross_entropy(op, c)),
         Op::Update(u) => Box::new(move |c| optim::update(u.optimizer, c)),
         Op::Grad(g) => select_grad(g)?,
+        Op::Opaque(_) => return Err(planning_only(op)),
     })
 }
 
@@ -332,6 +350,7 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
             (vec![Input(0)], Box::new(move |c| sequence::embedding_grad(of, e, g, c)))
         }
         (Op::Parameter, Wrt::Params) => (vec![], Box::new(move |c| source::parameter_grad(g, c))),
+        (Op::Opaque(_), _) => return Err(planning_only(&Op::Grad(g.clone()))),
         _ => {
             return Err(KernelError::Unsupported {
                 op: op_label(&Op::Grad(g.clone())),

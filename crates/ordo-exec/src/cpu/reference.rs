@@ -293,6 +293,7 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
             y.data[0] = sum / n;
         }
         Op::Grad(_) | Op::Update(_) => panic!("reference: forward ops only"),
+        Op::Opaque(o) => panic!("reference: `{}` is imported for planning only", o.op_type),
     }
     vec![y]
 }

@@ -13,6 +13,7 @@ mod grad;
 mod linear;
 mod loss;
 mod norm;
+mod opaque;
 mod pool;
 mod sequence;
 mod shape;
@@ -26,6 +27,7 @@ pub use elementwise::{UnaryOp, broadcast_shapes};
 pub use grad::{Grad, Optimizer, Saved, Update, Wrt};
 pub use linear::Linear;
 pub use norm::{BatchNorm, LayerNorm};
+pub use opaque::Opaque;
 pub use pool::Pool2d;
 pub use sequence::{Embedding, Lstm};
 
@@ -144,6 +146,8 @@ pub enum Op {
     Grad(Grad),
     /// The optimizer step of one parameter.
     Update(Update),
+    /// A framework op known by its output and cost only: plannable, not runnable.
+    Opaque(Opaque),
 }
 
 impl Op {
@@ -180,6 +184,16 @@ impl Op {
                 Wrt::Params => "GradParams",
             },
             Op::Update(_) => "Update",
+            Op::Opaque(_) => "Opaque",
+        }
+    }
+
+    /// The op's name as a user reads it: [`Op::name`], or the framework's op type for an
+    /// opaque op (`Erf`, `TopK:1`).
+    pub fn label(&self) -> &str {
+        match self {
+            Op::Opaque(o) => &o.op_type,
+            _ => self.name(),
         }
     }
 
@@ -214,6 +228,7 @@ impl Op {
                 shape::infer_slice(*axis, *start, *end, *step, inputs)
             }
             Op::CrossEntropyLoss => loss::infer_cross_entropy(inputs),
+            Op::Opaque(o) => o.infer(inputs),
         }
     }
 
@@ -250,6 +265,7 @@ impl Op {
             Op::Softmax { .. } => 5 * out_elems,
             Op::Lstm(l) => l.flops(inputs),
             Op::CrossEntropyLoss => 5 * inputs.first().map_or(0, |i| i.numel()),
+            Op::Opaque(o) => o.flops,
             Op::Embedding(_)
             | Op::Concat { .. }
             | Op::Reshape { .. }

@@ -65,6 +65,9 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         Op::Softmax { .. } => rule(vec![Output], false, 4 * out),
         Op::Lstm(_) => rule(vec![Input(0), Output], true, f.flops),
         Op::CrossEntropyLoss if k == 0 => rule(vec![Input(0), Input(1)], false, 3 * input(0)),
+        // Known by its shapes only: the gradient reads every input (the most any op keeps)
+        // and costs twice the forward.
+        Op::Opaque(o) => rule((0..o.inputs).map(Input).collect(), false, (2 * f.flops).max(out)),
         Op::CrossEntropyLoss
         | Op::Embedding(_)
         | Op::Input

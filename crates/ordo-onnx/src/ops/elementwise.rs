@@ -241,15 +241,7 @@ fn operand_value_typed(
     dtype: ordo_ir::DType,
 ) -> OnnxResult<OutletId> {
     let Value::Const(c) = v else { return Err(node.malformed("not a constant")) };
-    let elem = match dtype {
-        ordo_ir::DType::F32 => code::FLOAT,
-        ordo_ir::DType::F16 => code::FLOAT16,
-        ordo_ir::DType::BF16 => code::BFLOAT16,
-        ordo_ir::DType::I64 => code::INT64,
-        ordo_ir::DType::I32 => code::INT32,
-        ordo_ir::DType::Bool => code::BOOL,
-    };
-    let cast = fold::cast(c, elem);
+    let cast = fold::cast(c, crate::tensor::onnx_code(dtype));
     ctx.buffer(node, name, &cast)
 }
 

@@ -7,6 +7,7 @@
 
 mod conv;
 mod elementwise;
+pub(crate) mod generic;
 mod linear;
 mod norm;
 mod pool;
@@ -24,7 +25,8 @@ pub(crate) type Outputs = Vec<Option<Value>>;
 /// A mapping from one ONNX node to IR nodes.
 pub(crate) type Mapper = fn(&mut Ctx<'_>, &Node<'_>) -> OnnxResult<Outputs>;
 
-/// The ONNX op types (default domain) the importer maps.
+/// The ONNX op types (default domain) the importer maps onto the IR's own ops (runnable); the
+/// other operators with a rule in [`generic`] import as opaque ops (plannable).
 pub const SUPPORTED_OPS: &[&str] = &[
     "Add",
     "AveragePool",
@@ -100,6 +102,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "Slice" => shape::slice,
         "Concat" => shape::concat,
         "Expand" => shape::expand,
+        other if generic::has_rule(other) => generic::generic,
         _ => return None,
     })
 }

@@ -1,0 +1,95 @@
+//! Operators the IR has no counterpart for, imported for planning: ONNX's shape inference
+//! gives each output's shape and type, a generic estimate its FLOPs, and each output becomes an
+//! [`Opaque`] node reading the operator's inputs. `inspect`, `place`, `plan` and `simulate` work
+//! on the model; `run` names these operators as lacking a kernel.
+//!
+//! The mappings of the IR's own ops fall back to this one where the IR cannot express a use
+//! (a division by a run-time tensor, a square root of one, a `Gather` that is not an
+//! embedding), as long as they emitted nothing yet.
+//!
+//! An operator whose output size depends on the data (`NonZero`, `Unique`, `Compress` of a
+//! run-time condition, `NonMaxSuppression`) has no static shape: an error says so. So do
+//! control flow (`If`, `Loop`, `Scan`), sequences, optionals and strings, which have no rule.
+
+mod conv;
+mod rules;
+
+use ordo_ir::TensorFact;
+use ordo_ir::op::Opaque;
+
+use super::Outputs;
+use crate::ctx::Ctx;
+use crate::error::OnnxResult;
+use crate::node::Node;
+use crate::tensor::ConstTensor;
+
+/// One input of a generic operator: its fact and, for a constant, its value (the sizes that
+/// shape inference reads: pads, repeats, axes, K...).
+pub(crate) struct In {
+    pub fact: TensorFact,
+    pub value: Option<ConstTensor>,
+}
+
+/// Whether the operator has a shape rule here.
+pub(crate) fn has_rule(op_type: &str) -> bool {
+    rules::family(op_type).is_some()
+}
+
+/// Imports `node` as one opaque op per output.
+pub(crate) fn generic(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let mut ins: Vec<Option<In>> = Vec::with_capacity(node.num_inputs());
+    for i in 0..node.num_inputs() {
+        ins.push(match node.input(i) {
+            None => None,
+            Some(_) => {
+                let value = ctx.input(node, i)?;
+                let fact = ctx.fact_of(node, &value)?;
+                Some(In { fact, value: value.as_const().cloned() })
+            }
+        });
+    }
+    let outputs = rules::infer(node, &ins)?;
+    for fact in &outputs {
+        crate::tensor::check_shape(&fact.shape).map_err(|m| node.shape_error(m))?;
+    }
+    let flops = rules::flops(node, &ins, &outputs);
+    // The tensors the op reads at run time; integer constants (axes, pads, sizes: what its
+    // shape follows from) stay constants, for other nodes to fold too.
+    let present: Vec<usize> = (0..ins.len())
+        .filter(|&i| ins[i].as_ref().is_some_and(|x| x.value.as_ref().is_none_or(|c| !c.is_int())))
+        .collect();
+    let mut wires = Vec::with_capacity(present.len());
+    for &i in &present {
+        wires.push(ctx.wire(node, i)?);
+    }
+    let declared = node.num_outputs();
+    let mut values = Vec::with_capacity(declared);
+    let live: Vec<usize> = (0..declared.min(outputs.len()))
+        .filter(|&k| node.proto.output.get(k).is_some_and(|t| !t.is_empty()))
+        .collect();
+    for (k, output) in outputs.iter().enumerate().take(declared) {
+        if !live.contains(&k) {
+            values.push(None);
+            continue;
+        }
+        let (op_type, name) = match live.len() {
+            1 => (node.op_type().to_string(), node.name.clone()),
+            _ => (format!("{}:{k}", node.op_type()), format!("{}:{k}", node.name)),
+        };
+        let op = ordo_ir::Op::Opaque(Opaque {
+            op_type,
+            output: output.clone(),
+            inputs: wires.len(),
+            flops: flops / live.len() as u64,
+        });
+        values.push(Some(ctx.emit_value(&name, op, &wires)?));
+    }
+    // Outputs the node declares beyond those the operator defines have no value.
+    values.resize(declared, None);
+    Ok(values)
+}
+
+/// The value of input `i` when it is a constant.
+pub(crate) fn const_of(ins: &[Option<In>], i: usize) -> Option<&ConstTensor> {
+    ins.get(i).and_then(Option::as_ref).and_then(|x| x.value.as_ref())
+}
