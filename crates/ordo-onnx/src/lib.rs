@@ -5,8 +5,11 @@
 //! an [`ImportReport`] (parameter counts, how many ONNX nodes were folded or fused).
 //!
 //! - **Op registry.** Each ONNX op type maps to IR ops through one function, one file per op
-//!   family (see [`SUPPORTED_OPS`]). A model with ops outside the registry fails with one
-//!   [`OnnxError::UnsupportedOps`] that lists every such node.
+//!   family (see [`SUPPORTED_OPS`]: the runnable ones). Every other operator of the default
+//!   domain with a shape rule imports as `Opaque` IR ops (its inferred outputs and a FLOP
+//!   estimate: plannable, not runnable), as does a use of a runnable op that the IR cannot
+//!   express. A model with ops outside both fails with one [`OnnxError::UnsupportedOps`] that
+//!   lists every such node.
 //! - **Parameters.** Weights may be initializers or graph inputs (models exported without their
 //!   weights). A graph input is a parameter when it is a float tensor listed after the first
 //!   input that feeds a weight slot (a `Conv` weight, a `BatchNormalization` statistic, a
