@@ -148,12 +148,12 @@ pub fn op_label(op: &Op) -> String {
     }
 }
 
-/// Whether the CPU kernels compute with values of `dtype` (f32 and i64 storage; f16, bf16,
-/// i32 and bool read into them). Other types (f64, float8, 8- to 32-bit and unsigned
-/// integers) are imported for planning only.
+/// Whether the CPU kernels compute with values of `dtype` (f32 and i64 storage; i32 and bool
+/// read into i64). Other types (f16, bf16, f64, float8, 8- and 16-bit and unsigned integers)
+/// are imported for planning only.
 pub fn has_kernels_for(dtype: ordo_ir::DType) -> bool {
     use ordo_ir::DType;
-    matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::I64 | DType::I32 | DType::Bool)
+    matches!(dtype, DType::F32 | DType::I64 | DType::I32 | DType::Bool)
 }
 
 /// The error of an op imported for planning only.

@@ -26,7 +26,7 @@ pub(crate) type Outputs = Vec<Option<Value>>;
 pub(crate) type Mapper = fn(&mut Ctx<'_>, &Node<'_>) -> OnnxResult<Outputs>;
 
 /// The ONNX op types (default domain) the importer maps onto the IR's own ops (runnable); the
-/// other operators with a rule in [`generic`] import as opaque ops (plannable).
+/// other operators with a shape rule (`ops/generic`) import as opaque ops (plannable).
 pub const SUPPORTED_OPS: &[&str] = &[
     "Add",
     "AveragePool",

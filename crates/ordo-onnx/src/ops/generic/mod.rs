@@ -12,6 +12,7 @@
 //! control flow (`If`, `Loop`, `Scan`), sequences, optionals and strings, which have no rule.
 
 mod conv;
+mod fold;
 mod rules;
 
 use ordo_ir::TensorFact;
@@ -22,6 +23,7 @@ use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
 use crate::tensor::ConstTensor;
+use crate::value::Value;
 
 /// One input of a generic operator: its fact and, for a constant, its value (the sizes that
 /// shape inference reads: pads, repeats, axes, K...).
@@ -47,6 +49,9 @@ pub(crate) fn generic(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
                 Some(In { fact, value: value.as_const().cloned() })
             }
         });
+    }
+    if let Some(folded) = fold::fold_constants(node, &ins)? {
+        return Ok(vec![Some(Value::constant(folded))]);
     }
     let outputs = rules::infer(node, &ins)?;
     for fact in &outputs {

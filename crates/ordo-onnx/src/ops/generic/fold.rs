@@ -1,0 +1,161 @@
+//! Generic operators evaluated at import time when every input is a constant: the index and
+//! mask arithmetic that exporters write around attention (`Range`, comparisons, logic,
+//! `Where`, `Mod`, `Max`, `Min`, `Abs`...), whose results feed `Expand` targets, `Reshape`
+//! shapes and masks that the importer needs as values.
+
+use super::In;
+use crate::error::OnnxResult;
+use crate::fold;
+use crate::node::Node;
+use crate::tensor::{ConstData, ConstTensor, code};
+
+/// The operator's outputs as constants, or `None` when it is not one this file folds or an
+/// input is not a constant.
+pub(super) fn fold_constants(
+    node: &Node<'_>,
+    ins: &[Option<In>],
+) -> OnnxResult<Option<ConstTensor>> {
+    let consts: Vec<&ConstTensor> = match ins.iter().flatten().map(|x| x.value.as_ref()).collect() {
+        Some(all) => all,
+        None => return Ok(None),
+    };
+    let bad = |m: String| node.unsupported(m);
+    let compare = |f: fn(f64, f64) -> bool| {
+        let [a, b] = consts[..] else { return Ok(None) };
+        let folded = fold::binary(
+            a,
+            b,
+            |p, q| f64::from(u8::from(f(p, q))),
+            |p, q| Some(i64::from(f(p as f64, q as f64))),
+        )
+        .map_err(bad)?;
+        Ok(Some(as_bool(folded)))
+    };
+    let logic = |f: fn(bool, bool) -> bool| {
+        let [a, b] = consts[..] else { return Ok(None) };
+        let folded = fold::binary(
+            a,
+            b,
+            |p, q| f64::from(u8::from(f(p != 0.0, q != 0.0))),
+            |p, q| Some(i64::from(f(p != 0, q != 0))),
+        )
+        .map_err(bad)?;
+        Ok(Some(as_bool(folded)))
+    };
+    let unary = |f: fn(f64) -> f64, int: fn(i64) -> Option<i64>| {
+        let [c] = consts[..] else { return Ok(None) };
+        let zero = ConstTensor { elem: c.elem, shape: vec![], data: ConstData::Int(vec![0]) };
+        Ok(Some(fold::binary(&zero, c, |_, x| f(x), |_, x| int(x)).map_err(bad)?))
+    };
+    match node.op_type() {
+        "Equal" => compare(|a, b| a == b),
+        "Less" => compare(|a, b| a < b),
+        "LessOrEqual" => compare(|a, b| a <= b),
+        "Greater" => compare(|a, b| a > b),
+        "GreaterOrEqual" => compare(|a, b| a >= b),
+        "And" => logic(|a, b| a && b),
+        "Or" => logic(|a, b| a || b),
+        "Xor" => logic(|a, b| a != b),
+        "Not" => {
+            let [c] = consts[..] else { return Ok(None) };
+            let one =
+                ConstTensor { elem: code::BOOL, shape: vec![], data: ConstData::Int(vec![1]) };
+            let folded =
+                fold::binary(&one, c, |p, q| p - q, |p, q| p.checked_sub(q)).map_err(bad)?;
+            Ok(Some(as_bool(folded)))
+        }
+        "Abs" => unary(f64::abs, |x| x.checked_abs()),
+        "Floor" => unary(f64::floor, Some),
+        "Ceil" => unary(f64::ceil, Some),
+        "Sign" => unary(f64::signum, |x| Some(x.signum())),
+        "Max" | "Min" => {
+            let max = node.op_type() == "Max";
+            let mut folded = (*consts.first().ok_or_else(|| node.malformed("no inputs"))?).clone();
+            for c in &consts[1..] {
+                folded = fold::binary(
+                    &folded,
+                    c,
+                    move |p, q| if max { p.max(q) } else { p.min(q) },
+                    move |p, q| Some(if max { p.max(q) } else { p.min(q) }),
+                )
+                .map_err(bad)?;
+            }
+            Ok(Some(folded))
+        }
+        "Mod" => {
+            let [a, b] = consts[..] else { return Ok(None) };
+            let fmod = node.int("fmod", 0)? != 0;
+            let folded = fold::binary(
+                a,
+                b,
+                move |p, q| if fmod { p % q } else { p - q * (p / q).floor() },
+                move |p, q| match fmod {
+                    true => p.checked_rem(q),
+                    false => p
+                        .checked_rem(q)
+                        .map(|r| if r != 0 && (r < 0) != (q < 0) { r + q } else { r }),
+                },
+            )
+            .map_err(bad)?;
+            Ok(Some(folded))
+        }
+        "Range" => {
+            let [start, limit, delta] = consts[..] else { return Ok(None) };
+            let (Some(s), Some(l), Some(d)) = (start.scalar(), limit.scalar(), delta.scalar())
+            else {
+                return Ok(None);
+            };
+            let n = ((l - s) / d).ceil().max(0.0) as usize;
+            if d == 0.0 || n as u64 > crate::tensor::MAX_FOLD {
+                return Ok(None);
+            }
+            let data = if start.is_int() {
+                ConstData::Int((0..n).map(|i| (s + d * i as f64) as i64).collect())
+            } else {
+                ConstData::Float((0..n).map(|i| s + d * i as f64).collect())
+            };
+            Ok(Some(ConstTensor { elem: start.elem, shape: vec![n], data }))
+        }
+        "Where" => {
+            let [cond, x, y] = consts[..] else { return Ok(None) };
+            let Some(shape) = fold::broadcast(
+                &cond.shape,
+                &fold::broadcast(&x.shape, &y.shape).unwrap_or_default(),
+            ) else {
+                return Err(node.shape_error("the condition and the values do not broadcast"));
+            };
+            let expand = |c: &ConstTensor| fold::expand(c, &shape).map_err(bad);
+            let (cond, x, y) = (expand(cond)?, expand(x)?, expand(y)?);
+            let Some(pick) = cond.to_f64s() else { return Ok(None) };
+            let data = match (x.to_i64s(), y.to_i64s(), x.is_int()) {
+                (Some(a), Some(b), true) => ConstData::Int(
+                    pick.iter()
+                        .zip(a.iter().zip(&b))
+                        .map(|(&c, (&p, &q))| if c != 0.0 { p } else { q })
+                        .collect(),
+                ),
+                _ => {
+                    let (Some(a), Some(b)) = (x.to_f64s(), y.to_f64s()) else { return Ok(None) };
+                    ConstData::Float(
+                        pick.iter()
+                            .zip(a.iter().zip(&b))
+                            .map(|(&c, (&p, &q))| if c != 0.0 { p } else { q })
+                            .collect(),
+                    )
+                }
+            };
+            Ok(Some(ConstTensor { elem: x.elem, shape, data }))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// A folded comparison or logic result as ONNX's bool.
+fn as_bool(c: ConstTensor) -> ConstTensor {
+    let data = match c.data {
+        ConstData::Float(v) => ConstData::Int(v.into_iter().map(|x| i64::from(x != 0.0)).collect()),
+        ConstData::Splat(x) => ConstData::Splat(f64::from(u8::from(x != 0.0))),
+        ConstData::Int(v) => ConstData::Int(v.into_iter().map(|x| i64::from(x != 0)).collect()),
+    };
+    ConstTensor { elem: code::BOOL, shape: c.shape, data }
+}
