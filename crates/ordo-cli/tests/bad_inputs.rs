@@ -442,6 +442,12 @@ fn option_cases(graph: &str) -> Vec<Case> {
         let base = ["--small", "--batch", "8", "--train", "--pipeline", "2"];
         [&[command, "transformer"][..], &base, &["--pytorch-schedule", csv]].concat()
     };
+    // `export-schedule` of the small transformer with `extra`, written to s.csv unless told.
+    let export = |extra: &[&'static str]| {
+        let base = ["export-schedule", "transformer", "--small"];
+        let out = if extra.contains(&"-o") { &[][..] } else { &["-o", "s.csv"][..] };
+        [&base[..], extra, out].concat()
+    };
     let table: Vec<(Vec<&str>, &str)> = vec![
         (vec!["place", graph, "--devices", "0"], "devices"),
         (vec!["place", graph, "--devices", "100000"], "devices"),
@@ -478,70 +484,11 @@ fn option_cases(graph: &str) -> Vec<Case> {
         (vec!["compare", graph, "--devices", "2", "--svg", "/no/such/dir/c.svg"], "c.svg"),
         (vec!["simulate", graph, "--devices", "2", "--svg", "/no/such/dir/g.svg"], "g.svg"),
         (vec!["simulate", graph, "--devices", "2", "--pytorch-schedule", "s.csv"], "pipeline"),
-        (
-            vec!["export-schedule", "transformer", "--small", "--stages", "1", "-o", "s.csv"],
-            "--stages 1",
-        ),
-        (
-            vec![
-                "export-schedule",
-                "transformer",
-                "--small",
-                "--stages",
-                "2",
-                "--batch",
-                "6",
-                "-o",
-                "s.csv",
-            ],
-            "multiple of --micro-batches",
-        ),
-        (
-            vec![
-                "export-schedule",
-                "transformer",
-                "--small",
-                "--stages",
-                "2",
-                "--batch",
-                "8",
-                "--memory",
-                "10KB",
-                "-o",
-                "s.csv",
-            ],
-            "at its peak",
-        ),
-        (
-            vec![
-                "export-schedule",
-                "transformer",
-                "--small",
-                "--stages",
-                "2",
-                "--batch",
-                "8",
-                "--schedule",
-                "ooo",
-                "-o",
-                "s.csv",
-            ],
-            "--pipeline takes",
-        ),
-        (
-            vec![
-                "export-schedule",
-                "transformer",
-                "--small",
-                "--stages",
-                "2",
-                "--batch",
-                "8",
-                "-o",
-                "/no/such/dir/s.csv",
-            ],
-            "s.csv",
-        ),
+        (export(&["--stages", "1"]), "--stages 1"),
+        (export(&["--stages", "2", "--batch", "6"]), "multiple of --micro-batches"),
+        (export(&["--stages", "2", "--batch", "8", "--memory", "10KB"]), "at its peak"),
+        (export(&["--stages", "2", "--batch", "8", "--schedule", "ooo"]), "--pipeline takes"),
+        (export(&["--stages", "2", "--batch", "8", "-o", "/no/such/dir/s.csv"]), "s.csv"),
         (vec!["inspect", "resnet50", "--small", "--dim", "N"], "NAME=SIZE"),
         (vec!["inspect", "resnet50", "--small", "--dim", "=3"], "name is empty"),
         (vec!["inspect", "resnet50", "--small", "--dim", "N=0"], "size 0"),

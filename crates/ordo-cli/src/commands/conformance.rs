@@ -321,22 +321,20 @@ fn compare_shapes(
 
 /// The shapes of `output_0.pb`, `output_1.pb`, ... in `dir`.
 fn read_shapes(dir: &Path) -> anyhow::Result<Vec<Vec<usize>>> {
-    let mut shapes = Vec::new();
-    for k in 0.. {
-        let path = dir.join(format!("output_{k}.pb"));
-        if !path.is_file() {
-            break;
-        }
-        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-        shapes.push(
-            ordo_onnx::read_tensor_shape(&bytes).with_context(|| path.display().to_string())?,
-        );
-    }
-    Ok(shapes)
+    read_each(dir, "output", |bytes| Ok(ordo_onnx::read_tensor_shape(bytes)?))
 }
 
 /// `<prefix>_0.pb`, `<prefix>_1.pb`, ... in `dir`, in index order.
 fn read_numbered(dir: &Path, prefix: &str) -> anyhow::Result<Vec<TensorValue>> {
+    read_each(dir, prefix, |bytes| Ok(ordo_onnx::read_tensor(bytes)?))
+}
+
+/// `read` of each of `<prefix>_0.pb`, `<prefix>_1.pb`, ... in `dir`, until one is missing.
+fn read_each<T>(
+    dir: &Path,
+    prefix: &str,
+    read: impl Fn(&[u8]) -> anyhow::Result<T>,
+) -> anyhow::Result<Vec<T>> {
     let mut values = Vec::new();
     for k in 0.. {
         let path = dir.join(format!("{prefix}_{k}.pb"));
@@ -344,7 +342,7 @@ fn read_numbered(dir: &Path, prefix: &str) -> anyhow::Result<Vec<TensorValue>> {
             break;
         }
         let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-        values.push(ordo_onnx::read_tensor(&bytes).with_context(|| path.display().to_string())?);
+        values.push(read(&bytes).with_context(|| path.display().to_string())?);
     }
     Ok(values)
 }
