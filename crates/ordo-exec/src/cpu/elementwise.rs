@@ -26,11 +26,23 @@ pub(crate) fn unary_value(func: UnaryOp, x: f64) -> f64 {
         UnaryOp::HardSwish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
         UnaryOp::HardSigmoid => (x + 3.0).clamp(0.0, 6.0) / 6.0,
         UnaryOp::Rsqrt => 1.0 / x.sqrt(),
+        UnaryOp::Erf => erf(x),
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Sin => x.sin(),
+        UnaryOp::Cos => x.cos(),
+        UnaryOp::Reciprocal => 1.0 / x,
+        // ln(1 + e^x) without overflow for large x.
+        UnaryOp::Softplus => x.max(0.0) + (-x.abs()).exp().ln_1p(),
+        UnaryOp::Softsign => x / (1.0 + x.abs()),
     }
 }
 
-/// `f'` of a unary function at the saved value `s`: the output for Relu, Sigmoid, Tanh and
-/// Rsqrt, the input for the others (as the training rules save them). Kinks follow PyTorch.
+/// `f'` of a unary function at the saved value `s`: the output where
+/// [`UnaryOp::grad_reads_output`], else the input (as the training rules save them). Kinks
+/// follow PyTorch (`|x|'` is 0 at 0).
 fn unary_derivative(func: UnaryOp, s: f64) -> f64 {
     match func {
         UnaryOp::Relu => f64::from(u8::from(s > 0.0)),
@@ -53,6 +65,16 @@ fn unary_derivative(func: UnaryOp, s: f64) -> f64 {
         UnaryOp::HardSwish => 1.0,
         UnaryOp::HardSigmoid if s > -3.0 && s < 3.0 => 1.0 / 6.0,
         UnaryOp::HardSigmoid => 0.0,
+        UnaryOp::Erf => std::f64::consts::FRAC_2_SQRT_PI * (-s * s).exp(),
+        UnaryOp::Exp => s,
+        UnaryOp::Log => 1.0 / s,
+        UnaryOp::Sqrt => 0.5 / s,
+        UnaryOp::Abs => s.signum() * f64::from(u8::from(s != 0.0)),
+        UnaryOp::Sin => s.cos(),
+        UnaryOp::Cos => -s.sin(),
+        UnaryOp::Reciprocal => -s * s,
+        UnaryOp::Softplus => 1.0 / (1.0 + (-s).exp()),
+        UnaryOp::Softsign => 1.0 / ((1.0 + s.abs()) * (1.0 + s.abs())),
     }
 }
 

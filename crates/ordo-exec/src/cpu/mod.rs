@@ -63,7 +63,7 @@ pub mod reference;
 #[cfg(test)]
 mod tests;
 
-use ordo_ir::op::{Grad, Saved, UnaryOp, Wrt};
+use ordo_ir::op::{Grad, Saved, Wrt};
 use ordo_ir::{Op, TensorFact};
 
 pub use error::{KernelError, KernelResult};
@@ -294,12 +294,7 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
             (vec![Input(0)], Box::new(move |c| norm::layer_norm_grad_params(of, ln, g, c)))
         }
         (Op::Unary { func }, Wrt::Input(0)) => {
-            let saved = match func {
-                UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Tanh | UnaryOp::Rsqrt => Output,
-                UnaryOp::Gelu | UnaryOp::GeluTanh | UnaryOp::HardSwish | UnaryOp::HardSigmoid => {
-                    Input(0)
-                }
-            };
+            let saved = if func.grad_reads_output() { Output } else { Input(0) };
             (vec![saved], Box::new(move |c| ew::unary_grad(of, *func, g, c)))
         }
         (Op::Scale { factor }, Wrt::Input(0)) => {

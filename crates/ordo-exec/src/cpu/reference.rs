@@ -317,6 +317,16 @@ fn unary(func: UnaryOp, x: f64) -> f64 {
         UnaryOp::HardSwish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
         UnaryOp::HardSigmoid => (x + 3.0).clamp(0.0, 6.0) / 6.0,
         UnaryOp::Rsqrt => x.powf(-0.5),
+        UnaryOp::Erf => erf(x),
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sqrt => x.powf(0.5),
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Sin => x.sin(),
+        UnaryOp::Cos => x.cos(),
+        UnaryOp::Reciprocal => x.powi(-1),
+        UnaryOp::Softplus => (1.0 + x.exp()).ln(),
+        UnaryOp::Softsign => x / (1.0 + x.abs()),
     }
 }
 

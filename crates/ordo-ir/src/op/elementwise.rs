@@ -24,6 +24,26 @@ pub enum UnaryOp {
     HardSigmoid,
     /// `1 / sqrt(x)` (the inverse of a norm, e.g. in weight normalisation).
     Rsqrt,
+    /// The error function (exact GELU written out, as exporters do).
+    Erf,
+    /// `e^x`.
+    Exp,
+    /// Natural logarithm.
+    Log,
+    /// Square root.
+    Sqrt,
+    /// `|x|`.
+    Abs,
+    /// Sine.
+    Sin,
+    /// Cosine.
+    Cos,
+    /// `1 / x`.
+    Reciprocal,
+    /// `ln(1 + e^x)`.
+    Softplus,
+    /// `x / (1 + |x|)`.
+    Softsign,
 }
 
 impl UnaryOp {
@@ -38,15 +58,55 @@ impl UnaryOp {
             UnaryOp::HardSwish => "HardSwish",
             UnaryOp::HardSigmoid => "HardSigmoid",
             UnaryOp::Rsqrt => "Rsqrt",
+            UnaryOp::Erf => "Erf",
+            UnaryOp::Exp => "Exp",
+            UnaryOp::Log => "Log",
+            UnaryOp::Sqrt => "Sqrt",
+            UnaryOp::Abs => "Abs",
+            UnaryOp::Sin => "Sin",
+            UnaryOp::Cos => "Cos",
+            UnaryOp::Reciprocal => "Reciprocal",
+            UnaryOp::Softplus => "Softplus",
+            UnaryOp::Softsign => "Softsign",
         }
+    }
+
+    /// Whether its gradient reads the forward output (`f'` is a function of `y`: ReLU,
+    /// sigmoid, tanh, and the functions whose derivative is their value's), else the input.
+    /// The training graph's rules and the gradient kernels both follow this.
+    pub fn grad_reads_output(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Relu
+                | UnaryOp::Sigmoid
+                | UnaryOp::Tanh
+                | UnaryOp::Rsqrt
+                | UnaryOp::Exp
+                | UnaryOp::Sqrt
+                | UnaryOp::Reciprocal
+        )
     }
 
     /// FLOPs charged per output element (cost-graph converter rules).
     pub fn flops_per_element(self) -> u64 {
         match self {
-            UnaryOp::Relu => 1,
-            UnaryOp::Sigmoid | UnaryOp::HardSigmoid | UnaryOp::HardSwish | UnaryOp::Rsqrt => 4,
-            UnaryOp::Gelu | UnaryOp::GeluTanh | UnaryOp::Tanh => 8,
+            UnaryOp::Relu | UnaryOp::Abs => 1,
+            UnaryOp::Sigmoid
+            | UnaryOp::HardSigmoid
+            | UnaryOp::HardSwish
+            | UnaryOp::Rsqrt
+            | UnaryOp::Sqrt
+            | UnaryOp::Reciprocal
+            | UnaryOp::Softsign => 4,
+            UnaryOp::Gelu
+            | UnaryOp::GeluTanh
+            | UnaryOp::Tanh
+            | UnaryOp::Erf
+            | UnaryOp::Exp
+            | UnaryOp::Log
+            | UnaryOp::Sin
+            | UnaryOp::Cos
+            | UnaryOp::Softplus => 8,
         }
     }
 }

@@ -8,7 +8,7 @@
 //! forward; shape ops and sums cost nothing or one pass over the gradient.
 
 use crate::fact::TensorFact;
-use crate::op::{Op, Saved, UnaryOp};
+use crate::op::{Op, Saved};
 
 /// How one gradient of a forward op is computed.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,12 +44,7 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         Op::MatMul => rule(vec![Input(1 - k.min(1))], false, f.flops),
         Op::BatchNorm(_) | Op::LayerNorm(_) => rule(vec![Input(0)], true, f.flops * 3 / 2),
         Op::Unary { func } => {
-            let saved = match func {
-                UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Tanh | UnaryOp::Rsqrt => Output,
-                UnaryOp::Gelu | UnaryOp::GeluTanh | UnaryOp::HardSwish | UnaryOp::HardSigmoid => {
-                    Input(0)
-                }
-            };
+            let saved = if func.grad_reads_output() { Output } else { Input(0) };
             rule(vec![saved], false, f.flops.max(out))
         }
         Op::Scale { .. } | Op::CausalMask => rule(vec![], false, out),

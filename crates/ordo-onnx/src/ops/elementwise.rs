@@ -30,6 +30,15 @@ pub(crate) fn unary(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
             }
             UnaryOp::HardSigmoid
         }
+        "Erf" => UnaryOp::Erf,
+        "Exp" => UnaryOp::Exp,
+        "Log" => UnaryOp::Log,
+        "Abs" => UnaryOp::Abs,
+        "Sin" => UnaryOp::Sin,
+        "Cos" => UnaryOp::Cos,
+        "Reciprocal" => UnaryOp::Reciprocal,
+        "Softplus" => UnaryOp::Softplus,
+        "Softsign" => UnaryOp::Softsign,
         "Gelu" => match node.string("approximate", "none")?.as_str() {
             "none" => UnaryOp::Gelu,
             "tanh" => UnaryOp::GeluTanh,
@@ -41,7 +50,8 @@ pub(crate) fn unary(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     one(ctx.emit_value(&node.name, Op::Unary { func }, &[x])?)
 }
 
-/// `Neg` and `Sqrt`: fold on constants; `Neg` of a wire is a `Scale` by -1.
+/// `Neg` and `Sqrt`: fold on constants; `Neg` of a wire is a `Scale` by -1, `Sqrt` of one the
+/// IR's `Sqrt`.
 pub(crate) fn const_unary(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let neg = node.op_type() == "Neg";
     if let Value::Const(c) = ctx.input(node, 0)? {
@@ -53,11 +63,9 @@ pub(crate) fn const_unary(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
         };
         return one(Value::constant(folded.map_err(|m| node.unsupported(m))?));
     }
-    if !neg {
-        return Err(node.unsupported("the IR has no square root of a run-time tensor"));
-    }
     let x = ctx.wire(node, 0)?;
-    one(ctx.emit_value(&node.name, Op::Scale { factor: -1.0 }, &[x])?)
+    let op = if neg { Op::Scale { factor: -1.0 } } else { Op::Unary { func: UnaryOp::Sqrt } };
+    one(ctx.emit_value(&node.name, op, &[x])?)
 }
 
 /// `Add`, `Sub`, `Mul`, `Div`, `Pow`.

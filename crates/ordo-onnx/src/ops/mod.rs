@@ -28,6 +28,7 @@ pub(crate) type Mapper = fn(&mut Ctx<'_>, &Node<'_>) -> OnnxResult<Outputs>;
 /// The ONNX op types (default domain) the importer maps onto the IR's own ops (runnable); the
 /// other operators with a shape rule (`ops/generic`) import as opaque ops (plannable).
 pub const SUPPORTED_OPS: &[&str] = &[
+    "Abs",
     "Add",
     "AveragePool",
     "BatchNormalization",
@@ -36,8 +37,11 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Constant",
     "ConstantOfShape",
     "Conv",
+    "Cos",
     "Div",
     "Dropout",
+    "Erf",
+    "Exp",
     "Expand",
     "Flatten",
     "Gather",
@@ -49,18 +53,23 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Identity",
     "LSTM",
     "LayerNormalization",
+    "Log",
     "MatMul",
     "MaxPool",
     "Mul",
     "Neg",
     "Pow",
+    "Reciprocal",
     "Relu",
     "Reshape",
     "Shape",
     "Sigmoid",
+    "Sin",
     "Size",
     "Slice",
     "Softmax",
+    "Softplus",
+    "Softsign",
     "Sqrt",
     "Squeeze",
     "Sub",
@@ -76,7 +85,10 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "Conv" => conv::conv,
         "BatchNormalization" => norm::batch_norm,
         "LayerNormalization" => norm::layer_norm,
-        "Relu" | "Sigmoid" | "Tanh" | "HardSwish" | "HardSigmoid" | "Gelu" => elementwise::unary,
+        "Relu" | "Sigmoid" | "Tanh" | "HardSwish" | "HardSigmoid" | "Gelu" | "Erf" | "Exp"
+        | "Log" | "Abs" | "Sin" | "Cos" | "Reciprocal" | "Softplus" | "Softsign" => {
+            elementwise::unary
+        }
         "Add" | "Sub" | "Mul" | "Div" | "Pow" => elementwise::binary,
         "Neg" | "Sqrt" => elementwise::const_unary,
         "Softmax" => elementwise::softmax,

@@ -18,7 +18,7 @@ fn case(op: Op, inputs: Vec<Tensor>, seed: u64) -> Case {
     Case { op, inputs, params }
 }
 
-const UNARIES: [UnaryOp; 8] = [
+const UNARIES: [UnaryOp; 18] = [
     UnaryOp::Relu,
     UnaryOp::Gelu,
     UnaryOp::GeluTanh,
@@ -27,6 +27,16 @@ const UNARIES: [UnaryOp; 8] = [
     UnaryOp::HardSwish,
     UnaryOp::HardSigmoid,
     UnaryOp::Rsqrt,
+    UnaryOp::Erf,
+    UnaryOp::Exp,
+    UnaryOp::Log,
+    UnaryOp::Sqrt,
+    UnaryOp::Abs,
+    UnaryOp::Sin,
+    UnaryOp::Cos,
+    UnaryOp::Reciprocal,
+    UnaryOp::Softplus,
+    UnaryOp::Softsign,
 ];
 
 /// A random convolution and input: groups 1, 2 or depthwise, strides, padding, dilation.
@@ -83,7 +93,7 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
     cases.push(case(Op::LayerNorm(ln), vec![rand(&[2, 3, 4], s + 8)], s));
     for (i, func) in UNARIES.into_iter().enumerate() {
         let mut x = rand(&[2, 3, 4], s + 10 + i as u64);
-        if func == UnaryOp::Rsqrt {
+        if matches!(func, UnaryOp::Rsqrt | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Reciprocal) {
             x = positive(x);
         }
         if matches!(func, UnaryOp::HardSwish | UnaryOp::HardSigmoid) {

@@ -17,7 +17,13 @@ fn saved(op: &Op, wrt: Wrt) -> Vec<Saved> {
         (Op::BatchNorm(_) | Op::LayerNorm(_) | Op::Embedding(_), _) => vec![Input(0)],
         (Op::Conv2d(_) | Op::Linear(_), Wrt::Params) => vec![Input(0)],
         (Op::Unary { func }, _) => match func {
-            UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Tanh | UnaryOp::Rsqrt => vec![Output],
+            UnaryOp::Relu
+            | UnaryOp::Sigmoid
+            | UnaryOp::Tanh
+            | UnaryOp::Rsqrt
+            | UnaryOp::Exp
+            | UnaryOp::Sqrt
+            | UnaryOp::Reciprocal => vec![Output],
             _ => vec![Input(0)],
         },
         (Op::Dropout { .. } | Op::Softmax { .. }, _) => vec![Output],
