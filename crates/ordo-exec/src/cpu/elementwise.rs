@@ -128,7 +128,8 @@ pub(crate) fn scale_grad(of: &Op, factor: f64, g: &Grad, c: Call) -> KernelResul
 }
 
 /// `Add` (`mul == false`) or `Mul`, with NumPy broadcasting.
-pub(crate) fn binary(op: &Op, mul: bool, c: Call) -> KernelResult<Vec<Tensor>> {
+/// `Add`, `Mul` or `Div` with NumPy broadcasting.
+pub(crate) fn binary(op: &Op, c: Call) -> KernelResult<Vec<Tensor>> {
     c.expect_inputs(2)?;
     c.expect_params(0)?;
     let out = c.infer(op, &c.input_facts())?.shape;
@@ -136,12 +137,42 @@ pub(crate) fn binary(op: &Op, mul: bool, c: Call) -> KernelResult<Vec<Tensor>> {
     let sa = broadcast_strides(c.inputs[0].shape(), &out);
     let sb = broadcast_strides(c.inputs[1].shape(), &out);
     let mut y = vec![0.0f32; out.iter().product()];
-    if mul {
-        for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = a[i] * b[j]);
-    } else {
-        for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = a[i] + b[j]);
+    match op {
+        Op::Mul => for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = a[i] * b[j]),
+        Op::Div => for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = a[i] / b[j]),
+        _ => for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = a[i] + b[j]),
     }
     Ok(vec![tensor(&out, y)?])
+}
+
+/// The gradient of `Div` with respect to input `k`: `dy / b` for the dividend (reads `b`),
+/// `-dy * a / b^2` for the divisor (reads `a`, `b`), each summed down to the input's shape.
+pub(crate) fn div_grad(k: usize, g: &Grad, c: Call) -> KernelResult<Vec<Tensor>> {
+    let shape = c.produced(g, 0)?.shape.clone();
+    let dy_shape = c.inputs[0].shape().to_vec();
+    let dy = c.input_f32(0)?;
+    let quotient: Vec<f32> = if k == 0 {
+        c.expect_inputs(2)?;
+        let b_shape = c.inputs[1].shape();
+        check_broadcast(&c, &shape, b_shape)?;
+        let b = c.input_f32(1)?;
+        let (sd, sb) =
+            (broadcast_strides(&dy_shape, &dy_shape), broadcast_strides(b_shape, &dy_shape));
+        let mut t = vec![0.0f32; dy.len()];
+        for_each_broadcast(&dy_shape, &sd, &sb, |o, i, j| t[o] = dy[i] / b[j]);
+        t
+    } else {
+        c.expect_inputs(3)?;
+        let (a_shape, b_shape) = (c.inputs[1].shape(), c.inputs[2].shape());
+        check_broadcast(&c, &shape, a_shape)?;
+        let (a, b) = (c.input_f32(1)?, c.input_f32(2)?);
+        let sa = broadcast_strides(a_shape, &dy_shape);
+        let sb = broadcast_strides(b_shape, &dy_shape);
+        let mut t = vec![0.0f32; dy.len()];
+        for_each_broadcast(&dy_shape, &sa, &sb, |o, i, j| t[o] = -dy[o] * a[i] / (b[j] * b[j]));
+        t
+    };
+    Ok(vec![tensor(&shape, reduce_to(&quotient, &dy_shape, &shape, None))?])
 }
 
 /// Checks that the product's shape broadcasts (with `other`) to the upstream gradient's.

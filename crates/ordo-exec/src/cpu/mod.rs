@@ -236,8 +236,7 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::LayerNorm(ln) => Box::new(move |c| norm::layer_norm(op, ln, c)),
         Op::Unary { func } => Box::new(move |c| ew::unary(op, *func, c)),
         Op::Scale { factor } => Box::new(move |c| ew::scale(op, *factor, c)),
-        Op::Add => Box::new(move |c| ew::binary(op, false, c)),
-        Op::Mul => Box::new(move |c| ew::binary(op, true, c)),
+        Op::Add | Op::Mul | Op::Div => Box::new(move |c| ew::binary(op, c)),
         Op::MaxPool2d(p) => Box::new(move |c| pool::max_pool(op, p, c)),
         Op::AvgPool2d(p) => Box::new(move |c| pool::avg_pool(op, p, c)),
         Op::GlobalAvgPool => Box::new(move |c| pool::global_avg_pool(op, c)),
@@ -307,6 +306,10 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
         (Op::Add, Wrt::Input(0 | 1)) => (vec![], Box::new(move |c| ew::add_grad(g, c))),
         (Op::Mul, Wrt::Input(k @ 0..=1)) => {
             (vec![Input(1 - k)], Box::new(move |c| ew::mul_grad(g, c)))
+        }
+        (Op::Div, Wrt::Input(0)) => (vec![Input(1)], Box::new(move |c| ew::div_grad(0, g, c))),
+        (Op::Div, Wrt::Input(1)) => {
+            (vec![Input(0), Input(1)], Box::new(move |c| ew::div_grad(1, g, c)))
         }
         (Op::MaxPool2d(p), Wrt::Input(0)) => {
             (vec![Input(0), Output], Box::new(move |c| pool::max_pool_grad(of, p, c)))

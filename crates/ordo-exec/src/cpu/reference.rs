@@ -141,14 +141,18 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
             y.data = x.data.iter().map(|&v| unary(*func, v)).collect();
         }
         Op::Scale { factor } => y.data = inputs[0].data.iter().map(|v| v * factor).collect(),
-        Op::Add | Op::Mul => {
+        Op::Add | Op::Mul | Op::Div => {
             let (a, b) = (&inputs[0], &inputs[1]);
             each(&mut y, &|idx| {
                 let (u, v) = (
                     a.data[broadcast_index(idx, &a.shape)],
                     b.data[broadcast_index(idx, &b.shape)],
                 );
-                if *op == Op::Add { u + v } else { u * v }
+                match op {
+                    Op::Add => u + v,
+                    Op::Mul => u * v,
+                    _ => u / v,
+                }
             });
         }
         Op::MaxPool2d(p) => pool(p, &inputs[0], &mut y, true),

@@ -82,6 +82,8 @@ pub enum Op {
     Add,
     /// Elementwise product of two tensors with NumPy broadcasting.
     Mul,
+    /// Elementwise quotient `a / b` of two tensors with NumPy broadcasting.
+    Div,
     /// Max pooling (NCHW).
     MaxPool2d(Pool2d),
     /// Average pooling (NCHW).
@@ -163,6 +165,7 @@ impl Op {
             Op::Scale { .. } => "Scale",
             Op::Add => "Add",
             Op::Mul => "Mul",
+            Op::Div => "Div",
             Op::MaxPool2d(_) => "MaxPool2d",
             Op::AvgPool2d(_) => "AvgPool2d",
             Op::GlobalAvgPool => "GlobalAvgPool",
@@ -212,7 +215,7 @@ impl Op {
             Op::BatchNorm(_) => norm::infer_batch_norm(inputs),
             Op::LayerNorm(l) => l.infer(inputs),
             Op::Unary { .. } | Op::Scale { .. } | Op::Dropout { .. } => ew::infer_unary(inputs),
-            Op::Add | Op::Mul => ew::infer_binary(inputs),
+            Op::Add | Op::Mul | Op::Div => ew::infer_binary(inputs),
             Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.infer(inputs),
             Op::GlobalAvgPool => pool::infer_global(inputs),
             Op::Concat { axis } => shape::infer_concat(*axis, inputs),
@@ -257,6 +260,7 @@ impl Op {
             Op::BatchNorm(_) | Op::LayerNorm(_) => 10 * out_elems,
             Op::Unary { func } => func.flops_per_element() * out_elems,
             Op::Scale { .. } | Op::Add | Op::Mul | Op::CausalMask => out_elems,
+            Op::Div => 4 * out_elems,
             Op::Dropout { .. } => 3 * out_elems,
             Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.flops(outputs),
             Op::GlobalAvgPool => inputs.first().map_or(0, |i| i.numel()),

@@ -52,6 +52,9 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         // Broadcasting: the gradient is summed down to the input's shape.
         Op::Add => rule(vec![], false, if input(k) == out { 0 } else { out }),
         Op::Mul => rule(vec![Input(1 - k.min(1))], false, 2 * out),
+        // d(a/b)/da = 1/b; d(a/b)/db = -a/b^2.
+        Op::Div if k == 0 => rule(vec![Input(1)], false, 2 * out),
+        Op::Div => rule(vec![Input(0), Input(1)], false, 4 * out),
         Op::MaxPool2d(_) => rule(vec![Input(0), Output], false, input(0)),
         Op::AvgPool2d(_) | Op::GlobalAvgPool => rule(vec![], false, input(0)),
         Op::Concat { .. } | Op::Reshape { .. } | Op::Transpose { .. } | Op::Slice { .. } => {

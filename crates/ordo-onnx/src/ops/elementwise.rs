@@ -102,7 +102,16 @@ pub(crate) fn binary(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
                     .map_err(|m| node.unsupported(m))?;
                 scale_or_mul(ctx, node, 0, inv)
             }
-            _ => Err(node.unsupported("division by a run-time tensor")),
+            _ => {
+                // A run-time divisor: the IR's Div divides floats (integer division imports
+                // for planning, through the generic fallback).
+                if !ctx.fact_of(node, &b)?.dtype.is_float() {
+                    return Err(node.unsupported("integer division of run-time tensors"));
+                }
+                let x = operand(ctx, node, 0, Some(&b))?;
+                let y = operand(ctx, node, 1, Some(&a))?;
+                one(ctx.emit_value(&node.name, Op::Div, &[x, y])?)
+            }
         },
         _ => pow(ctx, node, &b),
     }

@@ -109,6 +109,9 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
     for op in [Op::Add, Op::Mul] {
         cases.push(case(op, vec![rand(sa, s + 21), rand(sb, s + 22)], s));
     }
+    // A divisor away from 0, both ways round the broadcast.
+    cases.push(case(Op::Div, vec![rand(sa, s + 25), positive(rand(sb, s + 26))], s));
+    cases.push(case(Op::Div, vec![rand(sb, s + 27), positive(rand(sa, s + 28))], s));
     cases.push(case(Op::GlobalAvgPool, vec![rand(&[2, 3, 3, 4], s + 23)], s));
     let parts = (0..3).map(|i| rand(&[2, 1 + i, 3], s + 24 + i as u64)).collect();
     cases.push(case(Op::Concat { axis: if r.bool() { 1 } else { -2 } }, parts, s));

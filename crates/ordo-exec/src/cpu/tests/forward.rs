@@ -126,7 +126,7 @@ proptest! {
     ) {
         let other: Vec<usize> =
             shape.iter().zip(&mask).map(|(&d, &m)| if m { 1 } else { d }).skip(drop).collect();
-        for op in [Op::Add, Op::Mul] {
+        for op in [Op::Add, Op::Mul, Op::Div] {
             check_forward(&op, &[rand(&shape, 1), rand(&other, 2)], &[]);
             check_forward(&op, &[rand(&other, 3), rand(&shape, 4)], &[]);
         }
