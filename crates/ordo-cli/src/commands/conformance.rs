@@ -206,15 +206,14 @@ fn check(
         Err(e) => match ordo_onnx::import(model, &all_data) {
             Ok(import) => import,
             // The node tests feed shapes, axes and sizes as inputs, which an export writes as
-            // constants: for the shapes, retry with the integer inputs as constants.
-            Err(_) if shapes_only => {
+            // constants: retry with the integer inputs as constants (their test values).
+            Err(_) => {
                 let options = with_integer_inputs_constant(all_data, info, &data);
                 match ordo_onnx::import(model, &options) {
                     Ok(import) => import,
                     Err(_) => return Ok(Outcome::Unsupported(e.to_string())),
                 }
             }
-            Err(_) => return Ok(Outcome::Unsupported(e.to_string())),
         },
     };
     if shapes_only {

@@ -52,6 +52,7 @@ mod loss;
 mod norm;
 mod optim;
 mod pool;
+mod reduce;
 mod sequence;
 mod shape;
 mod source;
@@ -237,6 +238,7 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::Unary { func } => Box::new(move |c| ew::unary(op, *func, c)),
         Op::Scale { factor } => Box::new(move |c| ew::scale(op, *factor, c)),
         Op::Add | Op::Mul | Op::Div => Box::new(move |c| ew::binary(op, c)),
+        Op::Reduce(r) => Box::new(move |c| reduce::reduce(op, r, c)),
         Op::MaxPool2d(p) => Box::new(move |c| pool::max_pool(op, p, c)),
         Op::AvgPool2d(p) => Box::new(move |c| pool::avg_pool(op, p, c)),
         Op::GlobalAvgPool => Box::new(move |c| pool::global_avg_pool(op, c)),
@@ -306,6 +308,9 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
         (Op::Add, Wrt::Input(0 | 1)) => (vec![], Box::new(move |c| ew::add_grad(g, c))),
         (Op::Mul, Wrt::Input(k @ 0..=1)) => {
             (vec![Input(1 - k)], Box::new(move |c| ew::mul_grad(g, c)))
+        }
+        (Op::Reduce(r), Wrt::Input(0)) => {
+            (vec![], Box::new(move |c| reduce::reduce_grad(of, r, g, c)))
         }
         (Op::Div, Wrt::Input(0)) => (vec![Input(1)], Box::new(move |c| ew::div_grad(0, g, c))),
         (Op::Div, Wrt::Input(1)) => {

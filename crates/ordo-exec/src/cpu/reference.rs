@@ -155,6 +155,22 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 }
             });
         }
+        Op::Reduce(r) => {
+            // Each output element: the sum over every input index that maps to it.
+            let x = &inputs[0];
+            let kept = r.kept_shape(&x.shape);
+            let mut sums = Dense::zeros(&kept);
+            for i in 0..x.data.len() {
+                let idx = unravel(i, &x.shape);
+                sums.data[broadcast_index(&idx, &kept)] += x.data[i];
+            }
+            let n = if r.kind == ordo_ir::op::ReduceKind::Mean {
+                r.count(&x.shape) as f64
+            } else {
+                1.0
+            };
+            y.data = sums.data.iter().map(|v| v / n).collect();
+        }
         Op::MaxPool2d(p) => pool(p, &inputs[0], &mut y, true),
         Op::AvgPool2d(p) => pool(p, &inputs[0], &mut y, false),
         Op::GlobalAvgPool => {

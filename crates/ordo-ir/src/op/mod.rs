@@ -15,6 +15,7 @@ mod loss;
 mod norm;
 mod opaque;
 mod pool;
+mod reduce;
 mod sequence;
 mod shape;
 
@@ -29,6 +30,7 @@ pub use linear::Linear;
 pub use norm::{BatchNorm, LayerNorm};
 pub use opaque::Opaque;
 pub use pool::Pool2d;
+pub use reduce::{Reduce, ReduceKind};
 pub use sequence::{Embedding, Lstm};
 
 /// A parameter (or buffer) an op needs, as the op's shape rules derive it from its inputs.
@@ -84,6 +86,8 @@ pub enum Op {
     Mul,
     /// Elementwise quotient `a / b` of two tensors with NumPy broadcasting.
     Div,
+    /// A sum or mean over axes.
+    Reduce(Reduce),
     /// Max pooling (NCHW).
     MaxPool2d(Pool2d),
     /// Average pooling (NCHW).
@@ -166,6 +170,10 @@ impl Op {
             Op::Add => "Add",
             Op::Mul => "Mul",
             Op::Div => "Div",
+            Op::Reduce(r) => match r.kind {
+                ReduceKind::Sum => "ReduceSum",
+                ReduceKind::Mean => "ReduceMean",
+            },
             Op::MaxPool2d(_) => "MaxPool2d",
             Op::AvgPool2d(_) => "AvgPool2d",
             Op::GlobalAvgPool => "GlobalAvgPool",
@@ -216,6 +224,7 @@ impl Op {
             Op::LayerNorm(l) => l.infer(inputs),
             Op::Unary { .. } | Op::Scale { .. } | Op::Dropout { .. } => ew::infer_unary(inputs),
             Op::Add | Op::Mul | Op::Div => ew::infer_binary(inputs),
+            Op::Reduce(r) => r.infer(inputs),
             Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.infer(inputs),
             Op::GlobalAvgPool => pool::infer_global(inputs),
             Op::Concat { axis } => shape::infer_concat(*axis, inputs),
@@ -261,6 +270,7 @@ impl Op {
             Op::Unary { func } => func.flops_per_element() * out_elems,
             Op::Scale { .. } | Op::Add | Op::Mul | Op::CausalMask => out_elems,
             Op::Div => 4 * out_elems,
+            Op::Reduce(_) => inputs.first().map_or(0, |i| i.numel()),
             Op::Dropout { .. } => 3 * out_elems,
             Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.flops(outputs),
             Op::GlobalAvgPool => inputs.first().map_or(0, |i| i.numel()),

@@ -11,6 +11,7 @@ pub(crate) mod generic;
 mod linear;
 mod norm;
 mod pool;
+mod reduce;
 mod sequence;
 mod shape;
 
@@ -60,6 +61,8 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Neg",
     "Pow",
     "Reciprocal",
+    "ReduceMean",
+    "ReduceSum",
     "Relu",
     "Reshape",
     "Shape",
@@ -96,6 +99,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "Trilu" => elementwise::trilu,
         "MaxPool" | "AveragePool" => pool::pool,
         "GlobalAveragePool" => pool::global_avg,
+        "ReduceMean" | "ReduceSum" => reduce::reduce,
         "Gemm" => linear::gemm,
         "MatMul" => linear::matmul,
         "Gather" => sequence::gather,

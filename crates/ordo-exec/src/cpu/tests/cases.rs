@@ -109,6 +109,14 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
     for op in [Op::Add, Op::Mul] {
         cases.push(case(op, vec![rand(sa, s + 21), rand(sb, s + 22)], s));
     }
+    for (kind, axes, keepdims) in [
+        (ordo_ir::op::ReduceKind::Mean, vec![2], true),
+        (ordo_ir::op::ReduceKind::Sum, vec![0, 2], false),
+        (ordo_ir::op::ReduceKind::Mean, vec![0, 1, 2], false),
+    ] {
+        let op = Op::Reduce(ordo_ir::op::Reduce { kind, axes, keepdims });
+        cases.push(case(op, vec![rand(&[2, 3, 4], s + 29)], s));
+    }
     // A divisor away from 0, both ways round the broadcast.
     cases.push(case(Op::Div, vec![rand(sa, s + 25), positive(rand(sb, s + 26))], s));
     cases.push(case(Op::Div, vec![rand(sb, s + 27), positive(rand(sa, s + 28))], s));

@@ -1,0 +1,49 @@
+//! `ReduceMean` and `ReduceSum` of float tensors over constant axes: the IR's `Reduce`. Other
+//! reductions, run-time axes and integer inputs import for planning (the generic fallback).
+
+use ordo_ir::Op;
+use ordo_ir::op::{Reduce, ReduceKind};
+
+use super::{Outputs, one, resolve_axis};
+use crate::ctx::Ctx;
+use crate::error::OnnxResult;
+use crate::node::Node;
+
+pub(crate) fn reduce(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let kind = match node.op_type() {
+        "ReduceMean" => ReduceKind::Mean,
+        "ReduceSum" => ReduceKind::Sum,
+        other => return Err(node.unsupported(format!("no IR reduction {other}"))),
+    };
+    let x = ctx.input(node, 0)?;
+    let fact = ctx.fact_of(node, &x)?;
+    if !fact.dtype.is_float() || x.as_const().is_some() {
+        return Err(node.unsupported("the IR reduces run-time float tensors"));
+    }
+    let axes: Option<Vec<i64>> = match node.ints("axes") {
+        Some(a) => Some(a.to_vec()),
+        None if node.input(1).is_some() => Some(
+            ctx.const_input(node, 1, "axes")?
+                .to_i64s()
+                .ok_or_else(|| node.unsupported("axes must be integers"))?,
+        ),
+        None => None,
+    };
+    let mut axes: Vec<usize> = match axes {
+        Some(a) if !a.is_empty() => {
+            a.iter().map(|&a| resolve_axis(node, a, fact.rank())).collect::<OnnxResult<_>>()?
+        }
+        // No axes: everything, unless the node asks for nothing.
+        _ if node.int("noop_with_empty_axes", 0)? != 0 => {
+            let w = ctx.wire(node, 0)?;
+            let fact = ctx.graph.fact(w).cloned().expect("emitted");
+            return one(crate::value::Value::wire(w, fact));
+        }
+        _ => (0..fact.rank()).collect(),
+    };
+    axes.sort_unstable();
+    axes.dedup();
+    let keepdims = node.int("keepdims", 1)? != 0;
+    let w = ctx.wire(node, 0)?;
+    one(ctx.emit_value(&node.name, Op::Reduce(Reduce { kind, axes, keepdims }), &[w])?)
+}
