@@ -13,6 +13,7 @@
 
 mod conv;
 mod fold;
+mod own;
 mod rules;
 
 use ordo_ir::TensorFact;
