@@ -43,6 +43,6 @@ pub use profile::{
     HeapMeter, MAX_REPS, NodeProfile, Observers, ProfileMode, ProfileOptions, Profiled,
     WIDE_SPREAD, profile, spread,
 };
-pub use program::{NodeCall, Program, RunSettings, scale_backward_seed};
+pub use program::{NodeCall, Program, RunSettings, missing_kernels, scale_backward_seed};
 pub use sequential::StepOutputs;
 pub use state::{Feeds, TrainState, initial_params, synthetic_feeds};

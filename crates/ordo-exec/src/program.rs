@@ -282,7 +282,7 @@ pub fn scale_backward_seed(graph: &mut Graph, factor: f64) {
 /// Every op and element type without a CPU kernel, each named once with the nodes that use
 /// it: the operators imported for planning only first (by their framework's name, gradients
 /// counted with their op), then any other op the kernels lack. `None` when all can run.
-fn missing_kernels(graph: &Graph) -> Option<String> {
+pub fn missing_kernels(graph: &Graph) -> Option<String> {
     use std::collections::BTreeMap;
     let mut planning: BTreeMap<String, (Vec<&str>, bool)> = BTreeMap::new();
     let mut other: BTreeMap<String, Vec<&str>> = BTreeMap::new();
@@ -310,10 +310,7 @@ fn missing_kernels(graph: &Graph) -> Option<String> {
             other.entry(e.to_string()).or_default().push(&n.name);
         }
         for fact in n.outputs.iter().filter(|f| !cpu::has_kernels_for(f.dtype)) {
-            other
-                .entry(format!("element type {}: no CPU kernels", fact.dtype))
-                .or_default()
-                .push(&n.name);
+            other.entry(format!("element type {}", fact.dtype)).or_default().push(&n.name);
         }
     }
     let named = |nodes: &[&str]| {

@@ -219,30 +219,10 @@ fn check(
     if shapes_only {
         return compare_shapes(&import.graph, &read_shapes(&data)?, &info.outputs);
     }
-    // Ops and element types the CPU kernels lack: imported for planning only.
-    let planning_only: std::collections::BTreeSet<String> = import
-        .graph
-        .nodes
-        .iter()
-        .flat_map(|n| {
-            let op = match &n.op {
-                ordo_ir::Op::Opaque(o) => Some(o.op_type.clone()),
-                _ => None,
-            };
-            let types = n
-                .outputs
-                .iter()
-                .filter(|f| !ordo_exec::cpu::has_kernels_for(f.dtype))
-                .map(|f| format!("element type {}", f.dtype));
-            op.into_iter().chain(types)
-        })
-        .collect();
-    if !planning_only.is_empty() {
-        let ops: Vec<String> = planning_only.into_iter().collect();
-        return Ok(Outcome::Unsupported(format!(
-            "imported for planning only, no CPU kernel: {}",
-            ops.join(", ")
-        )));
+    // Ops and element types the CPU kernels lack (imported for planning only): the
+    // runtime's own check, before any test data is read.
+    if let Some(missing) = ordo_exec::missing_kernels(&import.graph) {
+        return Ok(Outcome::Unsupported(missing));
     }
     let expected = read_numbered(&data, "output")?;
     let inputs = read_numbered(&data, "input")?;

@@ -118,12 +118,9 @@ pub(super) fn fold_constants(
         }
         "Where" => {
             let [cond, x, y] = consts[..] else { return Ok(None) };
-            let Some(shape) = fold::broadcast(
-                &cond.shape,
-                &fold::broadcast(&x.shape, &y.shape).unwrap_or_default(),
-            ) else {
-                return Err(node.shape_error("the condition and the values do not broadcast"));
-            };
+            let shape = fold::broadcast(&x.shape, &y.shape)
+                .and_then(|values| fold::broadcast(&cond.shape, &values))
+                .ok_or_else(|| node.shape_error("the condition and the values do not broadcast"))?;
             let expand = |c: &ConstTensor| fold::expand(c, &shape).map_err(bad);
             let (cond, x, y) = (expand(cond)?, expand(x)?, expand(y)?);
             let Some(pick) = cond.to_f64s() else { return Ok(None) };
