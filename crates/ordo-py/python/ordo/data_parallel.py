@@ -37,14 +37,13 @@ deferred layer's parameters are its own (not shared with another layer) and its 
 
 from __future__ import annotations
 
-import time
-
 import torch
 import torch.distributed as dist
 from torch import nn
 
 import ordo
 from ordo._compression import Int8State, compression_hook, int8_hook
+from ordo._process_group import from_rank0, global_rank, median_us
 from ordo._split_backward import SplitCall, split_call
 
 __all__ = [
@@ -96,30 +95,30 @@ def measure_network(
     medians = []
     for size in sizes:
         tensor = torch.zeros(max(1, size // 4))
-        dist.all_reduce(tensor, group=group)  # warm-up: connections, buffers
-        times = []
-        for _ in range(reps):
-            dist.barrier(group=group)
-            start = time.perf_counter()
-            dist.all_reduce(tensor, group=group)
-            times.append((time.perf_counter() - start) * 1e6)
-        medians.append(sorted(times)[len(times) // 2])
+        # One untimed all-reduce warms the connections and buffers.
+        medians.append(
+            median_us(
+                lambda tensor=tensor: dist.all_reduce(tensor, group=group),
+                reps=reps,
+                warmup=1,
+                group=group,
+            )
+        )
     steps = 2 * (world - 1)
     per_step_bytes = [s / world for s in sizes]
     us_per_byte = max(
         (medians[1] - medians[0]) / (steps * (per_step_bytes[1] - per_step_bytes[0])), 1e-9
     )
     latency = max(0.0, medians[0] / steps - us_per_byte * per_step_bytes[0])
-    figures = torch.tensor([8.0 / (us_per_byte * 1e3), latency], dtype=torch.float64)
-    dist.broadcast(figures, src=dist.get_global_rank(group, 0) if group else 0, group=group)
-    return float(figures[0]), float(figures[1])
+    gbps, latency = from_rank0([8.0 / (us_per_byte * 1e3), latency], group)
+    return gbps, latency
 
 
 class _Bucket:
     """One all-reduce of the plan: its parameters and, during a step, its work in flight."""
 
-    def __init__(self, index: int, layers: list[str], params: list[nn.Parameter], deferred):
-        self.index, self.layers, self.params, self.deferred = index, layers, params, deferred
+    def __init__(self, layers: list[str], params: list[nn.Parameter], deferred: bool):
+        self.layers, self.params, self.deferred = layers, params, deferred
         self.ready = 0
         self.flat: torch.Tensor | None = None
         self.work = None
@@ -165,7 +164,7 @@ class DataParallel(nn.Module):
         super().__init__()
         self.module = module
         self._group, self._world = group, dist.get_world_size(group)
-        self._src = dist.get_global_rank(group, 0) if group else 0
+        self._src = global_rank(group, 0)
         box = [plan]
         dist.broadcast_object_list(box, src=self._src, group=group)
         self.plan = box[0]  # rank 0's: every rank issues the same all-reduces
@@ -237,7 +236,7 @@ class DataParallel(nn.Module):
         order, each bucket all-reduced when done; then the eager buckets waited for and their
         averages written to ``.grad``."""
         self._in_backward = False
-        missing = [b for b in self._eager[self._next_launch :]]
+        missing = self._eager[self._next_launch :]
         self._next_launch = 0
         for bucket in self._eager:
             bucket.ready = 0
@@ -361,7 +360,7 @@ def _buckets_of(module: nn.Module, plan: dict) -> list[_Bucket]:
     modules = dict(module.named_modules())
     claimed: set[int] = set()
     buckets = []
-    for index, spec in enumerate(plan["buckets"]):
+    for spec in plan["buckets"]:
         params, layers = [], []
         for layer in spec["layers"]:
             base = layer.split("#")[0]
@@ -382,10 +381,10 @@ def _buckets_of(module: nn.Module, plan: dict) -> list[_Bucket]:
             params.extend(fresh)
             layers.append(base)
         if params:
-            buckets.append(_Bucket(index, layers, params, spec["deferred"]))
+            buckets.append(_Bucket(layers, params, spec["deferred"]))
     rest = [p for p in module.parameters() if p.requires_grad and id(p) not in claimed]
     if rest:
-        buckets.insert(sum(not b.deferred for b in buckets), _Bucket(len(buckets), [], rest, False))
+        buckets.insert(sum(not b.deferred for b in buckets), _Bucket([], rest, False))
     shared_with_deferred = _shared(module, [b for b in buckets if b.deferred])
     if shared_with_deferred:
         raise ordo.OrdoError(

@@ -103,9 +103,9 @@ def measure_p2p(
     process group (what ``ordo.torch.profile(comm=...)`` takes): ranks 0 and 1 pass tensors of
     two sizes back and forth, half the median round trip of each fits the line; every rank
     calls it and gets rank 0's figures."""
-    import time
-
     import torch.distributed as dist
+
+    from ordo._process_group import from_rank0, global_rank, median_us
 
     world, rank = dist.get_world_size(group), dist.get_rank(group)
     if world < 2:
@@ -114,23 +114,21 @@ def measure_p2p(
     medians = []
     for size in sizes:
         tensor = torch.zeros(max(1, size // 4))
-        times = []
-        for _ in range(reps + 1):  # the first round trip warms the connection
-            dist.barrier(group=group)
-            start = time.perf_counter()
+
+        def round_trip(tensor=tensor):
             if rank == 0:
-                dist.send(tensor, _global(group, peer), group=group)
-                dist.recv(tensor, _global(group, peer), group=group)
+                dist.send(tensor, global_rank(group, peer), group=group)
+                dist.recv(tensor, global_rank(group, peer), group=group)
             elif rank == 1:
-                dist.recv(tensor, _global(group, peer), group=group)
-                dist.send(tensor, _global(group, peer), group=group)
-            times.append((time.perf_counter() - start) * 1e6 / 2)
-        medians.append(sorted(times[1:])[reps // 2])
+                dist.recv(tensor, global_rank(group, peer), group=group)
+                dist.send(tensor, global_rank(group, peer), group=group)
+
+        # Half a round trip; the first one, untimed, warms the connection.
+        medians.append(median_us(round_trip, reps=reps, warmup=1, group=group) / 2)
     us_per_byte = max((medians[1] - medians[0]) / (sizes[1] - sizes[0]), 0.0)
     fixed = max(0.0, medians[0] - us_per_byte * sizes[0])
-    figures = torch.tensor([fixed, us_per_byte], dtype=torch.float64)
-    dist.broadcast(figures, src=_global(group, 0), group=group)
-    return float(figures[0]), float(figures[1])
+    fixed, us_per_byte = from_rank0([fixed, us_per_byte], group)
+    return fixed, us_per_byte
 
 
 def measure_action_overhead(
@@ -140,9 +138,9 @@ def measure_action_overhead(
     µs: a pipeline of tiny blocks (one per rank, ``1f1b``, ``micro_batches``) run on the
     group, its median step less ordo's prediction of it (with ``comm``, default
     ``measure_p2p``), per action of a rank. Every rank calls it and gets rank 0's figure."""
-    import time
-
     import torch.distributed as dist
+
+    from ordo._process_group import from_rank0, global_rank, median_us
 
     world, rank = dist.get_world_size(group), dist.get_rank(group)
     comm = measure_p2p(group) if comm is None else comm
@@ -157,31 +155,22 @@ def measure_action_overhead(
         box[0] = _plan_schedule(
             profiled, stages=world, micro_batches=micro_batches, schedule="1f1b"
         )
-    dist.broadcast_object_list(box, src=_global(group, 0), group=group)
+    dist.broadcast_object_list(box, src=global_rank(group, 0), group=group)
     plan = box[0]
     runner = Runner(stages_of(tiny, plan, rank), plan, loss_fn=_mse, group=group)
-    times = []
-    for _ in range(reps + 2):
-        dist.barrier(group=group)
-        start = time.perf_counter()
-        runner.step(inputs=x, target=y)
-        dist.barrier(group=group)
-        times.append((time.perf_counter() - start) * 1e6)
-    measured = sorted(times[2:])[reps // 2]
+    measured = median_us(
+        lambda: runner.step(inputs=x, target=y),
+        reps=reps,
+        warmup=2,
+        group=group,
+        fence_after=True,
+    )
     per_action = max(0.0, (measured - plan["predicted"]["1f1b"][0]) / len(plan["actions"][0]))
-    figure = torch.tensor([per_action], dtype=torch.float64)
-    dist.broadcast(figure, src=_global(group, 0), group=group)
-    return float(figure[0])
+    return from_rank0([per_action], group)[0]
 
 
 def _mse(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return ((output - target) ** 2).mean()
-
-
-def _global(group, rank: int) -> int:
-    import torch.distributed as dist
-
-    return dist.get_global_rank(group, rank) if group is not None else rank
 
 
 def pipeline(
@@ -235,7 +224,9 @@ def pipeline(
             memory=memory,
             action_overhead_us=overhead,
         )
-    dist.broadcast_object_list(box, src=_global(group, 0), group=group)
+    from ordo._process_group import global_rank
+
+    dist.broadcast_object_list(box, src=global_rank(group, 0), group=group)
     plan = box[0]
     # An nn.Sequential is cut at its children; another module by PyTorch's tracer.
     traced = None if isinstance(module, nn.Sequential) else micro_of(example_inputs, micro_batches)
