@@ -495,7 +495,8 @@ def bad_distribute_cases():
     return [
         ("devices", dict(devices=["cpu"]), "lists 1 devices, the placement has 2"),
         ("device name", dict(devices=["cpu", "nonsense"]), "`nonsense` is not a torch device"),
-        ("cuda", dict(devices=["cpu", "cuda:0"]), "on the CPU only"),
+        ("mixed", dict(devices=["cpu", "cuda:0"]), "mixes the CPU and CUDA GPUs"),
+        ("kind", dict(devices=["cpu", "meta"]), "on the CPU or on CUDA GPUs"),
         ("criterion", dict(criterion="random"), "criterion `random`"),
         ("timeout", dict(timeout=0), "timeout=0"),
         ("negative timeout", dict(timeout=-1.0), "timeout=-1.0"),
@@ -510,6 +511,15 @@ def test_bad_arguments_to_distribute_are_ordo_errors(what, change, message):
     placement = ot.Placement.of(profiled, {"0": 0, "1": 1})
     with pytest.raises(ordo.OrdoError, match=re.escape(message)):
         ot.distribute(net, placement, **change)
+
+
+def test_cuda_devices_without_cuda_are_an_error(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    net = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    profiled = ot.profile(net, torch.randn(2, 4), reps=1, warmup=0)
+    placement = ot.Placement.of(profiled, {"0": 0, "1": 1})
+    with pytest.raises(ordo.OrdoError, match="CUDA is not available"):
+        ot.distribute(net, placement, devices=["cuda:0", "cuda"])
 
 
 @pytest.mark.parametrize(

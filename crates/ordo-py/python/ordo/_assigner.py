@@ -6,10 +6,12 @@ layers in code order.
 
 The protocol, per training step (one call of ``Distributed.forward``):
 
-* Each logical device is a **compute stream**: on the CPU a worker thread that runs the
-  layers submitted to it one at a time, in submission order (a CUDA stream's guarantee), so
-  that layers on different logical devices run at once. The device with the most layers (and
-  every device with ``parallel=False``) runs a layer on the thread that submits it, at once.
+* Each logical device is a **compute stream**: on a GPU a CUDA stream, with events between
+  streams and the seed's tx/rx streams for transfers (the protocol is in ``ordo._cuda``); on
+  the CPU a worker thread that runs the layers submitted to it one at a time, in submission
+  order (a CUDA stream's guarantee), so that layers on different logical devices run at once.
+  The CPU device with the most layers (and every device with ``parallel=False``) runs a layer
+  on the thread that submits it, at once.
 * A layer **submits** to its device once the layers it waits for have submitted: the layer
   before it on its device (the GPU-wise topological parent: the device then runs its layers in
   the placement's order) and its graph parents (their outputs are its inputs; with the CPU's
@@ -47,6 +49,7 @@ from typing import Callable
 import torch
 
 import ordo
+from ordo._cuda import GpuDevice, TransferStreams
 from ordo._devices import Inline, Worker, close_all
 from ordo._step import Plan, Step
 
@@ -98,24 +101,44 @@ class _Assigner:
             raise ordo.OrdoError(
                 f"devices lists {len(names)} devices, the placement has {count} logical devices"
             )
+        kinds = set()
         for name in names:
             try:
-                kind = torch.device(name).type
+                kinds.add(torch.device(name).type)
             except (RuntimeError, TypeError) as error:
                 message = f"devices: `{name}` is not a torch device ({error})"
                 raise ordo.OrdoError(message) from None
-            if kind != "cpu":
-                raise ordo.OrdoError(
-                    f"devices: `{name}`: ordo.torch.distribute runs logical devices on the CPU "
-                    f"only so far (CUDA streams and events are not implemented yet)"
-                )
+        if not kinds <= {"cpu", "cuda"}:
+            other = sorted(kinds - {"cpu", "cuda"})
+            raise ordo.OrdoError(
+                f"devices: {other}: ordo.torch.distribute runs logical devices on the CPU or "
+                f"on CUDA GPUs"
+            )
+        if len(kinds) > 1:
+            raise ordo.OrdoError(
+                "devices: mixes the CPU and CUDA GPUs; give every logical device a GPU (several "
+                "may share one), or every one the CPU"
+            )
+        self.gpu = kinds == {"cuda"}
+        if self.gpu and not torch.cuda.is_available():
+            raise ordo.OrdoError(f"devices: {names}: CUDA is not available to torch here")
         self.reorder, self.criterion, self.timeout = reorder, criterion, float(timeout)
-        # The device with the most layers runs them on the host thread: torch's CPU kernels
-        # run about 15% slower on a thread other than the main one (its OpenMP team competes
-        # with the main thread's), so the host keeps the largest share.
-        sizes = [len(order) for order in self.plan.device_order]
-        on_host = sizes.index(max(sizes))
-        self.devices = [Worker(d) if parallel and d != on_host else Inline() for d in range(count)]
+        if self.gpu:
+            physical = [torch.device(name) for name in names]
+            physical = [d if d.index is not None else torch.device("cuda", 0) for d in physical]
+            self.devices = [GpuDevice(d, physical[d], parallel) for d in range(count)]
+        else:
+            # The device with the most layers runs them on the host thread: torch's CPU
+            # kernels run about 15% slower on a thread other than the main one (its OpenMP
+            # team competes with the main thread's), so the host keeps the largest share.
+            sizes = [len(order) for order in self.plan.device_order]
+            on_host = sizes.index(max(sizes))
+            self.devices = [
+                Worker(d) if parallel and d != on_host else Inline() for d in range(count)
+            ]
+        # The seed's tx/rx streams, and (tests) copies between logical devices on one GPU.
+        self.transfers = TransferStreams()
+        self.copy_between_logical_devices = False
         weakref.finalize(self, close_all, self.devices)
         self.step: Step | None = None
         # The last reports only: a long training run must not grow without bound.
@@ -130,6 +153,8 @@ class _Assigner:
                 raise ordo.OrdoError(message)
             m.forward = self._wrapped(qualname, m.forward)
             self.wrapped.append(m)
+        if self.gpu:
+            _move_to_devices(module, modules, self.plan, self.devices)
 
     def _wrapped(self, qualname: str, forward: Callable) -> Callable:
         def wrapper(*args, **kwargs):
@@ -165,6 +190,33 @@ class _Assigner:
                 del m.forward
         self.wrapped.clear()
         close_all(self.devices)
+
+
+def _move_to_devices(module, modules, plan: Plan, devices: list[GpuDevice]) -> None:
+    """Moves the module to the first logical device's GPU, then each layer's parameters and
+    buffers to its device's GPU. A parameter that layers on different GPUs use (tied weights)
+    is an error: it can live on one GPU only."""
+    module.to(devices[0].device)
+    home: dict[str, torch.device] = {}
+    for layer in plan.layers:
+        qualname = layer.split("#")[0]
+        device = devices[plan.device_of[layer]].device
+        if home.setdefault(qualname, device) != device:
+            raise ordo.OrdoError(
+                f"layer `{qualname}` is called on {home[qualname]} and on {device}: its "
+                f"parameters can live on one GPU only; place its calls on one GPU"
+            )
+    users: dict[int, tuple[str, str, torch.device]] = {}
+    for qualname, device in home.items():
+        for name, p in modules[qualname].named_parameters():
+            other = users.setdefault(id(p), (qualname, name, device))
+            if other[2] != device:
+                raise ordo.OrdoError(
+                    f"parameter `{name}` of layer `{qualname}` (on {device}) is also layer "
+                    f"`{other[0]}`'s (on {other[2]}): tied weights must be placed on one GPU"
+                )
+    for qualname, device in home.items():
+        modules[qualname].to(device)
 
 
 class Distributed(torch.nn.Module):

@@ -145,8 +145,9 @@ class Prediction:
 
 
 def predict(placement: Placement, *, slowdown: float = 1.0) -> Prediction:
-    """ordo's simulation of ``distribute(module, placement)``'s step on CPU logical devices
-    (which share memory: no transfer costs anything). ``slowdown``: how much slower work
+    """ordo's simulation of ``distribute(module, placement)``'s step on logical devices that
+    share memory (CPU logical devices, or logical devices sharing one GPU: no transfer costs
+    anything). ``slowdown``: how much slower work
     runs while two logical devices compute at once, sharing the CPU's cores
     (``concurrency_slowdown`` measures it; 1 for devices of their own)."""
     profiled = placement.profiled
@@ -177,6 +178,14 @@ class Measured:
         return self.forward_us + self.backward_us
 
 
+def _sync_gpus() -> None:
+    """Waits for the GPU work queued so far (a measured time is the work's, not its launch's);
+    nothing where CUDA has not been used."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        for index in range(torch.cuda.device_count()):
+            torch.cuda.synchronize(index)
+
+
 def measure(module, example_inputs, *, reps: int = 5, warmup: int = 2, loss_fn=None) -> Measured:
     """The median forward and backward time of ``module`` (distributed or not) on
     ``example_inputs``, after ``warmup`` untimed steps; ``loss_fn(output)`` gives the loss
@@ -187,13 +196,16 @@ def measure(module, example_inputs, *, reps: int = 5, warmup: int = 2, loss_fn=N
     forward, backward = [], []
     for i in range(warmup + reps):
         module.zero_grad(set_to_none=True)
+        _sync_gpus()
         start = time.perf_counter()
         output = module(*inputs)
+        _sync_gpus()
         middle = time.perf_counter()
         loss = loss_fn(output) if loss_fn else default_loss(output)
         if not isinstance(loss, torch.Tensor):
             raise ordo.OrdoError("the output has no tensor that needs a gradient: give loss_fn")
         loss.backward()
+        _sync_gpus()
         end = time.perf_counter()
         if i >= warmup:
             forward.append((middle - start) * 1e6)

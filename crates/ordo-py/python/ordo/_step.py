@@ -9,6 +9,7 @@ the host thread only (the decisions, the reached layers, the futures and their r
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -18,6 +19,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 import ordo
+from ordo._cuda import GpuDevice, StreamOps, StreamStep
 from ordo._devices import Inline
 from ordo._pending import (
     Pending,
@@ -101,6 +103,15 @@ class Step:
         # operation through torch's slow dispatch, so it is not on while nothing needs it.
         self.watch: HostWrites | None = None
         self.calls: dict[str, int] = {}
+        # On GPUs: the stream protocol, and its watch on the host's operations between layers
+        # (from the start: any of them may read what a layer's stream produced).
+        self.gpu: StreamStep | None = None
+        self.gpu_ops: StreamOps | None = None
+        if assigner.gpu:
+            copy_all = assigner.copy_between_logical_devices
+            self.gpu = StreamStep(self.devices, assigner.transfers, copy_all)
+            self.gpu_ops = StreamOps(self, self.gpu)
+            self.gpu_ops.__enter__()
 
     # -- the host reaches a layer ------------------------------------------------------------
 
@@ -129,12 +140,16 @@ class Step:
         elif isinstance(written, torch.Tensor):
             self.before_host_write(written)
         self._reach(layer)
+        device = self.devices[self.plan.device_of[layer]]
+        if isinstance(device, GpuDevice):
+            forward = functools.partial(
+                self.gpu.launch, layer, device, forward, written is not None
+            )
         waits = self.plan.waits(layer, self.reorder, self.criterion)
         if came_from:
             waits = waits | (came_from - {layer})
         self.waits[layer] = waits
         on_host = not self.reorder or self._may_run_on_host(layer, waits)
-        device = self.devices[self.plan.device_of[layer]]
         if on_host and not after and isinstance(device, Inline):
             # The common case, kept cheap: it runs here, now, on values the host has.
             self._wait_submitted(layer, waits)
@@ -175,22 +190,28 @@ class Step:
 
     @contextlib.contextmanager
     def _layer_on_host(self):
-        """A layer runs on the host: its own operations are not watched for in-place writes.
-        The watching mode leaves the stack meanwhile (when it is on top: every operation
-        under a torch function mode takes torch's slow dispatch path, 10% of a small model's
-        step), else it stands aside."""
-        on_top = self.watch is not None and (
-            torch.overrides._get_current_function_mode() is self.watch
-        )
+        """A layer runs on the host: its own operations are not watched (for in-place writes,
+        or for streams: the layer's launch orders its streams). The watching modes leave the
+        stack meanwhile (when they are on top: every operation under a torch function mode
+        takes torch's slow dispatch path, 10% of a small model's step), else they stand
+        aside."""
+        # Popped and pushed back with torch's own stack functions (what
+        # `torch.overrides._pop_mode_temporarily` calls): that context manager costs more
+        # than a small layer's launch on a GPU.
+        popped = []
+        watch, gpu_ops = self.watch, self.gpu_ops
+        while torch._C._len_torch_function_stack():
+            top = torch.overrides._get_current_function_mode()
+            if top is None or (top is not watch and top is not gpu_ops):
+                break
+            popped.append(torch._C._pop_torch_function_stack())
         self.in_layer = True
         try:
-            if on_top:
-                with torch.overrides._pop_mode_temporarily():
-                    yield
-            else:
-                yield
+            yield
         finally:
             self.in_layer = False
+            for mode in reversed(popped):
+                torch._C._push_on_torch_function_stack(mode)
 
     def _watch_host_writes(self) -> None:
         """Deferred work exists from now on: the host's in-place writes are watched."""
@@ -199,10 +220,14 @@ class Step:
             self.watch.__enter__()
 
     def unwatch(self) -> None:
-        """The host's forward is over (on the host thread): the watch ends."""
+        """The host's forward is over (on the host thread): the watches end (the last one
+        entered first)."""
         if self.watch is not None:
             watch, self.watch = self.watch, None
             watch.__exit__(None, None, None)
+        if self.gpu_ops is not None:
+            gpu_ops, self.gpu_ops = self.gpu_ops, None
+            gpu_ops.__exit__(None, None, None)
 
     def _reach(self, layer: str) -> None:
         self.code_order.append(layer)
@@ -302,6 +327,8 @@ class Step:
     def defer(self, func: Callable, args: tuple, kwargs: dict, mutated=None):
         """``func(*args, **kwargs)`` once the pending values in them are ready (at once, here,
         when they already are); ``mutated``: the argument an in-place operation writes."""
+        if self.gpu is not None:  # on the stream of the thread that runs it, after its inputs
+            func = functools.wraps(func)(self.gpu.synced(func))
         if mutated is not None and not isinstance(mutated, Pending):
             # A tensor the host holds is written now, as in eager code, with the values the
             # write needs (waited for).
@@ -427,7 +454,8 @@ class Step:
             if hasattr(error, "add_note"):
                 error.add_note(f"(in {what}, run by ordo.torch.distribute)")
             raise error
-        return resolve(capture(output), self.timeout)
+        output = resolve(capture(output), self.timeout)
+        return output if self.gpu is None else self.gpu.finish(output)
 
     def abort(self, error: BaseException) -> None:
         """The host failed: every waiting layer gives up, and the step's work is waited for so
@@ -440,6 +468,8 @@ class Step:
                 future.exception(self.timeout)
             except FutureTimeout:
                 break
+        if self.gpu is not None:  # what was launched stays ordered before the next step
+            self.gpu.finish(None)
 
 
 class HostWrites(TorchFunctionMode):

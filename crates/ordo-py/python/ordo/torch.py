@@ -526,9 +526,14 @@ def distribute(
     wait for a layer it has not reached waits on a thread instead (``criterion``:
     ``gpu-topo``, the ``isNotWaiting`` check, or ``global-topo``). ``reorder=False`` submits
     the layers in code order (the seed's debugging switch). ``devices``: the torch device of
-    each logical device (default: all ``"cpu"``; logical devices on the CPU share its memory,
-    each runs on a thread of its own unless ``parallel=False``). ``timeout``: seconds any wait
-    may take before it is an error (a guard: the protocol does not deadlock).
+    each logical device, all CPUs or all GPUs. Default: all ``"cpu"``; logical devices on the
+    CPU share its memory, each runs on a thread of its own unless ``parallel=False``. On GPUs
+    (``["cuda:0", "cuda:0", "cuda:1"]``: several logical devices may share one) each logical
+    device is a CUDA stream of its GPU (its default stream for all with ``parallel=False``),
+    with events between streams and the seed's transfer streams (``ordo._cuda``); the module's
+    parameters move to the first device's GPU, each layer's to its device's. ``timeout``:
+    seconds any wait may take before it is an error (a guard: the protocol does not
+    deadlock).
     ``Distributed.steps`` reports, per forward pass, the layers that waited on threads.
     """
     return Distributed(
