@@ -310,7 +310,7 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
             (vec![Input(1 - k)], Box::new(move |c| ew::mul_grad(g, c)))
         }
         (Op::Reduce(r), Wrt::Input(0)) => {
-            (vec![], Box::new(move |c| reduce::reduce_grad(of, r, g, c)))
+            (r.kind.grad_saves(), Box::new(move |c| reduce::reduce_grad(of, r, g, c)))
         }
         (Op::Div, Wrt::Input(0)) => (vec![Input(1)], Box::new(move |c| ew::div_grad(0, g, c))),
         (Op::Div, Wrt::Input(1)) => {

@@ -156,20 +156,32 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
             });
         }
         Op::Reduce(r) => {
-            // Each output element: the sum over every input index that maps to it.
+            // Each output element: the elements of every input index that maps to it,
+            // gathered, then reduced by the definition.
+            use ordo_ir::op::ReduceKind::*;
             let x = &inputs[0];
             let kept = r.kept_shape(&x.shape);
-            let mut sums = Dense::zeros(&kept);
+            let mut groups: Vec<Vec<f64>> = vec![Vec::new(); kept.iter().product()];
             for i in 0..x.data.len() {
                 let idx = unravel(i, &x.shape);
-                sums.data[broadcast_index(&idx, &kept)] += x.data[i];
+                groups[broadcast_index(&idx, &kept)].push(x.data[i]);
             }
-            let n = if r.kind == ordo_ir::op::ReduceKind::Mean {
-                r.count(&x.shape) as f64
-            } else {
-                1.0
-            };
-            y.data = sums.data.iter().map(|v| v / n).collect();
+            let sum = |g: &[f64]| g.iter().sum::<f64>();
+            y.data = groups
+                .iter()
+                .map(|g| match r.kind {
+                    Sum => sum(g),
+                    Mean => sum(g) / g.len() as f64,
+                    Max => g.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                    Min => g.iter().copied().fold(f64::INFINITY, f64::min),
+                    Prod => g.iter().product(),
+                    SumSquare => g.iter().map(|v| v * v).sum(),
+                    L1 => g.iter().map(|v| v.abs()).sum(),
+                    L2 => g.iter().map(|v| v * v).sum::<f64>().sqrt(),
+                    LogSum => sum(g).ln(),
+                    LogSumExp => g.iter().map(|v| v.exp()).sum::<f64>().ln(),
+                })
+                .collect();
         }
         Op::MaxPool2d(p) => pool(p, &inputs[0], &mut y, true),
         Op::AvgPool2d(p) => pool(p, &inputs[0], &mut y, false),

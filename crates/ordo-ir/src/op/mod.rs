@@ -170,10 +170,7 @@ impl Op {
             Op::Add => "Add",
             Op::Mul => "Mul",
             Op::Div => "Div",
-            Op::Reduce(r) => match r.kind {
-                ReduceKind::Sum => "ReduceSum",
-                ReduceKind::Mean => "ReduceMean",
-            },
+            Op::Reduce(r) => r.kind.onnx_name(),
             Op::MaxPool2d(_) => "MaxPool2d",
             Op::AvgPool2d(_) => "AvgPool2d",
             Op::GlobalAvgPool => "GlobalAvgPool",

@@ -52,9 +52,14 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         // Broadcasting: the gradient is summed down to the input's shape.
         Op::Add => rule(vec![], false, if input(k) == out { 0 } else { out }),
         Op::Mul => rule(vec![Input(1 - k.min(1))], false, 2 * out),
+        // The upstream gradient spread back over the reduced axes (weighted by what the
+        // reduction's derivative reads).
+        Op::Reduce(r) => {
+            let saved = r.kind.grad_saves();
+            let flops = input(0) * (1 + saved.len() as u64);
+            rule(saved, false, flops)
+        }
         // d(a/b)/da = 1/b; d(a/b)/db = -a/b^2.
-        // The upstream gradient spread back over the reduced axes: it reads only shapes.
-        Op::Reduce(_) => rule(vec![], false, input(0)),
         Op::Div if k == 0 => rule(vec![Input(1)], false, 2 * out),
         Op::Div => rule(vec![Input(0), Input(1)], false, 4 * out),
         Op::MaxPool2d(_) => rule(vec![Input(0), Output], false, input(0)),

@@ -1,5 +1,5 @@
-//! `ReduceMean` and `ReduceSum` of float tensors over constant axes: the IR's `Reduce`. Other
-//! reductions, run-time axes and integer inputs import for planning (the generic fallback).
+//! ONNX's `Reduce*` operators of float tensors over constant axes: the IR's `Reduce`. Run-time
+//! axes and integer inputs import for planning (the generic fallback).
 
 use ordo_ir::Op;
 use ordo_ir::op::{Reduce, ReduceKind};
@@ -10,10 +10,8 @@ use crate::error::OnnxResult;
 use crate::node::Node;
 
 pub(crate) fn reduce(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
-    let kind = match node.op_type() {
-        "ReduceMean" => ReduceKind::Mean,
-        "ReduceSum" => ReduceKind::Sum,
-        other => return Err(node.unsupported(format!("no IR reduction {other}"))),
+    let Some(kind) = ReduceKind::from_onnx_name(node.op_type()) else {
+        return Err(node.unsupported(format!("no IR reduction {}", node.op_type())));
     };
     let x = ctx.input(node, 0)?;
     let fact = ctx.fact_of(node, &x)?;

@@ -1,5 +1,5 @@
 //! Constants and shape ops: `Constant`, `ConstantOfShape`, `Shape`, `Size`, `Identity`, `Cast`,
-//! `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`, `Transpose`, `Slice`, `Concat`, `Expand`.
+//! `CastLike`, `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`, `Transpose`, `Slice`, `Concat`, `Expand`.
 //!
 //! On constants these fold; on wires and parameters the data-movement ops become deferred
 //! steps (see [`crate::value`]), emitted as IR `Reshape`, `Transpose` and `Slice` nodes only if
@@ -73,6 +73,20 @@ pub(crate) fn identity(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs
 /// `Cast`: folds on constants; a no-op on a wire of the target type.
 pub(crate) fn cast(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let to = i32::try_from(node.int("to", 0)?).map_err(|_| node.malformed("bad `to`"))?;
+    cast_to(ctx, node, to)
+}
+
+/// `CastLike`: `Cast` to the element type of the second input.
+pub(crate) fn cast_like(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let like = ctx.input(node, 1)?;
+    let to = match &like {
+        Value::Const(c) => c.elem,
+        wire => crate::tensor::onnx_code(ctx.fact_of(node, wire)?.dtype),
+    };
+    cast_to(ctx, node, to)
+}
+
+fn cast_to(ctx: &mut Ctx<'_>, node: &Node<'_>, to: i32) -> OnnxResult<Outputs> {
     let input = ctx.input(node, 0)?;
     if let Value::Const(c) = &input {
         return one(Value::constant(fold::cast(c, to)));

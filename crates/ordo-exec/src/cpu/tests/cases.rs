@@ -117,6 +117,21 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
         let op = Op::Reduce(ordo_ir::op::Reduce { kind, axes, keepdims });
         cases.push(case(op, vec![rand(&[2, 3, 4], s + 29)], s));
     }
+    {
+        use ordo_ir::op::ReduceKind::*;
+        for (i, kind) in
+            [Max, Min, Prod, SumSquare, L1, L2, LogSum, LogSumExp].into_iter().enumerate()
+        {
+            let axes = if r.bool() { vec![1] } else { vec![0, 2] };
+            let keepdims = r.bool();
+            let mut x = rand(&[2, 3, 4], s + 40 + i as u64);
+            if kind == LogSum {
+                x = positive(x);
+            }
+            let op = Op::Reduce(ordo_ir::op::Reduce { kind, axes, keepdims });
+            cases.push(case(op, vec![x], s));
+        }
+    }
     // A divisor away from 0, both ways round the broadcast.
     cases.push(case(Op::Div, vec![rand(sa, s + 25), positive(rand(sb, s + 26))], s));
     cases.push(case(Op::Div, vec![rand(sb, s + 27), positive(rand(sa, s + 28))], s));

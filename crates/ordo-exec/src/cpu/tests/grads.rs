@@ -30,6 +30,15 @@ fn saved(op: &Op, wrt: Wrt) -> Vec<Saved> {
         },
         (Op::Dropout { .. } | Op::Softmax { .. }, _) => vec![Output],
         (Op::MaxPool2d(_) | Op::Lstm(_), _) => vec![Input(0), Output],
+        (Op::Reduce(r), _) => {
+            use ordo_ir::op::ReduceKind::*;
+            match r.kind {
+                Sum | Mean => vec![],
+                SumSquare | L1 | Prod => vec![Input(0)],
+                LogSum => vec![Output],
+                Max | Min | L2 | LogSumExp => vec![Input(0), Output],
+            }
+        }
         (Op::CrossEntropyLoss, _) => vec![Input(0), Input(1)],
         _ => vec![],
     }
