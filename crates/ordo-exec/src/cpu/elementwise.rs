@@ -127,8 +127,7 @@ pub(crate) fn scale_grad(of: &Op, factor: f64, g: &Grad, c: Call) -> KernelResul
     Ok(vec![tensor(c.inputs[0].shape(), dy.iter().map(|&v| v * f).collect())?])
 }
 
-/// `Add` (`mul == false`) or `Mul`, with NumPy broadcasting.
-/// `Add`, `Mul` or `Div` with NumPy broadcasting.
+/// `Add`, `Mul`, `Div`, `Max`, `Min` or `Pow` with NumPy broadcasting.
 pub(crate) fn binary(op: &Op, c: Call) -> KernelResult<Vec<Tensor>> {
     c.expect_inputs(2)?;
     c.expect_params(0)?;
@@ -140,9 +139,97 @@ pub(crate) fn binary(op: &Op, c: Call) -> KernelResult<Vec<Tensor>> {
     match op {
         Op::Mul => for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = a[i] * b[j]),
         Op::Div => for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = a[i] / b[j]),
+        Op::Max => for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = nan_max(a[i], b[j])),
+        Op::Min => for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = -nan_max(-a[i], -b[j])),
+        Op::Pow => for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = a[i].powf(b[j])),
         _ => for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = a[i] + b[j]),
     }
     Ok(vec![tensor(&out, y)?])
+}
+
+/// The larger of `a` and `b`, NaN if either is (NumPy's `maximum`; `f32::max` drops NaNs).
+fn nan_max(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() { f32::NAN } else { a.max(b) }
+}
+
+/// The derivatives of `Max`, `Min` and `Pow` with respect to each operand at `(a, b)`.
+/// An extreme's gradient goes to the operand that is it, half to each on a tie (PyTorch's
+/// `maximum`); the power's: `b a^(b-1)` and `a^b ln a` (0 where `a^b` is 0, as PyTorch).
+fn pair_derivatives(op: &Op, a: f32, b: f32) -> (f32, f32) {
+    let pick = |first: bool| match a.partial_cmp(&b) {
+        Some(std::cmp::Ordering::Equal) => (0.5, 0.5),
+        Some(std::cmp::Ordering::Greater) => {
+            if first {
+                (1.0, 0.0)
+            } else {
+                (0.0, 1.0)
+            }
+        }
+        Some(std::cmp::Ordering::Less) => {
+            if first {
+                (0.0, 1.0)
+            } else {
+                (1.0, 0.0)
+            }
+        }
+        None => (f32::NAN, f32::NAN),
+    };
+    match op {
+        Op::Max => pick(true),
+        Op::Min => pick(false),
+        _ => {
+            let (a, b) = (f64::from(a), f64::from(b));
+            let y = a.powf(b);
+            let db = if y == 0.0 { 0.0 } else { y * a.ln() };
+            let da = if b == 0.0 { 0.0 } else { b * a.powf(b - 1.0) };
+            (da as f32, db as f32)
+        }
+    }
+}
+
+/// The gradient of `Max`, `Min` or `Pow` with respect to input `k` (reads both operands),
+/// summed down to that input's shape.
+pub(crate) fn pair_grad(of: &Op, k: usize, g: &Grad, c: Call) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(3)?;
+    let shape = c.produced(g, 0)?.shape.clone();
+    let (a_shape, b_shape) = (c.inputs[1].shape(), c.inputs[2].shape());
+    check_broadcast(&c, a_shape, b_shape)?;
+    c.expect_input_shape(1 + k, &shape)?;
+    let dy_shape = c.inputs[0].shape().to_vec();
+    let (dy, a, b) = (c.input_f32(0)?, c.input_f32(1)?, c.input_f32(2)?);
+    let (sa, sb) = (broadcast_strides(a_shape, &dy_shape), broadcast_strides(b_shape, &dy_shape));
+    let mut t = vec![0.0f32; dy.len()];
+    for_each_broadcast(&dy_shape, &sa, &sb, |o, i, j| {
+        let (da, db) = pair_derivatives(of, a[i], b[j]);
+        t[o] = dy[o] * if k == 0 { da } else { db };
+    });
+    Ok(vec![tensor(&shape, reduce_to(&t, &dy_shape, &shape, None))?])
+}
+
+/// `Clip`: `x` clamped to `[min, max]`, `max` everywhere when `min > max` (ONNX's rule); NaN
+/// stays NaN.
+pub(crate) fn clip(op: &Op, min: f64, max: f64, c: Call) -> KernelResult<Vec<Tensor>> {
+    let x = single_input(op, &c)?;
+    let (lo, hi) = (min as f32, max as f32);
+    let y = x.iter().map(|&v| if v.is_nan() { v } else { v.max(lo).min(hi) }).collect();
+    Ok(vec![tensor(c.inputs[0].shape(), y)?])
+}
+
+/// The gradient of `Clip`: `dy` where `min <= x <= max` (bounds included, as PyTorch's
+/// `clamp`), else 0.
+pub(crate) fn clip_grad(
+    of: &Op,
+    min: f64,
+    max: f64,
+    g: &Grad,
+    c: Call,
+) -> KernelResult<Vec<Tensor>> {
+    let dy = same_shaped(g, 2, &c)?;
+    c.infer(of, &[c.inputs[1].fact()])?;
+    let (lo, hi) = (min as f32, max as f32);
+    let x = c.input_f32(1)?;
+    let dx = dy.iter().zip(x).map(|(&d, &v)| if v >= lo && v <= hi { d } else { 0.0 }).collect();
+    Ok(vec![tensor(c.inputs[0].shape(), dx)?])
 }
 
 /// The gradient of `Div` with respect to input `k`: `dy / b` for the dividend (reads `b`),

@@ -237,7 +237,10 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::LayerNorm(ln) => Box::new(move |c| norm::layer_norm(op, ln, c)),
         Op::Unary { func } => Box::new(move |c| ew::unary(op, *func, c)),
         Op::Scale { factor } => Box::new(move |c| ew::scale(op, *factor, c)),
-        Op::Add | Op::Mul | Op::Div => Box::new(move |c| ew::binary(op, c)),
+        Op::Add | Op::Mul | Op::Div | Op::Max | Op::Min | Op::Pow => {
+            Box::new(move |c| ew::binary(op, c))
+        }
+        Op::Clip { min, max } => Box::new(move |c| ew::clip(op, *min, *max, c)),
         Op::Reduce(r) => Box::new(move |c| reduce::reduce(op, r, c)),
         Op::MaxPool2d(p) => Box::new(move |c| pool::max_pool(op, p, c)),
         Op::AvgPool2d(p) => Box::new(move |c| pool::avg_pool(op, p, c)),
@@ -311,6 +314,12 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
         }
         (Op::Reduce(r), Wrt::Input(0)) => {
             (r.kind.grad_saves(), Box::new(move |c| reduce::reduce_grad(of, r, g, c)))
+        }
+        (Op::Max | Op::Min | Op::Pow, Wrt::Input(k @ 0..=1)) => {
+            (vec![Input(0), Input(1)], Box::new(move |c| ew::pair_grad(of, k, g, c)))
+        }
+        (Op::Clip { min, max }, Wrt::Input(0)) => {
+            (vec![Input(0)], Box::new(move |c| ew::clip_grad(of, *min, *max, g, c)))
         }
         (Op::Div, Wrt::Input(0)) => (vec![Input(1)], Box::new(move |c| ew::div_grad(0, g, c))),
         (Op::Div, Wrt::Input(1)) => {

@@ -141,7 +141,10 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
             y.data = x.data.iter().map(|&v| unary(*func, v)).collect();
         }
         Op::Scale { factor } => y.data = inputs[0].data.iter().map(|v| v * factor).collect(),
-        Op::Add | Op::Mul | Op::Div => {
+        Op::Clip { min, max } => {
+            y.data = inputs[0].data.iter().map(|v| v.max(*min).min(*max)).collect()
+        }
+        Op::Add | Op::Mul | Op::Div | Op::Max | Op::Min | Op::Pow => {
             let (a, b) = (&inputs[0], &inputs[1]);
             each(&mut y, &|idx| {
                 let (u, v) = (
@@ -151,6 +154,9 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 match op {
                     Op::Add => u + v,
                     Op::Mul => u * v,
+                    Op::Max => u.max(v),
+                    Op::Min => u.min(v),
+                    Op::Pow => u.powf(v),
                     _ => u / v,
                 }
             });

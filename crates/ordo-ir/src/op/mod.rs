@@ -86,6 +86,19 @@ pub enum Op {
     Mul,
     /// Elementwise quotient `a / b` of two tensors with NumPy broadcasting.
     Div,
+    /// Elementwise maximum of two tensors with NumPy broadcasting (NaN if either is NaN).
+    Max,
+    /// Elementwise minimum of two tensors with NumPy broadcasting (NaN if either is NaN).
+    Min,
+    /// Elementwise power `a ^ b` of two tensors with NumPy broadcasting.
+    Pow,
+    /// `x` clamped to `[min, max]` (either may be infinite: no bound on that side).
+    Clip {
+        /// The lower bound.
+        min: f64,
+        /// The upper bound.
+        max: f64,
+    },
     /// A sum or mean over axes.
     Reduce(Reduce),
     /// Max pooling (NCHW).
@@ -170,6 +183,10 @@ impl Op {
             Op::Add => "Add",
             Op::Mul => "Mul",
             Op::Div => "Div",
+            Op::Max => "Max",
+            Op::Min => "Min",
+            Op::Pow => "Pow",
+            Op::Clip { .. } => "Clip",
             Op::Reduce(r) => r.kind.onnx_name(),
             Op::MaxPool2d(_) => "MaxPool2d",
             Op::AvgPool2d(_) => "AvgPool2d",
@@ -219,8 +236,10 @@ impl Op {
             Op::Conv2d(c) => c.infer(inputs),
             Op::BatchNorm(_) => norm::infer_batch_norm(inputs),
             Op::LayerNorm(l) => l.infer(inputs),
-            Op::Unary { .. } | Op::Scale { .. } | Op::Dropout { .. } => ew::infer_unary(inputs),
-            Op::Add | Op::Mul | Op::Div => ew::infer_binary(inputs),
+            Op::Unary { .. } | Op::Scale { .. } | Op::Dropout { .. } | Op::Clip { .. } => {
+                ew::infer_unary(inputs)
+            }
+            Op::Add | Op::Mul | Op::Div | Op::Max | Op::Min | Op::Pow => ew::infer_binary(inputs),
             Op::Reduce(r) => r.infer(inputs),
             Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.infer(inputs),
             Op::GlobalAvgPool => pool::infer_global(inputs),
@@ -266,7 +285,10 @@ impl Op {
             Op::BatchNorm(_) | Op::LayerNorm(_) => 10 * out_elems,
             Op::Unary { func } => func.flops_per_element() * out_elems,
             Op::Scale { .. } | Op::Add | Op::Mul | Op::CausalMask => out_elems,
+            Op::Max | Op::Min | Op::Clip { .. } => out_elems,
             Op::Div => 4 * out_elems,
+            // exp(b ln a): a logarithm and an exponential, about 20 FLOPs each.
+            Op::Pow => 40 * out_elems,
             Op::Reduce(_) => inputs.first().map_or(0, |i| i.numel()),
             Op::Dropout { .. } => 3 * out_elems,
             Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.flops(outputs),

@@ -59,6 +59,11 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
             let flops = input(0) * (1 + saved.len() as u64);
             rule(saved, false, flops)
         }
+        // Which operand was the extreme, the power's derivatives: both operands.
+        Op::Max | Op::Min => rule(vec![Input(0), Input(1)], false, 2 * out),
+        Op::Pow => rule(vec![Input(0), Input(1)], false, 3 * f.flops.max(out)),
+        // The mask of the elements inside the bounds.
+        Op::Clip { .. } => rule(vec![Input(0)], false, out),
         // d(a/b)/da = 1/b; d(a/b)/db = -a/b^2.
         Op::Div if k == 0 => rule(vec![Input(1)], false, 2 * out),
         Op::Div => rule(vec![Input(0), Input(1)], false, 4 * out),

@@ -182,14 +182,113 @@ fn scale_or_mul(
 
 /// `x ^ p` for a run-time `x` and a few constant exponents.
 fn pow(ctx: &mut Ctx<'_>, node: &Node<'_>, p: &Value) -> OnnxResult<Outputs> {
-    let p = p.as_const().and_then(ConstTensor::scalar);
-    let x = ctx.wire(node, 0)?;
-    match p {
-        Some(1.0) => one(ctx.input(node, 0)?),
-        Some(2.0) => one(ctx.emit_value(&node.name, Op::Mul, &[x, x])?),
-        Some(-0.5) => one(ctx.emit_value(&node.name, Op::Unary { func: UnaryOp::Rsqrt }, &[x])?),
-        _ => Err(node.unsupported("only the exponents 1, 2 and -0.5 of a run-time tensor")),
+    let scalar = p.as_const().and_then(ConstTensor::scalar);
+    let base = ctx.input(node, 0)?;
+    match scalar {
+        Some(1.0) => return one(base),
+        Some(2.0) => {
+            let x = ctx.wire(node, 0)?;
+            return one(ctx.emit_value(&node.name, Op::Mul, &[x, x])?);
+        }
+        Some(-0.5) => {
+            let x = ctx.wire(node, 0)?;
+            return one(ctx.emit_value(&node.name, Op::Unary { func: UnaryOp::Rsqrt }, &[x])?);
+        }
+        _ => {}
     }
+    // Any other power of floats: the IR's Pow (a constant operand becomes a buffer of the
+    // other's type). Integer powers import for planning.
+    let run_time = if matches!(base, Value::Const(_)) { p } else { &base };
+    if !ctx.fact_of(node, run_time)?.dtype.is_float()
+        || !ctx
+            .fact_of(node, if matches!(base, Value::Const(_)) { &base } else { p })?
+            .dtype
+            .is_float()
+    {
+        return Err(node.unsupported("powers of integers"));
+    }
+    let x = operand(ctx, node, 0, Some(p))?;
+    let y = operand(ctx, node, 1, Some(&base))?;
+    one(ctx.emit_value(&node.name, Op::Pow, &[x, y])?)
+}
+
+/// `Max` and `Min` of one or more float tensors (broadcasting): a chain of the IR's `Max` or
+/// `Min`, in input order. All-constant inputs fold (the generic fallback).
+pub(crate) fn extreme(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let op = if node.op_type() == "Max" { Op::Max } else { Op::Min };
+    let inputs =
+        (0..node.num_inputs()).map(|i| ctx.input(node, i)).collect::<OnnxResult<Vec<_>>>()?;
+    let Some(like) = inputs.iter().find(|v| !matches!(v, Value::Const(_))).cloned() else {
+        return Err(node.unsupported("constants only (folded)"));
+    };
+    if inputs.iter().any(|v| ctx.fact_of(node, v).map_or(true, |f| !f.dtype.is_float())) {
+        return Err(node.unsupported("integer extremes import for planning"));
+    }
+    if inputs.len() == 1 {
+        return one(like);
+    }
+    let mut acc = operand(ctx, node, 0, Some(&like))?;
+    for i in 1..inputs.len() {
+        let w = operand(ctx, node, i, Some(&like))?;
+        let name =
+            if i + 1 == inputs.len() { node.name.clone() } else { format!("{}.{i}", node.name) };
+        acc = ctx.emit(&name, op.clone(), &[acc, w], Vec::new())?[0];
+    }
+    let fact = ctx.graph.fact(acc).cloned().expect("emitted");
+    one(Value::wire(acc, fact))
+}
+
+/// `Clip` of a float tensor (bounds: attributes before opset 11, optional inputs after; an
+/// absent bound is none). Constant bounds: the IR's `Clip` (PyTorch's `clamp`: the gradient
+/// passes where `min <= x <= max`). Run-time bounds: `Min(Max(x, min), max)` (an element
+/// equal to a bound gets half the gradient there, `torch.maximum`'s rule).
+pub(crate) fn clip(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let x = ctx.input(node, 0)?;
+    if matches!(x, Value::Const(_)) || !ctx.fact_of(node, &x)?.dtype.is_float() {
+        return Err(node.unsupported("the IR clips run-time float tensors"));
+    }
+    // Each bound: absent (its default), a constant, or a run-time input.
+    enum Bound {
+        Const(f64),
+        RunTime,
+    }
+    let mut bounds = Vec::new();
+    for (i, attr, default) in [(1, "min", f64::NEG_INFINITY), (2, "max", f64::INFINITY)] {
+        bounds.push(if node.opset < 11 {
+            Bound::Const(node.float(attr, default)?)
+        } else {
+            match node.input(i) {
+                Some(name) if !name.is_empty() => {
+                    match ctx.input(node, i)? {
+                        Value::Const(c) => Bound::Const(c.scalar().ok_or_else(|| {
+                            node.unsupported(format!("`{attr}` must be a scalar"))
+                        })?),
+                        _ => Bound::RunTime,
+                    }
+                }
+                _ => Bound::Const(default),
+            }
+        });
+    }
+    let w = ctx.wire(node, 0)?;
+    if let [Bound::Const(min), Bound::Const(max)] = bounds[..] {
+        return one(ctx.emit_value(&node.name, Op::Clip { min, max }, &[w])?);
+    }
+    let mut acc = w;
+    for (k, op) in [(0, Op::Max), (1, Op::Min)] {
+        let bound = match bounds[k] {
+            Bound::Const(v) if v.is_infinite() => continue,
+            Bound::Const(_) | Bound::RunTime => {
+                let like = Value::wire(acc, ctx.graph.fact(acc).cloned().expect("emitted"));
+                operand(ctx, node, k + 1, Some(&like))?
+            }
+        };
+        let last = k == 1 || matches!(bounds[1], Bound::Const(v) if v.is_infinite());
+        let name = if last { node.name.clone() } else { format!("{}.min", node.name) };
+        acc = ctx.emit(&name, op, &[acc, bound], Vec::new())?[0];
+    }
+    let fact = ctx.graph.fact(acc).cloned().expect("emitted");
+    one(Value::wire(acc, fact))
 }
 
 /// `-input(i)`: folded for a constant, a `Scale` node otherwise.

@@ -35,6 +35,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "BatchNormalization",
     "Cast",
     "CastLike",
+    "Clip",
     "Concat",
     "Constant",
     "ConstantOfShape",
@@ -57,7 +58,9 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "LayerNormalization",
     "Log",
     "MatMul",
+    "Max",
     "MaxPool",
+    "Min",
     "Mul",
     "Neg",
     "Pow",
@@ -102,6 +105,8 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
             elementwise::unary
         }
         "Add" | "Sub" | "Mul" | "Div" | "Pow" => elementwise::binary,
+        "Max" | "Min" => elementwise::extreme,
+        "Clip" => elementwise::clip,
         "Neg" | "Sqrt" => elementwise::const_unary,
         "Softmax" => elementwise::softmax,
         "Dropout" => elementwise::dropout,

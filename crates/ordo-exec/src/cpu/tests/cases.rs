@@ -132,6 +132,14 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
             cases.push(case(op, vec![x], s));
         }
     }
+    // Distinct operands (no ties for the finite differences), a positive base for the power.
+    for op in [Op::Max, Op::Min] {
+        cases.push(case(op, vec![rand(sa, s + 31), rand(sb, s + 32)], s));
+    }
+    cases.push(case(Op::Pow, vec![positive(rand(sa, s + 33)), rand(sb, s + 34)], s));
+    // Elements on both sides of each bound (none on a bound).
+    cases.push(case(Op::Clip { min: -0.3, max: 0.4 }, vec![rand(&[3, 5], s + 35)], s));
+    cases.push(case(Op::Clip { min: f64::NEG_INFINITY, max: 0.1 }, vec![rand(&[7], s + 36)], s));
     // A divisor away from 0, both ways round the broadcast.
     cases.push(case(Op::Div, vec![rand(sa, s + 25), positive(rand(sb, s + 26))], s));
     cases.push(case(Op::Div, vec![rand(sb, s + 27), positive(rand(sa, s + 28))], s));

@@ -14,6 +14,8 @@ fn saved(op: &Op, wrt: Wrt) -> Vec<Saved> {
     match (op, wrt) {
         (Op::Conv2d(_) | Op::Linear(_), Wrt::Input(_)) => vec![],
         (Op::MatMul | Op::Mul, Wrt::Input(k)) => vec![Input(1 - k)],
+        (Op::Max | Op::Min | Op::Pow, _) => vec![Input(0), Input(1)],
+        (Op::Clip { .. }, _) => vec![Input(0)],
         (Op::Div, Wrt::Input(0)) => vec![Input(1)],
         (Op::Div, Wrt::Input(_)) => vec![Input(0), Input(1)],
         (Op::BatchNorm(_) | Op::LayerNorm(_) | Op::Embedding(_), _) => vec![Input(0)],
