@@ -223,7 +223,9 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
     };
     // The forward pass of each imported model on ordo's CPU kernels agrees with onnx's
     // reference evaluator.
-    for case in ["convnet", "mlp", "transformer_block", "lstm", "weights_as_inputs", "relu"] {
+    for case in
+        ["convnet", "mlp", "transformer_block", "lstm", "weights_as_inputs", "relu", "masks"]
+    {
         assert_eq!(outcome(case), "pass", "{v:#}");
     }
     assert_eq!(outcome("relu_wrong"), "fail");
@@ -232,7 +234,7 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
     assert_eq!(outcome("sin"), "pass");
     assert_eq!(
         (v["pass"].as_u64(), v["fail"].as_u64(), v["unsupported"].as_u64()),
-        (Some(7), Some(1), Some(0))
+        (Some(8), Some(1), Some(0))
     );
     let relu = v["per_op"].as_array().unwrap().iter().find(|o| o["op"] == "Relu").unwrap();
     assert_eq!((relu["pass"].as_u64(), relu["fail"].as_u64()), (Some(1), Some(1)));
@@ -245,7 +247,7 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
     let out = ordo(&["conformance", &cases]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("total: 8 cases, 7 pass, 1 fail, 0 unsupported"), "{text}");
+    assert!(text.contains("total: 9 cases, 8 pass, 1 fail, 0 unsupported"), "{text}");
     assert!(error(&["conformance", "/no/such/folder"]).contains("/no/such/folder"));
     let empty = tempfile::tempdir().unwrap();
     assert!(error(&["conformance", empty.path().to_str().unwrap()]).contains("no test case"));
@@ -297,6 +299,33 @@ fn symbolic_dimensions_take_batch_or_dim() {
     assert!(err.contains("symbolic dimensions of ONNX files"), "{err}");
 }
 
+/// Training through the mask and reduction kernels (`fixtures/gen_masks.py`: comparisons,
+/// `Not`, `Where`, `Clip`, `Pow` with a run-time exponent, `Min`, `ReduceMax`, `ReduceL2`,
+/// `ReduceLogSumExp`): the same losses on one and on three CPU devices, and they fall.
+#[test]
+fn training_runs_through_masks_and_reductions_on_any_placement() {
+    let model = fixture("masks.onnx");
+    let losses = |devices: &str| -> Vec<f64> {
+        let v = json(&ordo(&[
+            "run",
+            &model,
+            "--train",
+            "--devices",
+            devices,
+            "--steps",
+            "3",
+            "--json",
+            "--warmup-seconds",
+            "0",
+        ]));
+        v["losses"].as_array().unwrap().iter().map(|l| l.as_f64().unwrap()).collect()
+    };
+    let one = losses("cpu:1");
+    assert_eq!(one.len(), 3);
+    assert_eq!(one, losses("cpu:3"), "bitwise the same losses on 1 and 3 devices");
+    assert!(one[2] < one[0], "{one:?}");
+}
+
 /// Operators the IR lacks import for planning (`fixtures/gen_planning_only.py`): the shapes
 /// agree with those onnx's shape inference declared in the file, placing and simulating the
 /// training step work, and `run` names every operator without a kernel in one error.
@@ -314,13 +343,13 @@ fn operators_without_kernels_are_planned_and_named_by_run() {
         assert!(out.status.success(), "{command:?}: {}", stderr(&out));
     }
     let err = error(&["run", &model, "--train", "--devices", "cpu:2", "--steps", "1"]);
-    // Range, Mod and Cast of constants fold at import: no node, nothing to run; Erf and the
-    // reductions have kernels.
-    assert!(err.contains("7 operator(s) imported for planning only"), "{err}");
-    for op in ["Einsum", "Less", "Pad", "Split", "Tile", "TopK", "Where"] {
+    // Range, Mod and Cast of constants fold at import: no node, nothing to run; Erf, the
+    // reductions, the comparison and Where have kernels.
+    assert!(err.contains("5 operator(s) imported for planning only"), "{err}");
+    for op in ["Einsum", "Pad", "Split", "Tile", "TopK"] {
         assert!(err.contains(&format!("{op} (")), "{op} in: {err}");
     }
-    for runnable in ["Range", "Mod", "Cast", "Erf", "ReduceMean", "ReduceSum"] {
+    for runnable in ["Range", "Mod", "Cast", "Erf", "ReduceMean", "ReduceSum", "Less", "Where"] {
         assert!(!err.contains(&format!("{runnable} (")), "{runnable}: {err}");
     }
     assert!(err.contains("TopK (`topk:0`, `topk:1`; and its gradient)"), "{err}");
@@ -329,7 +358,8 @@ fn operators_without_kernels_are_planned_and_named_by_run() {
 /// ONNX's own node tests (`fixtures/node_tests`, copied from the onnx package): the shapes of
 /// the operators imported for planning are those onnx expects; an attention expansion whose
 /// mask arithmetic (`Range`, comparisons, `Where`) folds at import runs on the CPU kernels to
-/// onnx's reference outputs; a data-dependent `NonZero` is refused, never a failure.
+/// onnx's reference outputs, and so does a `Where` of a run-time bool condition; a
+/// data-dependent `NonZero` is refused, never a failure.
 #[test]
 fn onnx_node_tests_agree_on_shapes_and_the_folded_attention_runs() {
     let cases = fixture("node_tests");
@@ -360,6 +390,7 @@ fn onnx_node_tests_agree_on_shapes_and_the_folded_attention_runs() {
     assert_eq!(outcome(&v, "test_erf"), "pass", "{v:#}");
     // Its axes are an input: run with them as the constant an export writes.
     assert_eq!(outcome(&v, "test_reduce_mean_default_axes_keepdims_example"), "pass", "{v:#}");
-    assert_eq!((v["pass"].as_u64(), v["fail"].as_u64()), (Some(3), Some(0)), "{v:#}");
-    assert_eq!(outcome(&v, "test_where_example"), "unsupported", "planning only: no kernel");
+    // Its condition is a bool input: the runtime's bool tensors.
+    assert_eq!(outcome(&v, "test_where_example"), "pass", "{v:#}");
+    assert_eq!((v["pass"].as_u64(), v["fail"].as_u64()), (Some(4), Some(0)), "{v:#}");
 }

@@ -10,14 +10,16 @@ use crate::error::{OnnxError, OnnxResult};
 use crate::proto::{ModelProto, TensorProto};
 use crate::tensor::{ConstData, ConstTensor, MAX_NUMEL, parse_tensor_limited};
 
-/// The elements of a [`TensorValue`]: floats as `f32`, integers and booleans as `i64` (the
-/// element types of the IR's CPU kernels).
+/// The elements of a [`TensorValue`]: floats as `f32`, integers as `i64`, booleans as `bool`
+/// (the element types of the IR's CPU kernels).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Values {
     /// Float, double, half and bfloat16 elements.
     F32(Vec<f32>),
-    /// Integer and boolean elements.
+    /// Integer elements.
     I64(Vec<i64>),
+    /// Boolean elements.
+    Bool(Vec<bool>),
 }
 
 impl Values {
@@ -26,6 +28,7 @@ impl Values {
         match self {
             Values::F32(v) => v.len(),
             Values::I64(v) => v.len(),
+            Values::Bool(v) => v.len(),
         }
     }
 
@@ -80,6 +83,13 @@ impl ParamSource {
 impl From<&ConstTensor> for Values {
     fn from(c: &ConstTensor) -> Self {
         let n = c.numel() as usize;
+        if c.elem == crate::tensor::code::BOOL {
+            return Values::Bool(match &c.data {
+                ConstData::Int(v) => v.iter().map(|&x| x != 0).collect(),
+                ConstData::Float(v) => v.iter().map(|&x| x != 0.0).collect(),
+                ConstData::Splat(x) => vec![*x != 0.0; n],
+            });
+        }
         match (&c.data, c.is_int()) {
             (ConstData::Int(v), _) => Values::I64(v.clone()),
             (ConstData::Float(v), true) => Values::I64(v.iter().map(|&x| x as i64).collect()),

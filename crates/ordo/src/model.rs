@@ -284,6 +284,7 @@ impl Model {
             let tensor = match value.values {
                 ordo_onnx::Values::F32(v) => ordo_exec::cpu::Tensor::from_f32(&value.shape, v),
                 ordo_onnx::Values::I64(v) => ordo_exec::cpu::Tensor::from_i64(&value.shape, v),
+                ordo_onnx::Values::Bool(v) => ordo_exec::cpu::Tensor::from_bool(&value.shape, v),
             };
             let tensor = tensor.map_err(|e| {
                 onnx(ordo_onnx::OnnxError::Shape {

@@ -10,6 +10,7 @@ pub fn tensor(value: &TensorValue) -> anyhow::Result<Tensor> {
     let t = match &value.values {
         Values::F32(v) => Tensor::from_f32(&value.shape, v.clone()),
         Values::I64(v) => Tensor::from_i64(&value.shape, v.clone()),
+        Values::Bool(v) => Tensor::from_bool(&value.shape, v.clone()),
     };
     t.with_context(|| format!("tensor `{}`", value.name))
 }
@@ -19,6 +20,7 @@ pub fn as_f64(t: &Tensor) -> Vec<f64> {
     match t.data() {
         cpu::Data::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
         cpu::Data::I64(v) => v.iter().map(|&x| x as f64).collect(),
+        cpu::Data::Bool(v) => v.iter().map(|&x| f64::from(u8::from(x))).collect(),
     }
 }
 
@@ -27,6 +29,7 @@ pub fn value_f64(v: &TensorValue) -> Vec<f64> {
     match &v.values {
         Values::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
         Values::I64(v) => v.iter().map(|&x| x as f64).collect(),
+        Values::Bool(v) => v.iter().map(|&x| f64::from(u8::from(x))).collect(),
     }
 }
 

@@ -48,6 +48,7 @@ mod conv;
 mod elementwise;
 mod error;
 mod linear;
+mod logic;
 mod loss;
 mod norm;
 mod optim;
@@ -241,6 +242,10 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
             Box::new(move |c| ew::binary(op, c))
         }
         Op::Clip { min, max } => Box::new(move |c| ew::clip(op, *min, *max, c)),
+        Op::Compare(kind) => Box::new(move |c| logic::compare(op, *kind, c)),
+        Op::Logic(kind) => Box::new(move |c| logic::logic(op, *kind, c)),
+        Op::Not => Box::new(move |c| logic::not(op, c)),
+        Op::Where => Box::new(move |c| logic::select(op, c)),
         Op::Reduce(r) => Box::new(move |c| reduce::reduce(op, r, c)),
         Op::MaxPool2d(p) => Box::new(move |c| pool::max_pool(op, p, c)),
         Op::AvgPool2d(p) => Box::new(move |c| pool::avg_pool(op, p, c)),
@@ -317,6 +322,9 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
         }
         (Op::Max | Op::Min | Op::Pow, Wrt::Input(k @ 0..=1)) => {
             (vec![Input(0), Input(1)], Box::new(move |c| ew::pair_grad(of, k, g, c)))
+        }
+        (Op::Where, Wrt::Input(k @ 1..=2)) => {
+            (vec![Input(0)], Box::new(move |c| logic::select_grad(k, g, c)))
         }
         (Op::Clip { min, max }, Wrt::Input(0)) => {
             (vec![Input(0)], Box::new(move |c| ew::clip_grad(of, *min, *max, g, c)))

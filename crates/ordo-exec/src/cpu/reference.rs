@@ -16,33 +16,34 @@ use super::elementwise::dropout_keep;
 use super::tensor::{Data, Tensor};
 use super::util::erf;
 
-/// A dense f64 tensor; `int` marks integer data (ids, labels) held as f64.
+/// A dense f64 tensor of an element type (`F32`, `I64`, or `Bool` held as 0 and 1).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dense {
     /// Dimensions.
     pub shape: Vec<usize>,
     /// Row-major elements.
     pub data: Vec<f64>,
-    /// Whether the values are integer ids.
-    pub int: bool,
+    /// The element type the values stand for.
+    pub dtype: DType,
 }
 
 impl Dense {
     /// The promotion of a kernel tensor.
     pub fn from_tensor(t: &Tensor) -> Self {
-        let (data, int) = match t.data() {
-            Data::F32(v) => (v.iter().map(|&x| f64::from(x)).collect(), false),
-            Data::I64(v) => (v.iter().map(|&x| x as f64).collect(), true),
+        let data = match t.data() {
+            Data::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            Data::I64(v) => v.iter().map(|&x| x as f64).collect(),
+            Data::Bool(v) => v.iter().map(|&x| f64::from(u8::from(x))).collect(),
         };
-        Self { shape: t.shape().to_vec(), data, int }
+        Self { shape: t.shape().to_vec(), data, dtype: t.dtype() }
     }
 
     fn zeros(shape: &[usize]) -> Self {
-        Self { shape: shape.to_vec(), data: vec![0.0; shape.iter().product()], int: false }
+        Self { shape: shape.to_vec(), data: vec![0.0; shape.iter().product()], dtype: DType::F32 }
     }
 
     fn fact(&self) -> TensorFact {
-        TensorFact::new(if self.int { DType::I64 } else { DType::F32 }, self.shape.clone())
+        TensorFact::new(self.dtype, self.shape.clone())
     }
 
     fn at(&self, idx: &[usize]) -> f64 {
@@ -144,6 +145,37 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
         Op::Clip { min, max } => {
             y.data = inputs[0].data.iter().map(|v| v.max(*min).min(*max)).collect()
         }
+        Op::Compare(_) | Op::Logic(_) => {
+            let (a, b) = (&inputs[0], &inputs[1]);
+            y.dtype = DType::Bool;
+            each(&mut y, &|idx| {
+                let (u, v) = (
+                    a.data[broadcast_index(idx, &a.shape)],
+                    b.data[broadcast_index(idx, &b.shape)],
+                );
+                let holds = match op {
+                    Op::Logic(l) => l.apply(u != 0.0, v != 0.0),
+                    Op::Compare(k) => k.holds(u, v),
+                    _ => unreachable!("a comparison or logic"),
+                };
+                f64::from(u8::from(holds))
+            });
+        }
+        Op::Not => {
+            y.dtype = DType::Bool;
+            y.data = inputs[0].data.iter().map(|&v| f64::from(u8::from(v == 0.0))).collect();
+        }
+        Op::Where => {
+            let (c, a, b) = (&inputs[0], &inputs[1], &inputs[2]);
+            y.dtype = a.dtype;
+            each(&mut y, &|idx| {
+                if c.data[broadcast_index(idx, &c.shape)] != 0.0 {
+                    a.data[broadcast_index(idx, &a.shape)]
+                } else {
+                    b.data[broadcast_index(idx, &b.shape)]
+                }
+            });
+        }
         Op::Add | Op::Mul | Op::Div | Op::Max | Op::Min | Op::Pow => {
             let (a, b) = (&inputs[0], &inputs[1]);
             each(&mut y, &|idx| {
@@ -213,7 +245,7 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 }
                 unreachable!()
             });
-            y.int = inputs[0].int;
+            y.dtype = inputs[0].dtype;
         }
         Op::Reshape { .. } => y.data = inputs[0].data.clone(),
         Op::Transpose { perm } => {

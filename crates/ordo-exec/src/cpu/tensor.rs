@@ -5,13 +5,16 @@ use ordo_ir::{DType, TensorFact};
 use super::error::{KernelError, KernelResult};
 
 /// The storage of a [`Tensor`]: `f32` for floating-point tensors, `i64` for integer tensors
-/// (token ids, class labels; `I32` facts are held widened to `i64`).
+/// (token ids, class labels; `I32` facts are held widened to `i64`), `bool` for masks and
+/// comparisons.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Data {
     /// Floating-point values.
     F32(Vec<f32>),
     /// Integer values.
     I64(Vec<i64>),
+    /// Truth values.
+    Bool(Vec<bool>),
 }
 
 /// A dense tensor: plain data, a shape (outermost dimension first) and its elements in
@@ -70,12 +73,13 @@ impl Tensor {
     /// A tensor of `fact`'s shape filled with zeros.
     ///
     /// # Errors
-    /// [`KernelError::UnsupportedDType`] for `F16`, `BF16` and `Bool`; [`KernelError::Value`]
+    /// [`KernelError::UnsupportedDType`] for element types without kernels (`F16`, `BF16`, ...); [`KernelError::Value`]
     /// when the element count overflows or the memory cannot be had.
     pub fn zeros(fact: &TensorFact) -> KernelResult<Self> {
         let data = match fact.dtype {
             DType::F32 => Data::F32(filled(&fact.shape, 0.0)?),
             DType::I64 | DType::I32 => Data::I64(filled(&fact.shape, 0)?),
+            DType::Bool => Data::Bool(filled(&fact.shape, false)?),
             dtype => return Err(KernelError::UnsupportedDType { op: "Tensor".into(), dtype }),
         };
         Ok(Self { shape: fact.shape.clone(), data })
@@ -111,6 +115,17 @@ impl Tensor {
         Ok(Self { shape: shape.to_vec(), data: Data::I64(data) })
     }
 
+    /// A bool tensor from its row-major elements.
+    ///
+    /// # Errors
+    /// [`KernelError::Value`] when `data` does not have exactly as many elements as `shape`.
+    pub fn from_bool(shape: &[usize], data: Vec<bool>) -> KernelResult<Self> {
+        if numel(shape) != Some(data.len()) {
+            return Err(length_error(shape, data.len()));
+        }
+        Ok(Self { shape: shape.to_vec(), data: Data::Bool(data) })
+    }
+
     /// A scalar (rank-0) `f32` tensor.
     pub fn scalar(value: f32) -> Self {
         Self { shape: Vec::new(), data: Data::F32(vec![value]) }
@@ -128,6 +143,7 @@ impl Tensor {
         match &mut t.data {
             Data::F32(v) => v.iter_mut().for_each(|x| *x = rng.f32() * 2.0 - 1.0),
             Data::I64(v) => v.iter_mut().for_each(|x| *x = rng.i64(0..2)),
+            Data::Bool(v) => v.iter_mut().for_each(|x| *x = rng.bool()),
         }
         Ok(t)
     }
@@ -155,11 +171,12 @@ impl Tensor {
         &self.shape
     }
 
-    /// The element type: [`DType::F32`] or [`DType::I64`].
+    /// The element type: [`DType::F32`], [`DType::I64`] or [`DType::Bool`].
     pub fn dtype(&self) -> DType {
         match self.data {
             Data::F32(_) => DType::F32,
             Data::I64(_) => DType::I64,
+            Data::Bool(_) => DType::Bool,
         }
     }
 
@@ -168,6 +185,7 @@ impl Tensor {
         match &self.data {
             Data::F32(v) => v.len(),
             Data::I64(v) => v.len(),
+            Data::Bool(v) => v.len(),
         }
     }
 
@@ -181,35 +199,43 @@ impl Tensor {
         &self.data
     }
 
-    /// The `f32` elements, `None` for an integer tensor.
+    /// The `f32` elements, `None` for another element type.
     pub fn as_f32(&self) -> Option<&[f32]> {
         match &self.data {
             Data::F32(v) => Some(v),
-            Data::I64(_) => None,
+            _ => None,
         }
     }
 
-    /// The `f32` elements, mutable, `None` for an integer tensor.
+    /// The `f32` elements, mutable, `None` for another element type.
     pub fn as_f32_mut(&mut self) -> Option<&mut [f32]> {
         match &mut self.data {
             Data::F32(v) => Some(v),
-            Data::I64(_) => None,
+            _ => None,
         }
     }
 
-    /// The integer elements, mutable; `None` for a float tensor.
+    /// The integer elements, mutable; `None` for another element type.
     pub fn as_i64_mut(&mut self) -> Option<&mut [i64]> {
         match &mut self.data {
             Data::I64(v) => Some(v),
-            Data::F32(_) => None,
+            _ => None,
         }
     }
 
-    /// The integer elements, `None` for a float tensor.
+    /// The integer elements, `None` for another element type.
     pub fn as_i64(&self) -> Option<&[i64]> {
         match &self.data {
             Data::I64(v) => Some(v),
-            Data::F32(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The truth values, `None` for another element type.
+    pub fn as_bool(&self) -> Option<&[bool]> {
+        match &self.data {
+            Data::Bool(v) => Some(v),
+            _ => None,
         }
     }
 

@@ -517,6 +517,7 @@ pub(crate) fn bitwise_equal(a: &Tensor, b: &Tensor) -> bool {
                 x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits())
             }
             (Data::I64(x), Data::I64(y)) => x == y,
+            (Data::Bool(x), Data::Bool(y)) => x == y,
             _ => false,
         }
 }

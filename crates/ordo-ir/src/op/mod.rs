@@ -11,6 +11,7 @@ mod conv;
 mod elementwise;
 mod grad;
 mod linear;
+mod logic;
 mod loss;
 mod norm;
 mod opaque;
@@ -27,6 +28,7 @@ pub use conv::Conv2d;
 pub use elementwise::{UnaryOp, broadcast_shapes};
 pub use grad::{Grad, Optimizer, Saved, Update, Wrt};
 pub use linear::Linear;
+pub use logic::{CompareKind, LogicKind};
 pub use norm::{BatchNorm, LayerNorm};
 pub use opaque::Opaque;
 pub use pool::Pool2d;
@@ -92,6 +94,15 @@ pub enum Op {
     Min,
     /// Elementwise power `a ^ b` of two tensors with NumPy broadcasting.
     Pow,
+    /// Elementwise comparison of two tensors of one element type with NumPy broadcasting:
+    /// a bool tensor.
+    Compare(CompareKind),
+    /// Elementwise logic of two bool tensors with NumPy broadcasting.
+    Logic(LogicKind),
+    /// Elementwise negation of a bool tensor.
+    Not,
+    /// `Where(condition, x, y)`: `x` where the condition holds, else `y` (all three broadcast).
+    Where,
     /// `x` clamped to `[min, max]` (either may be infinite: no bound on that side).
     Clip {
         /// The lower bound.
@@ -187,6 +198,10 @@ impl Op {
             Op::Min => "Min",
             Op::Pow => "Pow",
             Op::Clip { .. } => "Clip",
+            Op::Compare(k) => k.onnx_name(),
+            Op::Logic(k) => k.onnx_name(),
+            Op::Not => "Not",
+            Op::Where => "Where",
             Op::Reduce(r) => r.kind.onnx_name(),
             Op::MaxPool2d(_) => "MaxPool2d",
             Op::AvgPool2d(_) => "AvgPool2d",
@@ -241,6 +256,10 @@ impl Op {
             }
             Op::Add | Op::Mul | Op::Div | Op::Max | Op::Min | Op::Pow => ew::infer_binary(inputs),
             Op::Reduce(r) => r.infer(inputs),
+            Op::Compare(_) => logic::infer_compare(inputs),
+            Op::Logic(_) => logic::infer_logic(inputs),
+            Op::Not => logic::infer_not(inputs),
+            Op::Where => logic::infer_where(inputs),
             Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.infer(inputs),
             Op::GlobalAvgPool => pool::infer_global(inputs),
             Op::Concat { axis } => shape::infer_concat(*axis, inputs),
@@ -286,6 +305,7 @@ impl Op {
             Op::Unary { func } => func.flops_per_element() * out_elems,
             Op::Scale { .. } | Op::Add | Op::Mul | Op::CausalMask => out_elems,
             Op::Max | Op::Min | Op::Clip { .. } => out_elems,
+            Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => out_elems,
             Op::Div => 4 * out_elems,
             // exp(b ln a): a logarithm and an exponential, about 20 FLOPs each.
             Op::Pow => 40 * out_elems,

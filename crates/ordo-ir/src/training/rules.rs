@@ -62,6 +62,8 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         // Which operand was the extreme, the power's derivatives: both operands.
         Op::Max | Op::Min => rule(vec![Input(0), Input(1)], false, 2 * out),
         Op::Pow => rule(vec![Input(0), Input(1)], false, 3 * f.flops.max(out)),
+        // The selected value's gradient: the upstream gradient where the condition chose it.
+        Op::Where if k > 0 => rule(vec![Input(0)], false, out),
         // The mask of the elements inside the bounds.
         Op::Clip { .. } => rule(vec![Input(0)], false, out),
         // d(a/b)/da = 1/b; d(a/b)/db = -a/b^2.
@@ -78,6 +80,8 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         // Known by its shapes only: the gradient reads every input (the most any op keeps)
         // and costs twice the forward.
         Op::Opaque(o) => rule((0..o.inputs).map(Input).collect(), false, (2 * f.flops).max(out)),
+        // Masks: no gradient.
+        Op::Where | Op::Compare(_) | Op::Logic(_) | Op::Not => None,
         Op::CrossEntropyLoss
         | Op::Embedding(_)
         | Op::Input

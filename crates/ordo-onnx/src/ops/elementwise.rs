@@ -308,7 +308,7 @@ fn negate(ctx: &mut Ctx<'_>, node: &Node<'_>, i: usize) -> OnnxResult<Value> {
 }
 
 /// The wire of input `i`; a constant becomes a buffer of the other operand's type.
-fn operand(
+pub(super) fn operand(
     ctx: &mut Ctx<'_>,
     node: &Node<'_>,
     i: usize,
@@ -347,6 +347,14 @@ fn operand_value(
             Err(node.unsupported("a combination of parameters used as a value"))
         }
     }
+}
+
+/// The wire of constant input `i` as a bool buffer (a `Where` condition beside run-time
+/// values).
+pub(super) fn bool_operand(ctx: &mut Ctx<'_>, node: &Node<'_>, i: usize) -> OnnxResult<OutletId> {
+    let v = ctx.input(node, i)?;
+    let tensor = node.required_input(i)?.to_string();
+    operand_value_typed(ctx, node, &v, &tensor, ordo_ir::DType::Bool)
 }
 
 fn operand_value_typed(

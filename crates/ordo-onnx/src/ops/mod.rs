@@ -9,6 +9,7 @@ mod conv;
 mod elementwise;
 pub(crate) mod generic;
 mod linear;
+mod logic;
 mod norm;
 mod pool;
 mod reduce;
@@ -31,6 +32,7 @@ pub(crate) type Mapper = fn(&mut Ctx<'_>, &Node<'_>) -> OnnxResult<Outputs>;
 pub const SUPPORTED_OPS: &[&str] = &[
     "Abs",
     "Add",
+    "And",
     "AveragePool",
     "BatchNormalization",
     "Cast",
@@ -43,6 +45,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Cos",
     "Div",
     "Dropout",
+    "Equal",
     "Erf",
     "Exp",
     "Expand",
@@ -51,11 +54,15 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Gelu",
     "Gemm",
     "GlobalAveragePool",
+    "Greater",
+    "GreaterOrEqual",
     "HardSigmoid",
     "HardSwish",
     "Identity",
     "LSTM",
     "LayerNormalization",
+    "Less",
+    "LessOrEqual",
     "Log",
     "MatMul",
     "Max",
@@ -63,6 +70,8 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Min",
     "Mul",
     "Neg",
+    "Not",
+    "Or",
     "Pow",
     "Reciprocal",
     "ReduceL1",
@@ -92,6 +101,8 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Transpose",
     "Trilu",
     "Unsqueeze",
+    "Where",
+    "Xor",
 ];
 
 /// The mapping of an op type of the default domain.
@@ -106,6 +117,8 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         }
         "Add" | "Sub" | "Mul" | "Div" | "Pow" => elementwise::binary,
         "Max" | "Min" => elementwise::extreme,
+        "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor"
+        | "Not" | "Where" => logic::logic,
         "Clip" => elementwise::clip,
         "Neg" | "Sqrt" => elementwise::const_unary,
         "Softmax" => elementwise::softmax,

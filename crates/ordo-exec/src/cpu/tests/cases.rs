@@ -132,6 +132,42 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
             cases.push(case(op, vec![x], s));
         }
     }
+    // Masks: comparisons of floats, of integers with ties, of bools; logic; selection.
+    {
+        use ordo_ir::op::{CompareKind, LogicKind};
+        let mut g = fastrand::Rng::with_seed(s + 37);
+        let ints = |g: &mut fastrand::Rng, shape: &[usize]| {
+            Tensor::from_i64(shape, (0..shape.iter().product()).map(|_| g.i64(0..3)).collect())
+                .unwrap()
+        };
+        let bools = |g: &mut fastrand::Rng, shape: &[usize]| {
+            Tensor::from_bool(shape, (0..shape.iter().product()).map(|_| g.bool()).collect())
+                .unwrap()
+        };
+        for kind in [
+            CompareKind::Equal,
+            CompareKind::Less,
+            CompareKind::LessOrEqual,
+            CompareKind::Greater,
+            CompareKind::GreaterOrEqual,
+        ] {
+            let op = Op::Compare(kind);
+            cases.push(case(op.clone(), vec![rand(sa, s + 38), rand(sb, s + 39)], s));
+            cases.push(case(op, vec![ints(&mut g, sa), ints(&mut g, sb)], s));
+        }
+        cases.push(case(
+            Op::Compare(CompareKind::Equal),
+            vec![bools(&mut g, sa), bools(&mut g, sb)],
+            s,
+        ));
+        for kind in [LogicKind::And, LogicKind::Or, LogicKind::Xor] {
+            cases.push(case(Op::Logic(kind), vec![bools(&mut g, sa), bools(&mut g, sb)], s));
+        }
+        cases.push(case(Op::Not, vec![bools(&mut g, &[3, 4])], s));
+        let (c, x, y) = (bools(&mut g, sb), rand(sa, s + 40), rand(sb, s + 41));
+        cases.push(case(Op::Where, vec![c.clone(), x, y], s));
+        cases.push(case(Op::Where, vec![c, ints(&mut g, sb), ints(&mut g, sa)], s));
+    }
     // Distinct operands (no ties for the finite differences), a positive base for the power.
     for op in [Op::Max, Op::Min] {
         cases.push(case(op, vec![rand(sa, s + 31), rand(sb, s + 32)], s));

@@ -95,6 +95,7 @@ pub(super) fn check_forward(op: &Op, inputs: &[Tensor], params: &[Tensor]) {
     assert_eq!(got.len(), want.len());
     for (g, w) in got.iter().zip(&want) {
         assert_eq!(g.shape(), w.shape.as_slice(), "{op:?}");
+        assert_eq!(g.dtype(), w.dtype, "{op:?}");
         let what = format!("{op:?} on {:?}", inputs.iter().map(Tensor::shape).collect::<Vec<_>>());
         match g.as_f32() {
             Some(v) => assert_close(v, &w.data, FWD_TOL, &what),
