@@ -405,3 +405,47 @@ pub(crate) fn apply_steps(
         }
     }
 }
+
+/// `Split` of a run-time tensor: one IR `Slice` per output. The sizes: the `split` attribute
+/// (before opset 13) or input, else `num_outputs` (opset 18) or the number of outputs, equal
+/// parts with a smaller last one.
+pub(crate) fn split(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let x = ctx.input(node, 0)?;
+    if matches!(x, Value::Const(_)) {
+        return Err(node.unsupported("a constant: imported by the generic rule"));
+    }
+    let fact = ctx.fact_of(node, &x)?;
+    let axis = resolve_axis(node, node.int("axis", 0)?, fact.rank())?;
+    let total = fact.shape[axis];
+    let sizes: Vec<usize> = if let Some(s) = node.ints("split") {
+        s.iter().map(|&v| v.max(0) as usize).collect()
+    } else if node.input(1).is_some_and(|n| !n.is_empty()) {
+        let split = ctx.const_input(node, 1, "split")?;
+        split
+            .to_i64s()
+            .ok_or_else(|| node.malformed("split sizes must be integers"))?
+            .iter()
+            .map(|&v| v.max(0) as usize)
+            .collect()
+    } else {
+        let parts = node.int("num_outputs", node.num_outputs() as i64)?.max(1) as usize;
+        let each = total.div_ceil(parts);
+        (0..parts).map(|i| each.min(total.saturating_sub(i * each))).collect()
+    };
+    if sizes.iter().sum::<usize>() != total || sizes.len() != node.num_outputs() {
+        return Err(node.malformed(format!(
+            "split sizes {sizes:?} for {} outputs of an axis of {total}",
+            node.num_outputs()
+        )));
+    }
+    let w = ctx.wire(node, 0)?;
+    let mut outputs = Vec::with_capacity(sizes.len());
+    let mut start = 0i64;
+    for (i, size) in sizes.into_iter().enumerate() {
+        let end = start + size as i64;
+        let op = Op::Slice { axis: axis as i64, start, end, step: 1 };
+        outputs.push(Some(ctx.emit_value(&format!("{}:{i}", node.name), op, &[w])?));
+        start = end;
+    }
+    Ok(outputs)
+}
