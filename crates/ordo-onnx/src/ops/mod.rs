@@ -73,6 +73,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Not",
     "Or",
     "Pow",
+    "RMSNormalization",
     "Reciprocal",
     "ReduceL1",
     "ReduceL2",
@@ -112,6 +113,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "Conv" => conv::conv,
         "BatchNormalization" => norm::batch_norm,
         "LayerNormalization" => norm::layer_norm,
+        "RMSNormalization" => norm::rms_norm,
         "Relu" | "Sigmoid" | "Tanh" | "HardSwish" | "HardSigmoid" | "Gelu" | "Erf" | "Exp"
         | "Log" | "Abs" | "Sin" | "Cos" | "Reciprocal" | "Softplus" | "Softsign" => {
             elementwise::unary
