@@ -4,7 +4,7 @@ use ordo_ir::Op;
 use ordo_ir::op::{Grad, UnaryOp};
 
 use super::error::KernelResult;
-use super::tensor::Tensor;
+use super::tensor::{Data, Tensor};
 use super::util::{
     Call, broadcast_shapes, broadcast_strides, erf, for_each_broadcast, reduce_to, resolve_axis,
     split_at_axis, tensor,
@@ -315,6 +315,159 @@ pub(crate) fn softmax(op: &Op, axis: i64, c: Call) -> KernelResult<Vec<Tensor>> 
         }
     }
     Ok(vec![tensor(shape, y)?])
+}
+
+/// `x - max - log(sum(exp(x - max)))` along the axis.
+pub(crate) fn log_softmax(op: &Op, axis: i64, c: Call) -> KernelResult<Vec<Tensor>> {
+    let x = single_input(op, &c)?;
+    let shape = c.inputs[0].shape();
+    let (outer, len, inner) = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
+    let mut y = vec![0.0f32; x.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| o * len * inner + j * inner + i;
+            let max = (0..len).map(|j| x[at(j)]).fold(f32::NEG_INFINITY, f32::max);
+            let sum: f64 = (0..len).map(|j| f64::from((x[at(j)] - max).exp())).sum();
+            let log_sum = sum.ln() as f32;
+            (0..len).for_each(|j| y[at(j)] = x[at(j)] - max - log_sum);
+        }
+    }
+    Ok(vec![tensor(shape, y)?])
+}
+
+/// Log-softmax's gradient from its output: `dy - exp(y) * sum(dy)` along the axis.
+pub(crate) fn log_softmax_grad(axis: i64, c: Call) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(2)?;
+    let shape = c.inputs[1].shape();
+    c.expect_input_shape(0, shape)?;
+    let (dy, y) = (c.input_f32(0)?, c.input_f32(1)?);
+    let (outer, len, inner) = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
+    let mut dx = vec![0.0f32; y.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| o * len * inner + j * inner + i;
+            let total: f64 = (0..len).map(|j| f64::from(dy[at(j)])).sum();
+            for j in 0..len {
+                dx[at(j)] = dy[at(j)] - y[at(j)].exp() * total as f32;
+            }
+        }
+    }
+    Ok(vec![tensor(shape, dx)?])
+}
+
+/// Whether the element at (`row`, `col`) of the last two dims is in the triangle.
+fn in_triangle(row: usize, col: usize, k: i64, upper: bool) -> bool {
+    let offset = col as i64 - row as i64;
+    if upper { offset >= k } else { offset <= k }
+}
+
+/// `Trilu`: the triangle kept, other entries 0 (any element type).
+pub(crate) fn trilu(op: &Op, k: i64, upper: bool, c: Call) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(1)?;
+    c.expect_params(0)?;
+    let out = c.infer(op, &c.input_facts())?.shape;
+    let r = out.len();
+    let (rows, cols) = (out[r - 2], out[r - 1]);
+    let keep = |i: usize| in_triangle((i / cols.max(1)) % rows.max(1), i % cols.max(1), k, upper);
+    Ok(vec![match c.inputs[0].data() {
+        Data::F32(x) => tensor(
+            &out,
+            x.iter().enumerate().map(|(i, &v)| if keep(i) { v } else { 0.0 }).collect(),
+        )?,
+        Data::I64(x) => Tensor::from_i64(
+            &out,
+            x.iter().enumerate().map(|(i, &v)| if keep(i) { v } else { 0 }).collect(),
+        )?,
+        Data::Bool(x) => {
+            Tensor::from_bool(&out, x.iter().enumerate().map(|(i, &v)| keep(i) && v).collect())?
+        }
+    }])
+}
+
+/// The gradient of `Trilu`: the same triangle of the upstream gradient.
+pub(crate) fn trilu_grad(
+    of: &Op,
+    k: i64,
+    upper: bool,
+    g: &Grad,
+    c: Call,
+) -> KernelResult<Vec<Tensor>> {
+    let dy = same_shaped(g, 1, &c)?;
+    c.infer(of, &[c.produced(g, 0)?.clone()])?;
+    let shape = c.inputs[0].shape();
+    let r = shape.len();
+    let (rows, cols) = (shape[r - 2], shape[r - 1]);
+    let dx = dy
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| {
+            if in_triangle((i / cols.max(1)) % rows.max(1), i % cols.max(1), k, upper) {
+                d
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    Ok(vec![tensor(shape, dx)?])
+}
+
+/// `ArgMax` / `ArgMin` along an axis of a float or integer tensor.
+pub(crate) fn arg_extreme(
+    op: &Op,
+    (max, axis, select_last): (bool, i64, bool),
+    c: Call,
+) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(1)?;
+    c.expect_params(0)?;
+    let out = c.infer(op, &c.input_facts())?.shape;
+    let shape = c.inputs[0].shape();
+    let layout = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
+    let y = match c.inputs[0].data() {
+        Data::F32(x) => arg_along(x, layout, max, select_last, f32::is_nan),
+        Data::I64(x) => arg_along(x, layout, max, select_last, |_| false),
+        Data::Bool(_) => return Err(c.value_err("ArgMax/ArgMin of bools")),
+    };
+    Ok(vec![Tensor::from_i64(&out, y)?])
+}
+
+/// The index of the extreme along the middle dimension of `(outer, len, inner)`. Ties: the
+/// first index, the last with `last`. NaN is the extreme (NumPy's rule): the first NaN, the
+/// last with `last`.
+fn arg_along<T: PartialOrd + Copy>(
+    x: &[T],
+    (outer, len, inner): (usize, usize, usize),
+    max: bool,
+    last: bool,
+    is_nan: impl Fn(T) -> bool,
+) -> Vec<i64> {
+    let better = |v: T, best: T| {
+        if is_nan(best) {
+            return last && is_nan(v);
+        }
+        if is_nan(v) {
+            return true;
+        }
+        match (max, last) {
+            (true, false) => v > best,
+            (true, true) => v >= best,
+            (false, false) => v < best,
+            (false, true) => v <= best,
+        }
+    };
+    let mut y = vec![0i64; outer * inner];
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| o * len * inner + j * inner + i;
+            let mut best = 0usize;
+            for j in 1..len {
+                if better(x[at(j)], x[at(best)]) {
+                    best = j;
+                }
+            }
+            y[o * inner + i] = best as i64;
+        }
+    }
+    y
 }
 
 /// Softmax's gradient from its output: `y * (dy - sum(dy * y))` along the axis.

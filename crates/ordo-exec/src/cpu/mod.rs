@@ -254,6 +254,11 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::Linear(l) => Box::new(move |c| linear::linear(op, l, c)),
         Op::MatMul => Box::new(move |c| linear::matmul(op, c)),
         Op::Softmax { axis } => Box::new(move |c| ew::softmax(op, *axis, c)),
+        Op::LogSoftmax { axis } => Box::new(move |c| ew::log_softmax(op, *axis, c)),
+        Op::Trilu { k, upper } => Box::new(move |c| ew::trilu(op, *k, *upper, c)),
+        Op::ArgExtreme { max, axis, select_last, .. } => {
+            Box::new(move |c| ew::arg_extreme(op, (*max, *axis, *select_last), c))
+        }
         Op::CausalMask => Box::new(move |c| ew::causal_mask(op, c)),
         Op::Embedding(e) => Box::new(move |c| sequence::embedding(op, e, c)),
         Op::Lstm(l) => Box::new(move |c| sequence::lstm(op, l, c)),
@@ -353,6 +358,12 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
         }
         (Op::Slice { .. }, Wrt::Input(0)) => {
             (vec![], Box::new(move |c| shape::slice_grad(of, g, c)))
+        }
+        (Op::LogSoftmax { axis }, Wrt::Input(0)) => {
+            (vec![Output], Box::new(move |c| ew::log_softmax_grad(*axis, c)))
+        }
+        (Op::Trilu { k, upper }, Wrt::Input(0)) => {
+            (vec![], Box::new(move |c| ew::trilu_grad(of, *k, *upper, g, c)))
         }
         (Op::Softmax { axis }, Wrt::Input(0)) => {
             (vec![Output], Box::new(move |c| ew::softmax_grad(*axis, c)))

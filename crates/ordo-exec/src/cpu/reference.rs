@@ -320,6 +320,61 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 x.at(idx).exp() / sum
             });
         }
+        Op::LogSoftmax { axis } => {
+            let x = &inputs[0];
+            let axis = axis_of(*axis, x.shape.len());
+            each(&mut y, &|idx| {
+                let mut j = idx.to_vec();
+                let mut sum = 0.0;
+                for k in 0..x.shape[axis] {
+                    j[axis] = k;
+                    sum += x.at(&j).exp();
+                }
+                x.at(idx) - sum.ln()
+            });
+        }
+        Op::Trilu { k, upper } => {
+            let r = out_shape.len();
+            let x = &inputs[0];
+            y.dtype = x.dtype;
+            each(&mut y, &|idx| {
+                let offset = idx[r - 1] as i64 - idx[r - 2] as i64;
+                let keep = if *upper { offset >= *k } else { offset <= *k };
+                if keep { x.at(idx) } else { 0.0 }
+            });
+        }
+        Op::ArgExtreme { max, axis, keepdims, select_last } => {
+            // Every candidate index in order; the extreme by a fold that keeps the first
+            // (or, with `select_last`, the last) of equals.
+            let x = &inputs[0];
+            let axis = axis_of(*axis, x.shape.len());
+            y.dtype = DType::I64;
+            each(&mut y, &|idx| {
+                let mut j = idx.to_vec();
+                if !*keepdims {
+                    j.insert(axis, 0);
+                }
+                let mut best: Option<(usize, f64)> = None;
+                for k in 0..x.shape[axis] {
+                    j[axis] = k;
+                    let v = x.at(&j);
+                    let take = match best {
+                        None => true,
+                        Some((_, b)) => {
+                            if *max {
+                                v > b || (*select_last && v == b)
+                            } else {
+                                v < b || (*select_last && v == b)
+                            }
+                        }
+                    };
+                    if take {
+                        best = Some((k, v));
+                    }
+                }
+                best.map_or(0.0, |(k, _)| k as f64)
+            });
+        }
         Op::CausalMask => {
             let r = out_shape.len();
             let x = &inputs[0];

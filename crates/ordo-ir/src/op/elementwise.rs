@@ -135,6 +135,31 @@ pub(crate) fn infer_softmax(axis: i64, inputs: &[&TensorFact]) -> Result<Vec<Ten
     Ok(vec![inputs[0].clone()])
 }
 
+pub(crate) fn infer_trilu(inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 1)?;
+    if inputs[0].rank() < 2 {
+        return Err(format!("input must have rank >= 2, got {}", inputs[0]));
+    }
+    Ok(vec![inputs[0].clone()])
+}
+
+pub(crate) fn infer_arg_extreme(
+    axis: i64,
+    keepdims: bool,
+    inputs: &[&TensorFact],
+) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 1)?;
+    let x = inputs[0];
+    let a = resolve_axis(axis, x.rank())?;
+    let mut shape = x.shape.clone();
+    if keepdims {
+        shape[a] = 1;
+    } else {
+        shape.remove(a);
+    }
+    Ok(vec![TensorFact::new(crate::fact::DType::I64, shape)])
+}
+
 pub(crate) fn infer_causal_mask(inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
     expect_inputs(inputs, 1)?;
     expect_float("input", inputs[0])?;

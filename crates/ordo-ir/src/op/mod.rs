@@ -132,6 +132,31 @@ pub enum Op {
         /// The axis.
         axis: i64,
     },
+    /// Log-softmax along an axis: `x - log(sum(exp(x)))`, computed stably.
+    LogSoftmax {
+        /// The axis.
+        axis: i64,
+    },
+    /// The upper (or lower) triangle of the last two dims, other entries 0: `upper` keeps
+    /// `col - row >= k`, else `col - row <= k` (ONNX's `Trilu`, `torch.triu`/`tril`).
+    Trilu {
+        /// The diagonal offset.
+        k: i64,
+        /// Upper or lower triangle.
+        upper: bool,
+    },
+    /// The index of the largest (`max`) or smallest element along an axis: an `I64` tensor.
+    /// Ties: the first index, or the last with `select_last`; a NaN counts as the extreme.
+    ArgExtreme {
+        /// Largest or smallest.
+        max: bool,
+        /// The axis (negative counts from the end).
+        axis: i64,
+        /// Whether the axis stays as a dimension of size 1.
+        keepdims: bool,
+        /// Whether ties take the last index.
+        select_last: bool,
+    },
     /// Sets entries above the diagonal of the last two dims to -inf (causal attention mask).
     CausalMask,
     /// Table lookup of integer ids.
@@ -199,6 +224,10 @@ impl Op {
             Op::Pow => "Pow",
             Op::Clip { .. } => "Clip",
             Op::Compare(k) => k.onnx_name(),
+            Op::LogSoftmax { .. } => "LogSoftmax",
+            Op::Trilu { .. } => "Trilu",
+            Op::ArgExtreme { max: true, .. } => "ArgMax",
+            Op::ArgExtreme { max: false, .. } => "ArgMin",
             Op::Logic(k) => k.onnx_name(),
             Op::Not => "Not",
             Op::Where => "Where",
@@ -265,7 +294,11 @@ impl Op {
             Op::Concat { axis } => shape::infer_concat(*axis, inputs),
             Op::Linear(l) => l.infer(inputs),
             Op::MatMul => linear::infer_matmul(inputs),
-            Op::Softmax { axis } => ew::infer_softmax(*axis, inputs),
+            Op::Softmax { axis } | Op::LogSoftmax { axis } => ew::infer_softmax(*axis, inputs),
+            Op::Trilu { .. } => ew::infer_trilu(inputs),
+            Op::ArgExtreme { axis, keepdims, .. } => {
+                ew::infer_arg_extreme(*axis, *keepdims, inputs)
+            }
             Op::CausalMask => ew::infer_causal_mask(inputs),
             Op::Embedding(e) => e.infer(inputs),
             Op::Lstm(l) => l.infer(inputs),
@@ -315,7 +348,9 @@ impl Op {
             Op::GlobalAvgPool => inputs.first().map_or(0, |i| i.numel()),
             Op::Linear(l) => l.flops(inputs, outputs),
             Op::MatMul => linear::matmul_flops(inputs, outputs),
-            Op::Softmax { .. } => 5 * out_elems,
+            Op::Softmax { .. } | Op::LogSoftmax { .. } => 5 * out_elems,
+            Op::Trilu { .. } => out_elems,
+            Op::ArgExtreme { .. } => inputs.first().map_or(0, |i| i.numel()),
             Op::Lstm(l) => l.flops(inputs),
             Op::CrossEntropyLoss => 5 * inputs.first().map_or(0, |i| i.numel()),
             Op::Opaque(o) => o.flops,

@@ -74,14 +74,16 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         Op::Concat { .. } | Op::Reshape { .. } | Op::Transpose { .. } | Op::Slice { .. } => {
             rule(vec![], false, 0)
         }
-        Op::Softmax { .. } => rule(vec![Output], false, 4 * out),
+        Op::Softmax { .. } | Op::LogSoftmax { .. } => rule(vec![Output], false, 4 * out),
+        // The same triangle of the upstream gradient.
+        Op::Trilu { .. } => rule(vec![], false, out),
         Op::Lstm(_) => rule(vec![Input(0), Output], true, f.flops),
         Op::CrossEntropyLoss if k == 0 => rule(vec![Input(0), Input(1)], false, 3 * input(0)),
         // Known by its shapes only: the gradient reads every input (the most any op keeps)
         // and costs twice the forward.
         Op::Opaque(o) => rule((0..o.inputs).map(Input).collect(), false, (2 * f.flops).max(out)),
         // Masks: no gradient.
-        Op::Where | Op::Compare(_) | Op::Logic(_) | Op::Not => None,
+        Op::Where | Op::Compare(_) | Op::Logic(_) | Op::Not | Op::ArgExtreme { .. } => None,
         Op::CrossEntropyLoss
         | Op::Embedding(_)
         | Op::Input

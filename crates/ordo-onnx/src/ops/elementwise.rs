@@ -387,16 +387,43 @@ fn is_causal_mask(c: &ConstTensor, shape: &[usize]) -> bool {
     })
 }
 
-/// `Softmax` along one axis (before opset 13 the axis must be the last one).
+/// `Softmax` and `LogSoftmax` along one axis (before opset 13: over the dims from `axis` on,
+/// flattened, which is a reshape around the last axis).
 pub(crate) fn softmax(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
     let axis = node.int("axis", if node.opset < 13 { 1 } else { -1 })?;
     let resolved = resolve_axis(node, axis, fact.rank())?;
-    if node.opset < 13 && resolved + 1 != fact.rank() {
-        return Err(node.unsupported("softmax over flattened trailing dims (opset < 13)"));
-    }
+    let op = |axis: i64| match node.op_type() {
+        "LogSoftmax" => Op::LogSoftmax { axis },
+        _ => Op::Softmax { axis },
+    };
     let x = ctx.wire(node, 0)?;
-    one(ctx.emit_value(&node.name, Op::Softmax { axis: resolved as i64 }, &[x])?)
+    if node.opset >= 13 || resolved + 1 == fact.rank() {
+        return one(ctx.emit_value(&node.name, op(resolved as i64), &[x])?);
+    }
+    let rows: usize = fact.shape[..resolved].iter().product();
+    let cols: usize = fact.shape[resolved..].iter().product();
+    let flat = Op::Reshape { shape: vec![rows as i64, cols as i64] };
+    let flat = ctx.emit(&format!("{}.flatten", node.name), flat, &[x], Vec::new())?[0];
+    let y = ctx.emit(&format!("{}.flat", node.name), op(1), &[flat], Vec::new())?[0];
+    let back = Op::Reshape { shape: fact.shape.iter().map(|&d| d as i64).collect() };
+    one(ctx.emit_value(&node.name, back, &[y])?)
+}
+
+/// `ArgMax` and `ArgMin` of a run-time tensor (constants fold through the generic rule).
+pub(crate) fn arg_extreme(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let x = ctx.input(node, 0)?;
+    if matches!(x, Value::Const(_)) {
+        return Err(node.unsupported("a constant: imported by the generic rule"));
+    }
+    let op = Op::ArgExtreme {
+        max: node.op_type() == "ArgMax",
+        axis: node.int("axis", 0)?,
+        keepdims: node.int("keepdims", 1)? != 0,
+        select_last: node.int("select_last_index", 0)? != 0,
+    };
+    let w = ctx.wire(node, 0)?;
+    one(ctx.emit_value(&node.name, op, &[w])?)
 }
 
 /// `Dropout`: the IR's `Dropout` in training mode, the identity otherwise; the mask output is
@@ -426,11 +453,18 @@ pub(crate) fn dropout(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
 
 /// `Trilu` of a constant (a mask), folded.
 pub(crate) fn trilu(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
-    let c = ctx.const_input(node, 0, "the input")?;
     let k = match node.input(1) {
-        Some(_) => ctx.const_input(node, 1, "k")?.scalar().unwrap_or(0.0) as i64,
-        None => 0,
+        Some(name) if !name.is_empty() => {
+            ctx.const_input(node, 1, "k")?
+                .scalar()
+                .ok_or_else(|| node.malformed("k must be a scalar"))? as i64
+        }
+        _ => 0,
     };
     let upper = node.int("upper", 1)? != 0;
-    one(Value::constant(fold::trilu(&c, k, upper).map_err(|m| node.unsupported(m))?))
+    if let Value::Const(c) = ctx.input(node, 0)? {
+        return one(Value::constant(fold::trilu(&c, k, upper).map_err(|m| node.unsupported(m))?));
+    }
+    let x = ctx.wire(node, 0)?;
+    one(ctx.emit_value(&node.name, Op::Trilu { k, upper }, &[x])?)
 }

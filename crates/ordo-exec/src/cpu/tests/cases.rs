@@ -168,6 +168,25 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
         cases.push(case(Op::Where, vec![c.clone(), x, y], s));
         cases.push(case(Op::Where, vec![c, ints(&mut g, sb), ints(&mut g, sa)], s));
     }
+    cases.push(case(
+        Op::LogSoftmax { axis: if r.bool() { -1 } else { 1 } },
+        vec![rand(&[2, 3, 4], s + 42)],
+        s,
+    ));
+    for (k, upper) in [(0, true), (-1, false), (2, true), (1, false)] {
+        cases.push(case(Op::Trilu { k, upper }, vec![rand(&[2, 3, 4], s + 43)], s));
+    }
+    {
+        // Integers with ties (first or last index), floats.
+        let mut g = fastrand::Rng::with_seed(s + 44);
+        let ties = Tensor::from_i64(&[3, 4, 2], (0..24).map(|_| g.i64(0..3)).collect()).unwrap();
+        for (max, select_last) in [(true, false), (true, true), (false, false), (false, true)] {
+            let op = Op::ArgExtreme { max, axis: 1, keepdims: select_last, select_last };
+            cases.push(case(op, vec![ties.clone()], s));
+            let op = Op::ArgExtreme { max, axis: -1, keepdims: !select_last, select_last };
+            cases.push(case(op, vec![rand(&[3, 4, 2], s + 45)], s));
+        }
+    }
     // Distinct operands (no ties for the finite differences), a positive base for the power.
     for op in [Op::Max, Op::Min] {
         cases.push(case(op, vec![rand(sa, s + 31), rand(sb, s + 32)], s));

@@ -30,7 +30,7 @@ fn saved(op: &Op, wrt: Wrt) -> Vec<Saved> {
             | UnaryOp::Reciprocal => vec![Output],
             _ => vec![Input(0)],
         },
-        (Op::Dropout { .. } | Op::Softmax { .. }, _) => vec![Output],
+        (Op::Dropout { .. } | Op::Softmax { .. } | Op::LogSoftmax { .. }, _) => vec![Output],
         (Op::MaxPool2d(_) | Op::Lstm(_), _) => vec![Input(0), Output],
         (Op::Reduce(r), _) => {
             use ordo_ir::op::ReduceKind::*;
@@ -48,7 +48,11 @@ fn saved(op: &Op, wrt: Wrt) -> Vec<Saved> {
 
 /// Whether the op has a gradient with respect to `wrt` (a float input of a mask op has none).
 fn has_gradient(op: &Op, wrt: Wrt) -> bool {
-    !matches!((op, wrt), (Op::Compare(_) | Op::Logic(_) | Op::Not, _) | (Op::Where, Wrt::Input(0)))
+    !matches!(
+        (op, wrt),
+        (Op::Compare(_) | Op::Logic(_) | Op::Not | Op::ArgExtreme { .. }, _)
+            | (Op::Where, Wrt::Input(0))
+    )
 }
 
 /// Whether the gradient node gets the forward parameters.
