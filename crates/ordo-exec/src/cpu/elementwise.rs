@@ -37,6 +37,26 @@ pub(crate) fn unary_value(func: UnaryOp, x: f64) -> f64 {
         // ln(1 + e^x) without overflow for large x.
         UnaryOp::Softplus => x.max(0.0) + (-x.abs()).exp().ln_1p(),
         UnaryOp::Softsign => x / (1.0 + x.abs()),
+        UnaryOp::Tan => x.tan(),
+        UnaryOp::Asin => x.asin(),
+        UnaryOp::Acos => x.acos(),
+        UnaryOp::Atan => x.atan(),
+        UnaryOp::Sinh => x.sinh(),
+        UnaryOp::Cosh => x.cosh(),
+        UnaryOp::Asinh => x.asinh(),
+        UnaryOp::Acosh => x.acosh(),
+        UnaryOp::Atanh => x.atanh(),
+        UnaryOp::Mish => x * (x.max(0.0) + (-x.abs()).exp().ln_1p()).tanh(),
+        UnaryOp::Floor => x.floor(),
+        UnaryOp::Ceil => x.ceil(),
+        UnaryOp::Round => x.round_ties_even(),
+        UnaryOp::Sign => {
+            if x == 0.0 || x.is_nan() {
+                x
+            } else {
+                x.signum()
+            }
+        }
     }
 }
 
@@ -75,6 +95,24 @@ fn unary_derivative(func: UnaryOp, s: f64) -> f64 {
         UnaryOp::Reciprocal => -s * s,
         UnaryOp::Softplus => 1.0 / (1.0 + (-s).exp()),
         UnaryOp::Softsign => 1.0 / ((1.0 + s.abs()) * (1.0 + s.abs())),
+        UnaryOp::Tan => 1.0 / (s.cos() * s.cos()),
+        UnaryOp::Asin => 1.0 / (1.0 - s * s).sqrt(),
+        UnaryOp::Acos => -1.0 / (1.0 - s * s).sqrt(),
+        UnaryOp::Atan => 1.0 / (1.0 + s * s),
+        UnaryOp::Sinh => s.cosh(),
+        UnaryOp::Cosh => s.sinh(),
+        UnaryOp::Asinh => 1.0 / (s * s + 1.0).sqrt(),
+        UnaryOp::Acosh => 1.0 / (s * s - 1.0).sqrt(),
+        UnaryOp::Atanh => 1.0 / (1.0 - s * s),
+        UnaryOp::Mish => {
+            let sp = s.max(0.0) + (-s.abs()).exp().ln_1p();
+            let t = sp.tanh();
+            t + s * (1.0 - t * t) / (1.0 + (-s).exp())
+        }
+        UnaryOp::Floor => 0.0,
+        UnaryOp::Ceil => 0.0,
+        UnaryOp::Round => 0.0,
+        UnaryOp::Sign => 0.0,
     }
 }
 

@@ -452,6 +452,28 @@ fn unary(func: UnaryOp, x: f64) -> f64 {
         UnaryOp::Reciprocal => x.powi(-1),
         UnaryOp::Softplus => (1.0 + x.exp()).ln(),
         UnaryOp::Softsign => x / (1.0 + x.abs()),
+        UnaryOp::Tan => x.sin() / x.cos(),
+        UnaryOp::Asin => x.asin(),
+        UnaryOp::Acos => x.acos(),
+        UnaryOp::Atan => x.atan(),
+        UnaryOp::Sinh => (x.exp() - (-x).exp()) / 2.0,
+        UnaryOp::Cosh => (x.exp() + (-x).exp()) / 2.0,
+        UnaryOp::Asinh => (x + (x * x + 1.0).sqrt()).ln(),
+        UnaryOp::Acosh => (x + (x * x - 1.0).sqrt()).ln(),
+        UnaryOp::Atanh => 0.5 * ((1.0 + x) / (1.0 - x)).ln(),
+        UnaryOp::Mish => x * (1.0 + x.exp()).ln().tanh(),
+        UnaryOp::Floor => x.floor(),
+        UnaryOp::Ceil => x.ceil(),
+        UnaryOp::Round => x.round_ties_even(),
+        UnaryOp::Sign => {
+            if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                x
+            }
+        }
     }
 }
 

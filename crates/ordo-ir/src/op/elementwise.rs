@@ -44,6 +44,34 @@ pub enum UnaryOp {
     Softplus,
     /// `x / (1 + |x|)`.
     Softsign,
+    /// Tangent.
+    Tan,
+    /// Arcsine.
+    Asin,
+    /// Arccosine.
+    Acos,
+    /// Arctangent.
+    Atan,
+    /// Hyperbolic sine.
+    Sinh,
+    /// Hyperbolic cosine.
+    Cosh,
+    /// Inverse hyperbolic sine.
+    Asinh,
+    /// Inverse hyperbolic cosine.
+    Acosh,
+    /// Inverse hyperbolic tangent.
+    Atanh,
+    /// `x * tanh(softplus(x))`.
+    Mish,
+    /// Rounding down (its gradient is 0).
+    Floor,
+    /// Rounding up (its gradient is 0).
+    Ceil,
+    /// Rounding half to even (its gradient is 0).
+    Round,
+    /// The sign: -1, 0 or 1 (its gradient is 0).
+    Sign,
 }
 
 impl UnaryOp {
@@ -68,6 +96,20 @@ impl UnaryOp {
             UnaryOp::Reciprocal => "Reciprocal",
             UnaryOp::Softplus => "Softplus",
             UnaryOp::Softsign => "Softsign",
+            UnaryOp::Tan => "Tan",
+            UnaryOp::Asin => "Asin",
+            UnaryOp::Acos => "Acos",
+            UnaryOp::Atan => "Atan",
+            UnaryOp::Sinh => "Sinh",
+            UnaryOp::Cosh => "Cosh",
+            UnaryOp::Asinh => "Asinh",
+            UnaryOp::Acosh => "Acosh",
+            UnaryOp::Atanh => "Atanh",
+            UnaryOp::Mish => "Mish",
+            UnaryOp::Floor => "Floor",
+            UnaryOp::Ceil => "Ceil",
+            UnaryOp::Round => "Round",
+            UnaryOp::Sign => "Sign",
         }
     }
 
@@ -107,6 +149,17 @@ impl UnaryOp {
             | UnaryOp::Sin
             | UnaryOp::Cos
             | UnaryOp::Softplus => 8,
+            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Sign => 1,
+            UnaryOp::Tan
+            | UnaryOp::Asin
+            | UnaryOp::Acos
+            | UnaryOp::Atan
+            | UnaryOp::Sinh
+            | UnaryOp::Cosh
+            | UnaryOp::Asinh
+            | UnaryOp::Acosh
+            | UnaryOp::Atanh => 8,
+            UnaryOp::Mish => 12,
         }
     }
 }

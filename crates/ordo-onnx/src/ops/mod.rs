@@ -31,20 +31,28 @@ pub(crate) type Mapper = fn(&mut Ctx<'_>, &Node<'_>) -> OnnxResult<Outputs>;
 /// other operators with a shape rule (`ops/generic`) import as opaque ops (plannable).
 pub const SUPPORTED_OPS: &[&str] = &[
     "Abs",
+    "Acos",
+    "Acosh",
     "Add",
     "And",
     "ArgMax",
     "ArgMin",
+    "Asin",
+    "Asinh",
+    "Atan",
+    "Atanh",
     "AveragePool",
     "BatchNormalization",
     "Cast",
     "CastLike",
+    "Ceil",
     "Clip",
     "Concat",
     "Constant",
     "ConstantOfShape",
     "Conv",
     "Cos",
+    "Cosh",
     "Div",
     "Dropout",
     "Equal",
@@ -52,6 +60,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Exp",
     "Expand",
     "Flatten",
+    "Floor",
     "Gather",
     "Gelu",
     "Gemm",
@@ -71,6 +80,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Max",
     "MaxPool",
     "Min",
+    "Mish",
     "Mul",
     "Neg",
     "Not",
@@ -90,9 +100,12 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "ReduceSumSquare",
     "Relu",
     "Reshape",
+    "Round",
     "Shape",
     "Sigmoid",
+    "Sign",
     "Sin",
+    "Sinh",
     "Size",
     "Slice",
     "Softmax",
@@ -102,6 +115,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Sqrt",
     "Squeeze",
     "Sub",
+    "Tan",
     "Tanh",
     "Transpose",
     "Trilu",
@@ -118,9 +132,9 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "LayerNormalization" => norm::layer_norm,
         "RMSNormalization" => norm::rms_norm,
         "Relu" | "Sigmoid" | "Tanh" | "HardSwish" | "HardSigmoid" | "Gelu" | "Erf" | "Exp"
-        | "Log" | "Abs" | "Sin" | "Cos" | "Reciprocal" | "Softplus" | "Softsign" => {
-            elementwise::unary
-        }
+        | "Log" | "Abs" | "Sin" | "Cos" | "Reciprocal" | "Softplus" | "Softsign" | "Tan"
+        | "Asin" | "Acos" | "Atan" | "Sinh" | "Cosh" | "Asinh" | "Acosh" | "Atanh" | "Mish"
+        | "Floor" | "Ceil" | "Round" | "Sign" => elementwise::unary,
         "Add" | "Sub" | "Mul" | "Div" | "Pow" => elementwise::binary,
         "Max" | "Min" => elementwise::extreme,
         "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor"

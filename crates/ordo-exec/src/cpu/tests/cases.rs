@@ -18,7 +18,7 @@ fn case(op: Op, inputs: Vec<Tensor>, seed: u64) -> Case {
     Case { op, inputs, params }
 }
 
-const UNARIES: [UnaryOp; 18] = [
+const UNARIES: [UnaryOp; 32] = [
     UnaryOp::Relu,
     UnaryOp::Gelu,
     UnaryOp::GeluTanh,
@@ -37,6 +37,20 @@ const UNARIES: [UnaryOp; 18] = [
     UnaryOp::Reciprocal,
     UnaryOp::Softplus,
     UnaryOp::Softsign,
+    UnaryOp::Tan,
+    UnaryOp::Asin,
+    UnaryOp::Acos,
+    UnaryOp::Atan,
+    UnaryOp::Sinh,
+    UnaryOp::Cosh,
+    UnaryOp::Asinh,
+    UnaryOp::Acosh,
+    UnaryOp::Atanh,
+    UnaryOp::Mish,
+    UnaryOp::Floor,
+    UnaryOp::Ceil,
+    UnaryOp::Round,
+    UnaryOp::Sign,
 ];
 
 /// A random convolution and input: groups 1, 2 or depthwise, strides, padding, dilation.
@@ -98,6 +112,15 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
         }
         if matches!(func, UnaryOp::HardSwish | UnaryOp::HardSigmoid) {
             let v = x.as_f32().unwrap().iter().map(|v| v * 5.0).collect();
+            x = Tensor::from_f32(x.shape(), v).unwrap();
+        }
+        // Inside the open domains, away from their ends.
+        if matches!(func, UnaryOp::Asin | UnaryOp::Acos | UnaryOp::Atanh) {
+            let v = x.as_f32().unwrap().iter().map(|v| v * 0.8).collect();
+            x = Tensor::from_f32(x.shape(), v).unwrap();
+        }
+        if func == UnaryOp::Acosh {
+            let v = x.as_f32().unwrap().iter().map(|v| v.abs() + 1.2).collect();
             x = Tensor::from_f32(x.shape(), v).unwrap();
         }
         cases.push(case(Op::Unary { func }, vec![x], s));
