@@ -50,6 +50,7 @@ mod error;
 mod linear;
 mod logic;
 mod loss;
+mod nll;
 mod norm;
 mod optim;
 mod pool;
@@ -267,6 +268,7 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::Transpose { perm } => Box::new(move |c| shape::transpose(op, perm, c)),
         Op::Slice { .. } => Box::new(move |c| shape::slice(op, c)),
         Op::CrossEntropyLoss => Box::new(move |c| loss::cross_entropy(op, c)),
+        Op::NllLoss(n) => Box::new(move |c| nll::nll_loss(op, n, c)),
         Op::Update(u) => Box::new(move |c| optim::update(u.optimizer, c)),
         Op::Grad(g) => select_grad(g)?,
         Op::Opaque(_) => return Err(planning_only(op)),
@@ -373,6 +375,11 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
         }
         (Op::Lstm(l), Wrt::Params) => {
             (vec![Input(0), Output], Box::new(move |c| sequence::lstm_grad(of, l, g, true, c)))
+        }
+        // The targets, and the class weights when the loss has them.
+        (Op::NllLoss(n), Wrt::Input(0)) => {
+            let saved = if g.saved.len() == 2 { vec![Input(1), Input(2)] } else { vec![Input(1)] };
+            (saved, Box::new(move |c| nll::nll_loss_grad(n, g, c)))
         }
         (Op::CrossEntropyLoss, Wrt::Input(0)) => {
             (vec![Input(0), Input(1)], Box::new(move |c| loss::cross_entropy_grad(of, c)))

@@ -402,6 +402,30 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 };
             }
         }
+        Op::NllLoss(n) => {
+            // Each target element by its multi-index: its class's value, weighted.
+            use ordo_ir::op::LossReduction;
+            let (x, t) = (&inputs[0], &inputs[1]);
+            let mut losses = Vec::new();
+            let mut weights = 0.0;
+            for e in 0..t.data.len() {
+                let mut idx = unravel(e, &t.shape);
+                let class = t.data[e] as i64;
+                if Some(class) == n.ignore_index {
+                    losses.push(0.0);
+                    continue;
+                }
+                let w = inputs.get(2).map_or(1.0, |w| w.data[class as usize]);
+                idx.insert(1, class as usize);
+                losses.push(-x.at(&idx) * w);
+                weights += w;
+            }
+            y.data = match n.reduction {
+                LossReduction::None => losses,
+                LossReduction::Sum => vec![losses.iter().sum()],
+                LossReduction::Mean => vec![losses.iter().sum::<f64>() / weights],
+            };
+        }
         Op::CrossEntropyLoss => {
             let (x, t) = (&inputs[0], &inputs[1]);
             let c = *x.shape.last().unwrap();

@@ -29,6 +29,7 @@ pub use elementwise::{UnaryOp, broadcast_shapes};
 pub use grad::{Grad, Optimizer, Saved, Update, Wrt};
 pub use linear::Linear;
 pub use logic::{CompareKind, LogicKind};
+pub use loss::{LossReduction, NllLoss};
 pub use norm::{BatchNorm, LayerNorm};
 pub use opaque::Opaque;
 pub use pool::Pool2d;
@@ -189,6 +190,8 @@ pub enum Op {
         /// Step, at least 1.
         step: i64,
     },
+    /// Negative log-likelihood of log-probabilities (classes second) against integer targets.
+    NllLoss(NllLoss),
     /// Mean cross-entropy of logits (classes last) against integer targets.
     CrossEntropyLoss,
     /// A constant tensor filled with `value`; its single output fact is stored on the node
@@ -247,6 +250,7 @@ impl Op {
             Op::Transpose { .. } => "Transpose",
             Op::Slice { .. } => "Slice",
             Op::CrossEntropyLoss => "CrossEntropyLoss",
+            Op::NllLoss(_) => "NegativeLogLikelihoodLoss",
             Op::Fill { .. } => "Fill",
             Op::Grad(g) => match g.wrt {
                 Wrt::Input(_) => "GradInput",
@@ -308,6 +312,7 @@ impl Op {
                 shape::infer_slice(*axis, *start, *end, *step, inputs)
             }
             Op::CrossEntropyLoss => loss::infer_cross_entropy(inputs),
+            Op::NllLoss(n) => n.infer(inputs),
             Op::Opaque(o) => o.infer(inputs),
         }
     }
@@ -353,6 +358,7 @@ impl Op {
             Op::ArgExtreme { .. } => inputs.first().map_or(0, |i| i.numel()),
             Op::Lstm(l) => l.flops(inputs),
             Op::CrossEntropyLoss => 5 * inputs.first().map_or(0, |i| i.numel()),
+            Op::NllLoss(_) => 2 * inputs.get(1).map_or(0, |t| t.numel()),
             Op::Opaque(o) => o.flops,
             Op::Embedding(_)
             | Op::Concat { .. }

@@ -79,6 +79,11 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         Op::Trilu { .. } => rule(vec![], false, out),
         Op::Lstm(_) => rule(vec![Input(0), Output], true, f.flops),
         Op::CrossEntropyLoss if k == 0 => rule(vec![Input(0), Input(1)], false, 3 * input(0)),
+        // The targets (and the class weights) pick where the upstream gradient goes.
+        Op::NllLoss(_) if k == 0 => {
+            rule((1..f.inputs.len()).map(Input).collect(), false, input(0) + 2 * input(1))
+        }
+        Op::NllLoss(_) => None,
         // Known by its shapes only: the gradient reads every input (the most any op keeps)
         // and costs twice the forward.
         Op::Opaque(o) => rule((0..o.inputs).map(Input).collect(), false, (2 * f.flops).max(out)),

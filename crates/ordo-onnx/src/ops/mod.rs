@@ -10,6 +10,7 @@ mod elementwise;
 pub(crate) mod generic;
 mod linear;
 mod logic;
+mod loss;
 mod norm;
 mod pool;
 mod reduce;
@@ -83,6 +84,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Mish",
     "Mul",
     "Neg",
+    "NegativeLogLikelihoodLoss",
     "Not",
     "Or",
     "Pow",
@@ -109,6 +111,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Size",
     "Slice",
     "Softmax",
+    "SoftmaxCrossEntropyLoss",
     "Softplus",
     "Softsign",
     "Split",
@@ -142,6 +145,8 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "Clip" => elementwise::clip,
         "Neg" | "Sqrt" => elementwise::const_unary,
         "Softmax" | "LogSoftmax" => elementwise::softmax,
+        "NegativeLogLikelihoodLoss" => loss::nll,
+        "SoftmaxCrossEntropyLoss" => loss::softmax_cross_entropy,
         "ArgMax" | "ArgMin" => elementwise::arg_extreme,
         "Dropout" => elementwise::dropout,
         "Trilu" => elementwise::trilu,

@@ -210,6 +210,30 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
             cases.push(case(op, vec![rand(&[3, 4, 2], s + 45)], s));
         }
     }
+    {
+        // Classes second, spatial dims after; some targets ignored; with and without weights.
+        use ordo_ir::op::{LossReduction, NllLoss};
+        let mut g = fastrand::Rng::with_seed(s + 46);
+        let targets = Tensor::from_i64(&[3, 2], (0..6).map(|_| g.i64(0..5)).collect()).unwrap();
+        for (i, reduction) in
+            [LossReduction::None, LossReduction::Sum, LossReduction::Mean].into_iter().enumerate()
+        {
+            let op = Op::NllLoss(NllLoss { reduction, ignore_index: Some(4) });
+            let x = rand(&[3, 4, 2], s + 47 + i as u64);
+            let clamped: Vec<i64> =
+                targets.as_i64().unwrap().iter().map(|&t| t.clamp(0, 3)).collect();
+            let clamped = Tensor::from_i64(&[3, 2], clamped).unwrap();
+            cases.push(case(op.clone(), vec![x.clone(), clamped], s));
+            let weights = positive(rand(&[4], s + 50));
+            let op = Op::NllLoss(NllLoss { reduction, ignore_index: Some(3) });
+            let t = Tensor::from_i64(
+                &[3, 2],
+                targets.as_i64().unwrap().iter().map(|&t| t % 4).collect(),
+            )
+            .unwrap();
+            cases.push(case(op, vec![x, t, weights], s));
+        }
+    }
     // Distinct operands (no ties for the finite differences), a positive base for the power.
     for op in [Op::Max, Op::Min] {
         cases.push(case(op, vec![rand(sa, s + 31), rand(sb, s + 32)], s));

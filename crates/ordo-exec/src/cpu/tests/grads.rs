@@ -9,7 +9,7 @@ use super::cases::{self, Case, conv_case};
 use super::{GRAD_TOL, close, ctx, rand};
 
 /// What the training builder saves for each gradient (mirrors its rules).
-fn saved(op: &Op, wrt: Wrt) -> Vec<Saved> {
+fn saved(op: &Op, wrt: Wrt, inputs: usize) -> Vec<Saved> {
     use Saved::{Input, Output};
     match (op, wrt) {
         (Op::Conv2d(_) | Op::Linear(_), Wrt::Input(_)) => vec![],
@@ -42,6 +42,7 @@ fn saved(op: &Op, wrt: Wrt) -> Vec<Saved> {
             }
         }
         (Op::CrossEntropyLoss, _) => vec![Input(0), Input(1)],
+        (Op::NllLoss(_), _) => (1..inputs).map(Input).collect(),
         _ => vec![],
     }
 }
@@ -52,6 +53,7 @@ fn has_gradient(op: &Op, wrt: Wrt) -> bool {
         (op, wrt),
         (Op::Compare(_) | Op::Logic(_) | Op::Not | Op::ArgExtreme { .. }, _)
             | (Op::Where, Wrt::Input(0))
+            | (Op::NllLoss(_), Wrt::Input(2))
     )
 }
 
@@ -96,7 +98,7 @@ fn check(c: &Case, seed: u64) {
     );
     let w = dy.as_f32().unwrap();
     for wrt in wrts.into_iter().filter(|&w| has_gradient(&c.op, w)) {
-        let saved = saved(&c.op, wrt);
+        let saved = saved(&c.op, wrt, c.inputs.len());
         let produces = match wrt {
             Wrt::Input(k) => vec![facts[k].clone()],
             Wrt::Params => trainable.iter().map(|&i| specs[i].fact.clone()).collect(),
