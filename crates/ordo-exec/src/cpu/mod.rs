@@ -47,6 +47,7 @@
 mod conv;
 mod elementwise;
 mod error;
+mod gather;
 mod linear;
 mod logic;
 mod loss;
@@ -269,6 +270,9 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::Slice { .. } => Box::new(move |c| shape::slice(op, c)),
         Op::CrossEntropyLoss => Box::new(move |c| loss::cross_entropy(op, c)),
         Op::NllLoss(n) => Box::new(move |c| nll::nll_loss(op, n, c)),
+        Op::Expand { .. } => Box::new(move |c| gather::expand(op, c)),
+        Op::Gather { axis } => Box::new(move |c| gather::gather(op, false, *axis, c)),
+        Op::GatherElements { axis } => Box::new(move |c| gather::gather(op, true, *axis, c)),
         Op::Update(u) => Box::new(move |c| optim::update(u.optimizer, c)),
         Op::Grad(g) => select_grad(g)?,
         Op::Opaque(_) => return Err(planning_only(op)),
@@ -375,6 +379,15 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
         }
         (Op::Lstm(l), Wrt::Params) => {
             (vec![Input(0), Output], Box::new(move |c| sequence::lstm_grad(of, l, g, true, c)))
+        }
+        (Op::Expand { .. }, Wrt::Input(0)) => {
+            (vec![], Box::new(move |c| gather::expand_grad(g, c)))
+        }
+        (Op::Gather { axis }, Wrt::Input(0)) => {
+            (vec![Input(1)], Box::new(move |c| gather::gather_grad(false, *axis, g, c)))
+        }
+        (Op::GatherElements { axis }, Wrt::Input(0)) => {
+            (vec![Input(1)], Box::new(move |c| gather::gather_grad(true, *axis, g, c)))
         }
         // The targets, and the class weights when the loss has them.
         (Op::NllLoss(n), Wrt::Input(0)) => {

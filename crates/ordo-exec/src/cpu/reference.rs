@@ -402,6 +402,36 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 };
             }
         }
+        Op::Expand { .. } => {
+            let x = &inputs[0];
+            y.dtype = x.dtype;
+            each(&mut y, &|idx| x.data[broadcast_index(idx, &x.shape)]);
+        }
+        Op::Gather { axis } => {
+            let (data, indices) = (&inputs[0], &inputs[1]);
+            let a = axis_of(*axis, data.shape.len());
+            let r = indices.shape.len();
+            y.dtype = data.dtype;
+            each(&mut y, &|idx| {
+                let k = indices.at(&idx[a..a + r]) as i64;
+                let k = if k < 0 { k + data.shape[a] as i64 } else { k } as usize;
+                let mut j = idx[..a].to_vec();
+                j.push(k);
+                j.extend_from_slice(&idx[a + r..]);
+                data.at(&j)
+            });
+        }
+        Op::GatherElements { axis } => {
+            let (data, indices) = (&inputs[0], &inputs[1]);
+            let a = axis_of(*axis, data.shape.len());
+            y.dtype = data.dtype;
+            each(&mut y, &|idx| {
+                let k = indices.at(idx) as i64;
+                let mut j = idx.to_vec();
+                j[a] = if k < 0 { k + data.shape[a] as i64 } else { k } as usize;
+                data.at(&j)
+            });
+        }
         Op::NllLoss(n) => {
             // Each target element by its multi-index: its class's value, weighted.
             use ordo_ir::op::LossReduction;

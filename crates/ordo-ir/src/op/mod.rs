@@ -190,6 +190,24 @@ pub enum Op {
         /// Step, at least 1.
         step: i64,
     },
+    /// The input broadcast to `shape` (NumPy's rules; ONNX's `Expand` with its target and the
+    /// input's shape combined).
+    Expand {
+        /// The output's shape.
+        shape: Vec<usize>,
+    },
+    /// `Gather(data, indices)` along an axis: the output is `data`'s shape with the axis
+    /// replaced by the indices' shape (negative indices count from the end).
+    Gather {
+        /// The axis (negative counts from the end).
+        axis: i64,
+    },
+    /// `GatherElements(data, indices)`: each output element is `data` at its own index with
+    /// the axis coordinate taken from `indices` (of `data`'s rank; the output has its shape).
+    GatherElements {
+        /// The axis (negative counts from the end).
+        axis: i64,
+    },
     /// Negative log-likelihood of log-probabilities (classes second) against integer targets.
     NllLoss(NllLoss),
     /// Mean cross-entropy of logits (classes last) against integer targets.
@@ -251,6 +269,9 @@ impl Op {
             Op::Slice { .. } => "Slice",
             Op::CrossEntropyLoss => "CrossEntropyLoss",
             Op::NllLoss(_) => "NegativeLogLikelihoodLoss",
+            Op::Expand { .. } => "Expand",
+            Op::Gather { .. } => "Gather",
+            Op::GatherElements { .. } => "GatherElements",
             Op::Fill { .. } => "Fill",
             Op::Grad(g) => match g.wrt {
                 Wrt::Input(_) => "GradInput",
@@ -313,6 +334,9 @@ impl Op {
             }
             Op::CrossEntropyLoss => loss::infer_cross_entropy(inputs),
             Op::NllLoss(n) => n.infer(inputs),
+            Op::Expand { shape } => shape::infer_expand(shape, inputs),
+            Op::Gather { axis } => shape::infer_gather(*axis, inputs),
+            Op::GatherElements { axis } => shape::infer_gather_elements(*axis, inputs),
             Op::Opaque(o) => o.infer(inputs),
         }
     }
@@ -359,6 +383,8 @@ impl Op {
             Op::Lstm(l) => l.flops(inputs),
             Op::CrossEntropyLoss => 5 * inputs.first().map_or(0, |i| i.numel()),
             Op::NllLoss(_) => 2 * inputs.get(1).map_or(0, |t| t.numel()),
+            // Data movement.
+            Op::Expand { .. } | Op::Gather { .. } | Op::GatherElements { .. } => 0,
             Op::Opaque(o) => o.flops,
             Op::Embedding(_)
             | Op::Concat { .. }

@@ -91,3 +91,46 @@ pub fn slice_bounds(len: usize, start: i64, end: i64) -> (usize, usize) {
     };
     (clamp(start), clamp(end))
 }
+
+pub(crate) fn infer_expand(
+    shape: &[usize],
+    inputs: &[&TensorFact],
+) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 1)?;
+    let x = inputs[0];
+    if crate::op::broadcast_shapes(&x.shape, shape).as_deref() != Some(shape) {
+        return Err(format!("{x} does not broadcast to {shape:?}"));
+    }
+    Ok(vec![TensorFact::new(x.dtype, shape.to_vec())])
+}
+
+pub(crate) fn infer_gather(axis: i64, inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 2)?;
+    let (data, indices) = (inputs[0], inputs[1]);
+    if !indices.dtype.is_integer() {
+        return Err(format!("indices must be integers, got {indices}"));
+    }
+    let a = resolve_axis(axis, data.rank())?;
+    let mut shape = data.shape[..a].to_vec();
+    shape.extend_from_slice(&indices.shape);
+    shape.extend_from_slice(&data.shape[a + 1..]);
+    Ok(vec![TensorFact::new(data.dtype, shape)])
+}
+
+pub(crate) fn infer_gather_elements(
+    axis: i64,
+    inputs: &[&TensorFact],
+) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 2)?;
+    let (data, indices) = (inputs[0], inputs[1]);
+    if !indices.dtype.is_integer() {
+        return Err(format!("indices must be integers, got {indices}"));
+    }
+    let a = resolve_axis(axis, data.rank())?;
+    let fits = indices.rank() == data.rank()
+        && (0..data.rank()).all(|d| d == a || indices.shape[d] <= data.shape[d]);
+    if !fits {
+        return Err(format!("indices {indices} do not fit data {data} off axis {a}"));
+    }
+    Ok(vec![TensorFact::new(data.dtype, indices.shape.clone())])
+}

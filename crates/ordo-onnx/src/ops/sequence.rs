@@ -53,11 +53,9 @@ pub(crate) fn gather(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
             let step = idx.get(1).map_or(1, |&b| b - idx[0]);
             let regular =
                 !idx.is_empty() && step >= 1 && idx.windows(2).all(|w| w[1] - w[0] == step);
-            if !regular {
-                return Err(node.unsupported("gathering run-time data at irregular indices"));
-            }
-            if i.shape.len() > 1 {
-                return Err(node.unsupported("gathering run-time data with multi-dim indices"));
+            if !regular || i.shape.len() > 1 {
+                // Irregular or multi-dimensional: the IR's Gather, with the indices a buffer.
+                return gather_op(ctx, node, axis);
             }
             let end = idx[idx.len() - 1] + 1;
             let mut steps = vec![Step::Slice { axis, start: idx[0], end, step }];
@@ -68,8 +66,41 @@ pub(crate) fn gather(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
             }
             apply_steps(ctx, node, steps)
         }
-        _ => Err(node.unsupported("gathering with run-time indices from a run-time tensor")),
+        (Value::Const(_), _) => {
+            Err(node.unsupported("gathering from a constant at run-time indices"))
+        }
+        _ => gather_op(ctx, node, axis),
     }
+}
+
+/// The IR's `Gather` (or `GatherElements`) of run-time data; constant indices become a
+/// buffer.
+fn gather_op(ctx: &mut Ctx<'_>, node: &Node<'_>, axis: usize) -> OnnxResult<Outputs> {
+    let data = ctx.wire(node, 0)?;
+    let indices = match ctx.input(node, 1)? {
+        Value::Const(c) => {
+            let name = node.required_input(1)?.to_string();
+            ctx.buffer(node, &name, &c)?
+        }
+        _ => ctx.wire(node, 1)?,
+    };
+    let op = if node.op_type() == "GatherElements" {
+        Op::GatherElements { axis: axis as i64 }
+    } else {
+        Op::Gather { axis: axis as i64 }
+    };
+    one(ctx.emit_value(&node.name, op, &[data, indices])?)
+}
+
+/// `GatherElements` of run-time data (constants fold through the generic rule).
+pub(crate) fn gather_elements(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let data = ctx.input(node, 0)?;
+    if matches!(data, Value::Const(_)) {
+        return Err(node.unsupported("a constant: imported by the generic rule"));
+    }
+    let rank = ctx.fact_of(node, &data)?.rank();
+    let axis = resolve_axis(node, node.int("axis", 0)?, rank)?;
+    gather_op(ctx, node, axis)
 }
 
 /// `LSTM`, forward or bidirectional, with default activations, zero initial states and no

@@ -307,10 +307,11 @@ pub(crate) fn expand(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
             let fact = ctx.fact_of(node, &other)?;
             match fold::broadcast(&fact.shape, &target) {
                 Some(s) if s == fact.shape => one(other),
-                _ => {
-                    Err(node
-                        .unsupported(format!("expanding a run-time tensor {fact} to {target:?}")))
+                Some(shape) => {
+                    let x = ctx.wire(node, 0)?;
+                    one(ctx.emit_value(&node.name, Op::Expand { shape }, &[x])?)
                 }
+                None => Err(node.shape_error(format!("{fact} does not broadcast with {target:?}"))),
             }
         }
     }

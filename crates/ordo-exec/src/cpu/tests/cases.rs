@@ -234,6 +234,24 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
             cases.push(case(op, vec![x, t, weights], s));
         }
     }
+    {
+        // Broadcasts; gathers with repeated and negative indices (the gradient adds up).
+        let mut g = fastrand::Rng::with_seed(s + 51);
+        cases.push(case(Op::Expand { shape: vec![2, 3, 4] }, vec![rand(&[3, 1], s + 52)], s));
+        cases.push(case(Op::Expand { shape: vec![3, 4] }, vec![rand(&[4], s + 53)], s));
+        let idx = |g: &mut fastrand::Rng, shape: &[usize], len: i64| {
+            Tensor::from_i64(shape, (0..shape.iter().product()).map(|_| g.i64(-len..len)).collect())
+                .unwrap()
+        };
+        let data = rand(&[3, 4, 2], s + 54);
+        cases.push(case(Op::Gather { axis: 1 }, vec![data.clone(), idx(&mut g, &[2, 3], 4)], s));
+        cases.push(case(Op::Gather { axis: 0 }, vec![data.clone(), idx(&mut g, &[5], 3)], s));
+        cases.push(case(Op::Gather { axis: -1 }, vec![data.clone(), idx(&mut g, &[], 2)], s));
+        let op = Op::GatherElements { axis: 1 };
+        cases.push(case(op, vec![data.clone(), idx(&mut g, &[3, 5, 2], 4)], s));
+        let op = Op::GatherElements { axis: 0 };
+        cases.push(case(op, vec![data, idx(&mut g, &[2, 2, 1], 3)], s));
+    }
     // Distinct operands (no ties for the finite differences), a positive base for the power.
     for op in [Op::Max, Op::Min] {
         cases.push(case(op, vec![rand(sa, s + 31), rand(sb, s + 32)], s));
