@@ -1,7 +1,7 @@
 //! Elementwise ops, softmax, the causal mask and dropout, with their gradients.
 
 use ordo_ir::Op;
-use ordo_ir::op::{Grad, UnaryOp};
+use ordo_ir::op::{ActivationKind, Grad, UnaryOp};
 
 use super::error::KernelResult;
 use super::tensor::{Data, Tensor};
@@ -148,6 +148,35 @@ pub(crate) fn unary_grad(of: &Op, func: UnaryOp, g: &Grad, c: Call) -> KernelRes
         .iter()
         .zip(s)
         .map(|(&d, &s)| (f64::from(d) * unary_derivative(func, f64::from(s))) as f32)
+        .collect();
+    Ok(vec![tensor(c.inputs[0].shape(), dx)?])
+}
+
+/// An activation with constant parameters, in f64.
+pub(crate) fn activation(
+    op: &Op,
+    (kind, alpha, beta): (ActivationKind, f64, f64),
+    c: Call,
+) -> KernelResult<Vec<Tensor>> {
+    let x = single_input(op, &c)?;
+    let y = x.iter().map(|&v| kind.value(alpha, beta, f64::from(v)) as f32).collect();
+    Ok(vec![tensor(c.inputs[0].shape(), y)?])
+}
+
+/// The gradient of an activation with constant parameters (reads the input).
+pub(crate) fn activation_grad(
+    of: &Op,
+    (kind, alpha, beta): (ActivationKind, f64, f64),
+    g: &Grad,
+    c: Call,
+) -> KernelResult<Vec<Tensor>> {
+    let dy = same_shaped(g, 2, &c)?;
+    c.infer(of, &[c.inputs[1].fact()])?;
+    let x = c.input_f32(1)?;
+    let dx = dy
+        .iter()
+        .zip(x)
+        .map(|(&d, &v)| (f64::from(d) * kind.derivative(alpha, beta, f64::from(v))) as f32)
         .collect();
     Ok(vec![tensor(c.inputs[0].shape(), dx)?])
 }

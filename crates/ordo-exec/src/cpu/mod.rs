@@ -240,6 +240,9 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::LayerNorm(ln) => Box::new(move |c| norm::layer_norm(op, ln, c)),
         Op::Unary { func } => Box::new(move |c| ew::unary(op, *func, c)),
         Op::Scale { factor } => Box::new(move |c| ew::scale(op, *factor, c)),
+        Op::Activation { kind, alpha, beta } => {
+            Box::new(move |c| ew::activation(op, (*kind, *alpha, *beta), c))
+        }
         Op::Add | Op::Mul | Op::Div | Op::Max | Op::Min | Op::Pow => {
             Box::new(move |c| ew::binary(op, c))
         }
@@ -317,6 +320,10 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
             let saved = if func.grad_reads_output() { Output } else { Input(0) };
             (vec![saved], Box::new(move |c| ew::unary_grad(of, *func, g, c)))
         }
+        (Op::Activation { kind, alpha, beta }, Wrt::Input(0)) => (
+            vec![Input(0)],
+            Box::new(move |c| ew::activation_grad(of, (*kind, *alpha, *beta), g, c)),
+        ),
         (Op::Scale { factor }, Wrt::Input(0)) => {
             (vec![], Box::new(move |c| ew::scale_grad(of, *factor, g, c)))
         }

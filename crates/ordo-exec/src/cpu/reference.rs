@@ -142,6 +142,49 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
             y.data = x.data.iter().map(|&v| unary(*func, v)).collect();
         }
         Op::Scale { factor } => y.data = inputs[0].data.iter().map(|v| v * factor).collect(),
+        // Written out again here, independently of `ActivationKind::value`.
+        Op::Activation { kind, alpha: a, beta: b } => {
+            use ordo_ir::op::ActivationKind as K;
+            y.data = inputs[0]
+                .data
+                .iter()
+                .map(|&x| match kind {
+                    K::Elu => {
+                        if x > 0.0 {
+                            x
+                        } else {
+                            a * (x.exp() - 1.0)
+                        }
+                    }
+                    K::Selu => b * if x > 0.0 { x } else { a * (x.exp() - 1.0) },
+                    K::LeakyRelu => {
+                        if x < 0.0 {
+                            a * x
+                        } else {
+                            x
+                        }
+                    }
+                    K::ThresholdedRelu => {
+                        if x > *a {
+                            x
+                        } else {
+                            0.0
+                        }
+                    }
+                    K::Celu => x.max(0.0) + (a * ((x / a).exp() - 1.0)).min(0.0),
+                    K::HardSigmoid => (a * x + b).max(0.0).min(1.0),
+                    K::Shrink => {
+                        if x < -a {
+                            x + b
+                        } else if x > *a {
+                            x - b
+                        } else {
+                            0.0
+                        }
+                    }
+                })
+                .collect();
+        }
         Op::Clip { min, max } => {
             y.data = inputs[0].data.iter().map(|v| v.max(*min).min(*max)).collect()
         }

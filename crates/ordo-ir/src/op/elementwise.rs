@@ -164,6 +164,103 @@ impl UnaryOp {
     }
 }
 
+/// An activation with constant parameters (ONNX's attributes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ActivationKind {
+    /// `x` if `x > 0`, else `alpha * (e^x - 1)`.
+    Elu,
+    /// `beta * elu_alpha(x)` (ONNX's `gamma` as `beta`).
+    Selu,
+    /// `x` if `x >= 0`, else `alpha * x`.
+    LeakyRelu,
+    /// `x` if `x > alpha`, else 0.
+    ThresholdedRelu,
+    /// `max(0, x) + min(0, alpha * (e^(x / alpha) - 1))`.
+    Celu,
+    /// `max(0, min(1, alpha * x + beta))`.
+    HardSigmoid,
+    /// `x - beta` if `x > alpha`, `x + beta` if `x < -alpha`, else 0 (ONNX's `lambd` as
+    /// `alpha`, `bias` as `beta`).
+    Shrink,
+}
+
+impl ActivationKind {
+    /// ONNX's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ActivationKind::Elu => "Elu",
+            ActivationKind::Selu => "Selu",
+            ActivationKind::LeakyRelu => "LeakyRelu",
+            ActivationKind::ThresholdedRelu => "ThresholdedRelu",
+            ActivationKind::Celu => "Celu",
+            ActivationKind::HardSigmoid => "HardSigmoid",
+            ActivationKind::Shrink => "Shrink",
+        }
+    }
+
+    /// `f(x)`.
+    pub fn value(self, alpha: f64, beta: f64, x: f64) -> f64 {
+        let elu = |a: f64| if x > 0.0 { x } else { a * x.exp_m1() };
+        match self {
+            ActivationKind::Elu => elu(alpha),
+            ActivationKind::Selu => beta * elu(alpha),
+            ActivationKind::LeakyRelu => {
+                if x >= 0.0 {
+                    x
+                } else {
+                    alpha * x
+                }
+            }
+            ActivationKind::ThresholdedRelu => {
+                if x > alpha {
+                    x
+                } else {
+                    0.0
+                }
+            }
+            ActivationKind::Celu => x.max(0.0) + (alpha * (x / alpha).exp_m1()).min(0.0),
+            ActivationKind::HardSigmoid => (alpha * x + beta).clamp(0.0, 1.0),
+            ActivationKind::Shrink if x > alpha => x - beta,
+            ActivationKind::Shrink if x < -alpha => x + beta,
+            ActivationKind::Shrink => 0.0,
+        }
+    }
+
+    /// `f'(x)` (at a kink, PyTorch's side: the right one for ELU-like functions at 0).
+    pub fn derivative(self, alpha: f64, beta: f64, x: f64) -> f64 {
+        match self {
+            ActivationKind::Elu => {
+                if x > 0.0 {
+                    1.0
+                } else {
+                    alpha * x.exp()
+                }
+            }
+            ActivationKind::Selu => beta * if x > 0.0 { 1.0 } else { alpha * x.exp() },
+            ActivationKind::LeakyRelu => {
+                if x > 0.0 {
+                    1.0
+                } else {
+                    alpha
+                }
+            }
+            ActivationKind::ThresholdedRelu => f64::from(u8::from(x > alpha)),
+            ActivationKind::Celu => {
+                if x > 0.0 {
+                    1.0
+                } else {
+                    (x / alpha).exp()
+                }
+            }
+            ActivationKind::HardSigmoid => {
+                let z = alpha * x + beta;
+                if z > 0.0 && z < 1.0 { alpha } else { 0.0 }
+            }
+            ActivationKind::Shrink => f64::from(u8::from(x.abs() > alpha)),
+        }
+    }
+}
+
 pub(crate) fn infer_unary(inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
     expect_inputs(inputs, 1)?;
     expect_float("input", inputs[0])?;

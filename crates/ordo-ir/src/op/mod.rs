@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::fact::TensorFact;
 
 pub use conv::Conv2d;
-pub use elementwise::{UnaryOp, broadcast_shapes};
+pub use elementwise::{ActivationKind, UnaryOp, broadcast_shapes};
 pub use grad::{Grad, Optimizer, Saved, Update, Wrt};
 pub use linear::Linear;
 pub use logic::{CompareKind, LogicKind};
@@ -77,6 +77,15 @@ pub enum Op {
     Unary {
         /// Which function.
         func: UnaryOp,
+    },
+    /// An activation with constant parameters (their meaning per kind: [`ActivationKind`]).
+    Activation {
+        /// Which function.
+        kind: ActivationKind,
+        /// Its first parameter.
+        alpha: f64,
+        /// Its second parameter (unused by some kinds).
+        beta: f64,
     },
     /// Multiplication by a constant.
     Scale {
@@ -236,6 +245,7 @@ impl Op {
             Op::BatchNorm(_) => "BatchNorm",
             Op::LayerNorm(_) => "LayerNorm",
             Op::Unary { func } => func.name(),
+            Op::Activation { kind, .. } => kind.name(),
             Op::Scale { .. } => "Scale",
             Op::Add => "Add",
             Op::Mul => "Mul",
@@ -305,9 +315,11 @@ impl Op {
             Op::Conv2d(c) => c.infer(inputs),
             Op::BatchNorm(_) => norm::infer_batch_norm(inputs),
             Op::LayerNorm(l) => l.infer(inputs),
-            Op::Unary { .. } | Op::Scale { .. } | Op::Dropout { .. } | Op::Clip { .. } => {
-                ew::infer_unary(inputs)
-            }
+            Op::Unary { .. }
+            | Op::Activation { .. }
+            | Op::Scale { .. }
+            | Op::Dropout { .. }
+            | Op::Clip { .. } => ew::infer_unary(inputs),
             Op::Add | Op::Mul | Op::Div | Op::Max | Op::Min | Op::Pow => ew::infer_binary(inputs),
             Op::Reduce(r) => r.infer(inputs),
             Op::Compare(_) => logic::infer_compare(inputs),
@@ -365,6 +377,7 @@ impl Op {
             Op::Conv2d(c) => c.flops(inputs, outputs),
             Op::BatchNorm(_) | Op::LayerNorm(_) => 10 * out_elems,
             Op::Unary { func } => func.flops_per_element() * out_elems,
+            Op::Activation { .. } => 4 * out_elems,
             Op::Scale { .. } | Op::Add | Op::Mul | Op::CausalMask => out_elems,
             Op::Max | Op::Min | Op::Clip { .. } => out_elems,
             Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => out_elems,

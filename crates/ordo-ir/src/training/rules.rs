@@ -48,6 +48,7 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
             rule(vec![saved], false, f.flops.max(out))
         }
         Op::Scale { .. } | Op::CausalMask => rule(vec![], false, out),
+        Op::Activation { .. } => rule(vec![Input(0)], false, 4 * out),
         Op::Dropout { .. } => rule(vec![Output], false, out),
         // Broadcasting: the gradient is summed down to the input's shape.
         Op::Add => rule(vec![], false, if input(k) == out { 0 } else { out }),

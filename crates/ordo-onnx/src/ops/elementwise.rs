@@ -5,7 +5,7 @@
 //! mask (0 on and below the diagonal, -inf above) is `CausalMask`, `x^2` is `x * x` and
 //! `x^-0.5` is `Rsqrt`.
 
-use ordo_ir::op::UnaryOp;
+use ordo_ir::op::{ActivationKind, UnaryOp};
 use ordo_ir::{Op, OutletId};
 
 use super::{Outputs, one, resolve_axis};
@@ -26,9 +26,37 @@ pub(crate) fn unary(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
         "HardSigmoid" => {
             let (alpha, beta) = (node.float("alpha", 0.2)?, node.float("beta", 0.5)?);
             if (alpha - 1.0 / 6.0).abs() > 1e-6 || (beta - 0.5).abs() > 1e-6 {
-                return Err(node.unsupported(format!("alpha {alpha}, beta {beta} (only 1/6, 0.5)")));
+                return activation(ctx, node, ActivationKind::HardSigmoid, alpha, beta);
             }
             UnaryOp::HardSigmoid
+        }
+        "Elu" => return activation(ctx, node, ActivationKind::Elu, node.float("alpha", 1.0)?, 0.0),
+        "Selu" => {
+            let (alpha, gamma) = (
+                node.float("alpha", 1.673_263_192_176_818_8)?,
+                node.float("gamma", 1.050_701_022_148_132_3)?,
+            );
+            return activation(ctx, node, ActivationKind::Selu, alpha, gamma);
+        }
+        "LeakyRelu" => {
+            return activation(
+                ctx,
+                node,
+                ActivationKind::LeakyRelu,
+                node.float("alpha", 0.01)?,
+                0.0,
+            );
+        }
+        "ThresholdedRelu" => {
+            let alpha = node.float("alpha", 1.0)?;
+            return activation(ctx, node, ActivationKind::ThresholdedRelu, alpha, 0.0);
+        }
+        "Celu" => {
+            return activation(ctx, node, ActivationKind::Celu, node.float("alpha", 1.0)?, 0.0);
+        }
+        "Shrink" => {
+            let (lambd, bias) = (node.float("lambd", 0.5)?, node.float("bias", 0.0)?);
+            return activation(ctx, node, ActivationKind::Shrink, lambd, bias);
         }
         "Erf" => UnaryOp::Erf,
         "Exp" => UnaryOp::Exp,
@@ -227,10 +255,32 @@ fn pow(ctx: &mut Ctx<'_>, node: &Node<'_>, p: &Value) -> OnnxResult<Outputs> {
     one(ctx.emit_value(&node.name, Op::Pow, &[x, y])?)
 }
 
-/// `Max` and `Min` of one or more float tensors (broadcasting): a chain of the IR's `Max` or
-/// `Min`, in input order. All-constant inputs fold (the generic fallback).
+/// An activation with constant parameters, of a run-time float tensor.
+fn activation(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    kind: ActivationKind,
+    alpha: f64,
+    beta: f64,
+) -> OnnxResult<Outputs> {
+    let x = ctx.input(node, 0)?;
+    if matches!(x, Value::Const(_)) || !ctx.fact_of(node, &x)?.dtype.is_float() {
+        return Err(node.unsupported("the IR's activations take run-time float tensors"));
+    }
+    let w = ctx.wire(node, 0)?;
+    one(ctx.emit_value(&node.name, Op::Activation { kind, alpha, beta }, &[w])?)
+}
+
+/// `Max`, `Min`, `Sum` and `Mean` of one or more float tensors (broadcasting): a chain of the
+/// IR's `Max`, `Min` or `Add` in input order (then a `Scale` by 1/n for the mean). All-constant
+/// inputs fold (the generic fallback).
 pub(crate) fn extreme(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
-    let op = if node.op_type() == "Max" { Op::Max } else { Op::Min };
+    let op = match node.op_type() {
+        "Max" => Op::Max,
+        "Min" => Op::Min,
+        _ => Op::Add,
+    };
+    let mean = node.op_type() == "Mean" && node.num_inputs() > 1;
     let inputs =
         (0..node.num_inputs()).map(|i| ctx.input(node, i)).collect::<OnnxResult<Vec<_>>>()?;
     let Some(like) = inputs.iter().find(|v| !matches!(v, Value::Const(_))).cloned() else {
@@ -245,9 +295,13 @@ pub(crate) fn extreme(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
     let mut acc = operand(ctx, node, 0, Some(&like))?;
     for i in 1..inputs.len() {
         let w = operand(ctx, node, i, Some(&like))?;
-        let name =
-            if i + 1 == inputs.len() { node.name.clone() } else { format!("{}.{i}", node.name) };
+        let last = i + 1 == inputs.len() && !mean;
+        let name = if last { node.name.clone() } else { format!("{}.{i}", node.name) };
         acc = ctx.emit(&name, op.clone(), &[acc, w], Vec::new())?[0];
+    }
+    if mean {
+        let factor = 1.0 / inputs.len() as f64;
+        acc = ctx.emit(&node.name, Op::Scale { factor }, &[acc], Vec::new())?[0];
     }
     let fact = ctx.graph.fact(acc).cloned().expect("emitted");
     one(Value::wire(acc, fact))

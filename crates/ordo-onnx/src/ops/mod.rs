@@ -47,6 +47,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Cast",
     "CastLike",
     "Ceil",
+    "Celu",
     "Clip",
     "Concat",
     "Constant",
@@ -56,6 +57,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Cosh",
     "Div",
     "Dropout",
+    "Elu",
     "Equal",
     "Erf",
     "Exp",
@@ -74,6 +76,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Identity",
     "LSTM",
     "LayerNormalization",
+    "LeakyRelu",
     "Less",
     "LessOrEqual",
     "Log",
@@ -81,6 +84,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "MatMul",
     "Max",
     "MaxPool",
+    "Mean",
     "Min",
     "Mish",
     "Mul",
@@ -104,7 +108,9 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Relu",
     "Reshape",
     "Round",
+    "Selu",
     "Shape",
+    "Shrink",
     "Sigmoid",
     "Sign",
     "Sin",
@@ -119,8 +125,10 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Sqrt",
     "Squeeze",
     "Sub",
+    "Sum",
     "Tan",
     "Tanh",
+    "ThresholdedRelu",
     "Transpose",
     "Trilu",
     "Unsqueeze",
@@ -136,11 +144,12 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "LayerNormalization" => norm::layer_norm,
         "RMSNormalization" => norm::rms_norm,
         "Relu" | "Sigmoid" | "Tanh" | "HardSwish" | "HardSigmoid" | "Gelu" | "Erf" | "Exp"
-        | "Log" | "Abs" | "Sin" | "Cos" | "Reciprocal" | "Softplus" | "Softsign" | "Tan"
-        | "Asin" | "Acos" | "Atan" | "Sinh" | "Cosh" | "Asinh" | "Acosh" | "Atanh" | "Mish"
-        | "Floor" | "Ceil" | "Round" | "Sign" => elementwise::unary,
+        | "Log" | "Abs" | "Sin" | "Cos" | "Reciprocal" | "Softplus" | "Softsign" | "Elu"
+        | "Selu" | "LeakyRelu" | "ThresholdedRelu" | "Celu" | "Shrink" | "Tan" | "Asin"
+        | "Acos" | "Atan" | "Sinh" | "Cosh" | "Asinh" | "Acosh" | "Atanh" | "Mish" | "Floor"
+        | "Ceil" | "Round" | "Sign" => elementwise::unary,
         "Add" | "Sub" | "Mul" | "Div" | "Pow" => elementwise::binary,
-        "Max" | "Min" => elementwise::extreme,
+        "Max" | "Min" | "Sum" | "Mean" => elementwise::extreme,
         "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor"
         | "Not" | "Where" => logic::logic,
         "Clip" => elementwise::clip,

@@ -252,6 +252,24 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
         let op = Op::GatherElements { axis: 0 };
         cases.push(case(op, vec![data, idx(&mut g, &[2, 2, 1], 3)], s));
     }
+    {
+        use ordo_ir::op::ActivationKind as K;
+        for (i, (kind, alpha, beta)) in [
+            (K::Elu, 0.7, 0.0),
+            (K::Selu, 1.67, 1.05),
+            (K::LeakyRelu, 0.1, 0.0),
+            (K::ThresholdedRelu, 0.3, 0.0),
+            (K::Celu, 1.3, 0.0),
+            (K::HardSigmoid, 0.4, 0.6),
+            (K::Shrink, 0.25, 0.1),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let op = Op::Activation { kind, alpha, beta };
+            cases.push(case(op, vec![rand(&[3, 5], s + 60 + i as u64)], s));
+        }
+    }
     // Distinct operands (no ties for the finite differences), a positive base for the power.
     for op in [Op::Max, Op::Min] {
         cases.push(case(op, vec![rand(sa, s + 31), rand(sb, s + 32)], s));

@@ -15,7 +15,7 @@ fn saved(op: &Op, wrt: Wrt, inputs: usize) -> Vec<Saved> {
         (Op::Conv2d(_) | Op::Linear(_), Wrt::Input(_)) => vec![],
         (Op::MatMul | Op::Mul, Wrt::Input(k)) => vec![Input(1 - k)],
         (Op::Max | Op::Min | Op::Pow, _) => vec![Input(0), Input(1)],
-        (Op::Clip { .. } | Op::Where, _) => vec![Input(0)],
+        (Op::Clip { .. } | Op::Where | Op::Activation { .. }, _) => vec![Input(0)],
         (Op::Div, Wrt::Input(0)) => vec![Input(1)],
         (Op::Div, Wrt::Input(_)) => vec![Input(0), Input(1)],
         (Op::BatchNorm(_) | Op::LayerNorm(_) | Op::Embedding(_), _) => vec![Input(0)],
