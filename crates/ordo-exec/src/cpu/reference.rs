@@ -172,7 +172,7 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                         }
                     }
                     K::Celu => x.max(0.0) + (a * ((x / a).exp() - 1.0)).min(0.0),
-                    K::HardSigmoid => (a * x + b).max(0.0).min(1.0),
+                    K::HardSigmoid => (a * x + b).clamp(0.0, 1.0),
                     K::Shrink => {
                         if x < -a {
                             x + b
