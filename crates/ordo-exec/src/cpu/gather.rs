@@ -152,3 +152,85 @@ pub(crate) fn gather_grad(
     src.iter().zip(dy).for_each(|(&i, &d)| dx[i] += d);
     Ok(vec![tensor(&shape, dx)?])
 }
+
+/// For `Pad` and `Tile`: each output element's offset into the input (`None`: a constant
+/// border), the output's coordinate in each dim mapped by `source(dim, coordinate)`.
+fn mapped_sources(
+    input: &[usize],
+    out: &[usize],
+    source: impl Fn(usize, usize) -> Option<usize>,
+) -> Vec<Option<usize>> {
+    let strides = broadcast_strides(input, input);
+    // Per dim, the input coordinate of each output coordinate (a table: dims are short).
+    let tables: Vec<Vec<Option<usize>>> =
+        out.iter().enumerate().map(|(d, &n)| (0..n).map(|i| source(d, i)).collect()).collect();
+    let mut coords = vec![0usize; out.len()];
+    let mut src = Vec::with_capacity(numel(out));
+    for _ in 0..numel(out) {
+        let mut offset = Some(0usize);
+        for (d, &i) in coords.iter().enumerate() {
+            offset = match (offset, tables[d][i]) {
+                (Some(o), Some(j)) => Some(o + j * strides[d]),
+                _ => None,
+            };
+        }
+        src.push(offset);
+        for d in (0..out.len()).rev() {
+            coords[d] += 1;
+            if coords[d] < out[d] {
+                break;
+            }
+            coords[d] = 0;
+        }
+    }
+    src
+}
+
+/// The sources of `Pad` or `Tile` (`op`) for an input of `shape` and the output `out`.
+fn layout_sources(op: &Op, shape: &[usize], out: &[usize]) -> Vec<Option<usize>> {
+    match op {
+        Op::Pad { pads, mode, .. } => {
+            mapped_sources(shape, out, |d, i| mode.source(i, pads[d], shape[d]))
+        }
+        Op::Tile { .. } => mapped_sources(shape, out, |d, i| Some(i % shape[d].max(1))),
+        _ => unreachable!("only Pad and Tile lay out their input"),
+    }
+}
+
+/// `Pad` and `Tile` (any element type; a constant border for floats is the op's value,
+/// for integers its value truncated, for bools whether it is nonzero).
+pub(crate) fn lay_out(op: &Op, c: Call) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(1)?;
+    c.expect_params(0)?;
+    let out = c.infer(op, &c.input_facts())?.shape;
+    let src = layout_sources(op, c.inputs[0].shape(), &out);
+    let value = if let Op::Pad { value, .. } = op { *value } else { 0.0 };
+    Ok(vec![match c.inputs[0].data() {
+        Data::F32(x) => {
+            tensor(&out, src.iter().map(|s| s.map_or(value as f32, |i| x[i])).collect())?
+        }
+        Data::I64(x) => {
+            Tensor::from_i64(&out, src.iter().map(|s| s.map_or(value as i64, |i| x[i])).collect())?
+        }
+        Data::Bool(x) => {
+            Tensor::from_bool(&out, src.iter().map(|s| s.map_or(value != 0.0, |i| x[i])).collect())?
+        }
+    }])
+}
+
+/// The gradient of `Pad` or `Tile`: each output element's upstream gradient added to the
+/// input element it came from (a constant border's to none).
+pub(crate) fn lay_out_grad(of: &Op, g: &Grad, c: Call) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(1)?;
+    let shape = c.produced(g, 0)?.shape.clone();
+    let out = c.infer(of, &[c.produced(g, 0)?.clone()])?.shape;
+    c.expect_input_shape(0, &out)?;
+    let dy = c.input_f32(0)?;
+    let mut dx = vec![0.0f32; numel(&shape)];
+    for (s, &d) in layout_sources(of, &shape, &out).iter().zip(dy) {
+        if let Some(i) = s {
+            dx[*i] += d;
+        }
+    }
+    Ok(vec![tensor(&shape, dx)?])
+}

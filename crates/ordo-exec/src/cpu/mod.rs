@@ -274,6 +274,7 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::CrossEntropyLoss => Box::new(move |c| loss::cross_entropy(op, c)),
         Op::NllLoss(n) => Box::new(move |c| nll::nll_loss(op, n, c)),
         Op::Expand { .. } => Box::new(move |c| gather::expand(op, c)),
+        Op::Pad { .. } | Op::Tile { .. } => Box::new(move |c| gather::lay_out(op, c)),
         Op::Gather { axis } => Box::new(move |c| gather::gather(op, false, *axis, c)),
         Op::GatherElements { axis } => Box::new(move |c| gather::gather(op, true, *axis, c)),
         Op::Update(u) => Box::new(move |c| optim::update(u.optimizer, c)),
@@ -386,6 +387,9 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
         }
         (Op::Lstm(l), Wrt::Params) => {
             (vec![Input(0), Output], Box::new(move |c| sequence::lstm_grad(of, l, g, true, c)))
+        }
+        (Op::Pad { .. } | Op::Tile { .. }, Wrt::Input(0)) => {
+            (vec![], Box::new(move |c| gather::lay_out_grad(of, g, c)))
         }
         (Op::Expand { .. }, Wrt::Input(0)) => {
             (vec![], Box::new(move |c| gather::expand_grad(g, c)))

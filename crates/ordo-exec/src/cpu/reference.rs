@@ -445,6 +445,42 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 };
             }
         }
+        Op::Pad { pads, mode, value } => {
+            // Written out per mode, independently of `PadMode::source`.
+            use ordo_ir::op::PadMode;
+            let x = &inputs[0];
+            let r = x.shape.len();
+            y.dtype = x.dtype;
+            each(&mut y, &|idx| {
+                let mut j = Vec::with_capacity(r);
+                for d in 0..r {
+                    let n = x.shape[d] as i64;
+                    let mut k = idx[d] as i64 - pads[d];
+                    if !(0..n).contains(&k) {
+                        match mode {
+                            PadMode::Constant => return *value,
+                            PadMode::Edge => k = k.max(0).min(n - 1),
+                            PadMode::Wrap => k = ((k % n) + n) % n,
+                            PadMode::Reflect => {
+                                while !(0..n).contains(&k) {
+                                    k = if k < 0 { -k } else { 2 * (n - 1) - k };
+                                }
+                            }
+                        }
+                    }
+                    j.push(k as usize);
+                }
+                x.at(&j)
+            });
+        }
+        Op::Tile { .. } => {
+            let x = &inputs[0];
+            y.dtype = x.dtype;
+            each(&mut y, &|idx| {
+                let j: Vec<usize> = idx.iter().zip(&x.shape).map(|(&i, &n)| i % n).collect();
+                x.at(&j)
+            });
+        }
         Op::Expand { .. } => {
             let x = &inputs[0];
             y.dtype = x.dtype;

@@ -35,6 +35,7 @@ pub use opaque::Opaque;
 pub use pool::Pool2d;
 pub use reduce::{Reduce, ReduceKind};
 pub use sequence::{Embedding, Lstm};
+pub use shape::PadMode;
 
 /// A parameter (or buffer) an op needs, as the op's shape rules derive it from its inputs.
 #[derive(Clone, Debug, PartialEq)]
@@ -205,6 +206,20 @@ pub enum Op {
         /// The output's shape.
         shape: Vec<usize>,
     },
+    /// A border added to (or, negative, cropped from) every dim, filled as `mode` says.
+    Pad {
+        /// Every dim's count before, then every dim's count after.
+        pads: Vec<i64>,
+        /// How the border is filled.
+        mode: PadMode,
+        /// The constant of [`PadMode::Constant`].
+        value: f64,
+    },
+    /// Every dim repeated (`torch.tile`).
+    Tile {
+        /// Repeats per dim.
+        repeats: Vec<usize>,
+    },
     /// `Gather(data, indices)` along an axis: the output is `data`'s shape with the axis
     /// replaced by the indices' shape (negative indices count from the end).
     Gather {
@@ -280,6 +295,8 @@ impl Op {
             Op::CrossEntropyLoss => "CrossEntropyLoss",
             Op::NllLoss(_) => "NegativeLogLikelihoodLoss",
             Op::Expand { .. } => "Expand",
+            Op::Pad { .. } => "Pad",
+            Op::Tile { .. } => "Tile",
             Op::Gather { .. } => "Gather",
             Op::GatherElements { .. } => "GatherElements",
             Op::Fill { .. } => "Fill",
@@ -347,6 +364,8 @@ impl Op {
             Op::CrossEntropyLoss => loss::infer_cross_entropy(inputs),
             Op::NllLoss(n) => n.infer(inputs),
             Op::Expand { shape } => shape::infer_expand(shape, inputs),
+            Op::Pad { pads, .. } => shape::infer_pad(pads, inputs),
+            Op::Tile { repeats } => shape::infer_tile(repeats, inputs),
             Op::Gather { axis } => shape::infer_gather(*axis, inputs),
             Op::GatherElements { axis } => shape::infer_gather_elements(*axis, inputs),
             Op::Opaque(o) => o.infer(inputs),
@@ -397,7 +416,11 @@ impl Op {
             Op::CrossEntropyLoss => 5 * inputs.first().map_or(0, |i| i.numel()),
             Op::NllLoss(_) => 2 * inputs.get(1).map_or(0, |t| t.numel()),
             // Data movement.
-            Op::Expand { .. } | Op::Gather { .. } | Op::GatherElements { .. } => 0,
+            Op::Expand { .. }
+            | Op::Gather { .. }
+            | Op::GatherElements { .. }
+            | Op::Pad { .. }
+            | Op::Tile { .. } => 0,
             Op::Opaque(o) => o.flops,
             Op::Embedding(_)
             | Op::Concat { .. }

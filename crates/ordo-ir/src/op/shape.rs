@@ -1,7 +1,50 @@
 //! Ops that move or reinterpret data without arithmetic.
 
+use serde::{Deserialize, Serialize};
+
 use super::{expect_inputs, resolve_axis};
 use crate::fact::TensorFact;
+
+/// What a pad fills the new border with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PadMode {
+    /// A constant value.
+    Constant,
+    /// The input mirrored at its edge, the edge itself not repeated (`[a b c] -> b [a b c] b`).
+    Reflect,
+    /// The edge value repeated.
+    Edge,
+    /// The input repeated, as if periodic.
+    Wrap,
+}
+
+impl PadMode {
+    /// The input coordinate an output coordinate `i` of a padded dim takes its value from,
+    /// for an input of `len` padded by `before` (negative: cropped); `None` for a constant
+    /// border.
+    pub fn source(self, i: usize, before: i64, len: usize) -> Option<usize> {
+        let j = i as i64 - before;
+        let n = len as i64;
+        if (0..n).contains(&j) {
+            return Some(j as usize);
+        }
+        if n == 0 {
+            return None;
+        }
+        match self {
+            PadMode::Constant => None,
+            PadMode::Edge => Some(j.clamp(0, n - 1) as usize),
+            PadMode::Wrap => Some(j.rem_euclid(n) as usize),
+            PadMode::Reflect if n == 1 => Some(0),
+            PadMode::Reflect => {
+                let period = 2 * (n - 1);
+                let k = j.rem_euclid(period);
+                Some(if k < n { k } else { period - k } as usize)
+            }
+        }
+    }
+}
 
 pub(crate) fn infer_concat(axis: i64, inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
     let first = inputs.first().ok_or("expects at least one input")?;
@@ -133,4 +176,38 @@ pub(crate) fn infer_gather_elements(
         return Err(format!("indices {indices} do not fit data {data} off axis {a}"));
     }
     Ok(vec![TensorFact::new(data.dtype, indices.shape.clone())])
+}
+
+/// `Pad`: each dim grows by its `before` and `after` (`pads`: every dim's `before`, then every
+/// dim's `after`; negative values crop).
+pub(crate) fn infer_pad(pads: &[i64], inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 1)?;
+    let x = inputs[0];
+    if pads.len() != 2 * x.rank() {
+        return Err(format!("{} pads for an input of rank {}", pads.len(), x.rank()));
+    }
+    let mut shape = Vec::with_capacity(x.rank());
+    for (d, &len) in x.shape.iter().enumerate() {
+        let n = len as i64 + pads[d] + pads[d + x.rank()];
+        if n < 0 {
+            return Err(format!("pads {pads:?} crop dim {d} of {x} below nothing"));
+        }
+        shape.push(n as usize);
+    }
+    Ok(vec![TensorFact::new(x.dtype, shape)])
+}
+
+/// `Tile`: each dim repeated.
+pub(crate) fn infer_tile(
+    repeats: &[usize],
+    inputs: &[&TensorFact],
+) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 1)?;
+    let x = inputs[0];
+    if repeats.len() != x.rank() {
+        return Err(format!("{} repeats for an input of rank {}", repeats.len(), x.rank()));
+    }
+    let shape =
+        x.shape.iter().zip(repeats).map(|(&d, &r)| d.checked_mul(r)).collect::<Option<Vec<_>>>();
+    Ok(vec![TensorFact::new(x.dtype, shape.ok_or("the tiled shape overflows")?)])
 }

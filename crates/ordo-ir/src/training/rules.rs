@@ -80,8 +80,8 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         Op::Trilu { .. } => rule(vec![], false, out),
         Op::Lstm(_) => rule(vec![Input(0), Output], true, f.flops),
         Op::CrossEntropyLoss if k == 0 => rule(vec![Input(0), Input(1)], false, 3 * input(0)),
-        // Summed back over the broadcast dims.
-        Op::Expand { .. } => rule(vec![], false, out),
+        // Summed back over the broadcast dims, the copies, the padded positions.
+        Op::Expand { .. } | Op::Tile { .. } | Op::Pad { .. } => rule(vec![], false, out),
         // Scattered back to the gathered positions (the indices get no gradient).
         Op::Gather { .. } | Op::GatherElements { .. } if k == 0 => rule(vec![Input(1)], false, out),
         Op::Gather { .. } | Op::GatherElements { .. } => None,

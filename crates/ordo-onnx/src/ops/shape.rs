@@ -450,3 +450,73 @@ pub(crate) fn split(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     }
     Ok(outputs)
 }
+
+/// `Pad` of a run-time tensor with constant pads (attributes before opset 11, inputs after;
+/// `axes` from opset 18): the IR's `Pad`.
+pub(crate) fn pad(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let x = ctx.input(node, 0)?;
+    if matches!(x, Value::Const(_)) {
+        return Err(node.unsupported("a constant: imported by the generic rule"));
+    }
+    let rank = ctx.fact_of(node, &x)?.rank();
+    let mode = match node.string("mode", "constant")?.as_str() {
+        "constant" => ordo_ir::op::PadMode::Constant,
+        "reflect" => ordo_ir::op::PadMode::Reflect,
+        "edge" => ordo_ir::op::PadMode::Edge,
+        "wrap" => ordo_ir::op::PadMode::Wrap,
+        other => return Err(node.malformed(format!("mode `{other}`"))),
+    };
+    let present = |i: usize| node.input(i).is_some_and(|n| !n.is_empty());
+    let (given, value) = if node.opset < 11 {
+        let pads = node.ints("pads").ok_or_else(|| node.malformed("no pads"))?.to_vec();
+        (pads, node.float("value", 0.0)?)
+    } else {
+        let pads = ctx
+            .const_input(node, 1, "pads")?
+            .to_i64s()
+            .ok_or_else(|| node.malformed("pads must be integers"))?;
+        let value = if present(2) {
+            ctx.const_input(node, 2, "constant_value")?.scalar().unwrap_or(0.0)
+        } else {
+            0.0
+        };
+        (pads, value)
+    };
+    let axes: Vec<usize> = if node.opset >= 18 && present(3) {
+        let axes = ctx
+            .const_input(node, 3, "axes")?
+            .to_i64s()
+            .ok_or_else(|| node.malformed("axes must be integers"))?;
+        axes.iter().map(|&a| resolve_axis(node, a, rank)).collect::<OnnxResult<_>>()?
+    } else {
+        (0..rank).collect()
+    };
+    if given.len() != 2 * axes.len() {
+        return Err(node.malformed(format!("{} pads for {} axes", given.len(), axes.len())));
+    }
+    let mut pads = vec![0i64; 2 * rank];
+    for (k, &a) in axes.iter().enumerate() {
+        pads[a] = given[k];
+        pads[a + rank] = given[k + axes.len()];
+    }
+    let w = ctx.wire(node, 0)?;
+    one(ctx.emit_value(&node.name, Op::Pad { pads, mode, value }, &[w])?)
+}
+
+/// `Tile` of a run-time tensor with constant repeats: the IR's `Tile`.
+pub(crate) fn tile(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let x = ctx.input(node, 0)?;
+    if matches!(x, Value::Const(_)) {
+        return Err(node.unsupported("a constant: imported by the generic rule"));
+    }
+    let repeats = ctx
+        .const_input(node, 1, "repeats")?
+        .to_i64s()
+        .ok_or_else(|| node.malformed("repeats must be integers"))?;
+    if repeats.iter().any(|&r| r < 0) {
+        return Err(node.malformed(format!("negative repeats {repeats:?}")));
+    }
+    let repeats = repeats.iter().map(|&r| r as usize).collect();
+    let w = ctx.wire(node, 0)?;
+    one(ctx.emit_value(&node.name, Op::Tile { repeats }, &[w])?)
+}

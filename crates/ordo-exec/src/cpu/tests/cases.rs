@@ -270,6 +270,18 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
             cases.push(case(op, vec![rand(&[3, 5], s + 60 + i as u64)], s));
         }
     }
+    {
+        // Borders of every mode, a crop; tiles.
+        use ordo_ir::op::PadMode;
+        for (i, mode) in [PadMode::Constant, PadMode::Reflect, PadMode::Edge, PadMode::Wrap]
+            .into_iter()
+            .enumerate()
+        {
+            let op = Op::Pad { pads: vec![1, 0, 2, 2, -1, 1], mode, value: 0.5 };
+            cases.push(case(op, vec![rand(&[3, 4, 3], s + 70 + i as u64)], s));
+        }
+        cases.push(case(Op::Tile { repeats: vec![2, 1, 3] }, vec![rand(&[2, 3, 2], s + 75)], s));
+    }
     // Distinct operands (no ties for the finite differences), a positive base for the power.
     for op in [Op::Max, Op::Min] {
         cases.push(case(op, vec![rand(sa, s + 31), rand(sb, s + 32)], s));
