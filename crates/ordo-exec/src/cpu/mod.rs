@@ -44,6 +44,7 @@
 //! recomputes the mask from [`KernelContext::seed`], so a `Dropout` node and its gradient must
 //! get the same seed (the saved output is checked for shape only).
 
+mod axis;
 mod conv;
 mod elementwise;
 mod error;
@@ -51,6 +52,7 @@ mod gather;
 mod linear;
 mod logic;
 mod loss;
+mod modulo;
 mod nll;
 mod norm;
 mod optim;
@@ -275,6 +277,11 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::NllLoss(n) => Box::new(move |c| nll::nll_loss(op, n, c)),
         Op::Expand { .. } => Box::new(move |c| gather::expand(op, c)),
         Op::Pad { .. } | Op::Tile { .. } => Box::new(move |c| gather::lay_out(op, c)),
+        Op::Hardmax { axis } => Box::new(move |c| axis::hardmax(op, *axis, c)),
+        Op::CumSum { axis, exclusive, reverse } => {
+            Box::new(move |c| axis::cum_sum(op, (*axis, *exclusive, *reverse), c))
+        }
+        Op::Mod { fmod } => Box::new(move |c| modulo::modulo(op, *fmod, c)),
         Op::Gather { axis } => Box::new(move |c| gather::gather(op, false, *axis, c)),
         Op::GatherElements { axis } => Box::new(move |c| gather::gather(op, true, *axis, c)),
         Op::Update(u) => Box::new(move |c| optim::update(u.optimizer, c)),
@@ -387,6 +394,12 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
         }
         (Op::Lstm(l), Wrt::Params) => {
             (vec![Input(0), Output], Box::new(move |c| sequence::lstm_grad(of, l, g, true, c)))
+        }
+        (Op::CumSum { axis, exclusive, reverse }, Wrt::Input(0)) => {
+            (vec![], Box::new(move |c| axis::cum_sum_grad(of, (*axis, *exclusive, *reverse), g, c)))
+        }
+        (Op::Mod { .. }, Wrt::Input(k @ 0..=1)) => {
+            (vec![Input(0), Input(1)], Box::new(move |c| modulo::modulo_grad(k, g, c)))
         }
         (Op::Pad { .. } | Op::Tile { .. }, Wrt::Input(0)) => {
             (vec![], Box::new(move |c| gather::lay_out_grad(of, g, c)))

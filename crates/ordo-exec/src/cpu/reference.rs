@@ -473,6 +473,53 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 x.at(&j)
             });
         }
+        Op::Hardmax { axis } => {
+            let x = &inputs[0];
+            let a = axis_of(*axis, x.shape.len());
+            each(&mut y, &|idx| {
+                let mut j = idx.to_vec();
+                let mut best = 0;
+                for k in 0..x.shape[a] {
+                    j[a] = k;
+                    let v = x.at(&j);
+                    j[a] = best;
+                    if v > x.at(&j) {
+                        best = k;
+                    }
+                }
+                f64::from(u8::from(best == idx[a]))
+            });
+        }
+        Op::CumSum { axis, exclusive, reverse } => {
+            let x = &inputs[0];
+            let a = axis_of(*axis, x.shape.len());
+            y.dtype = x.dtype;
+            each(&mut y, &|idx| {
+                let mut j = idx.to_vec();
+                (0..x.shape[a])
+                    .filter(|&k| {
+                        let before = if *reverse { k > idx[a] } else { k < idx[a] };
+                        before || (!*exclusive && k == idx[a])
+                    })
+                    .map(|k| {
+                        j[a] = k;
+                        x.at(&j)
+                    })
+                    .sum()
+            });
+        }
+        Op::Mod { fmod } => {
+            let (a, b) = (&inputs[0], &inputs[1]);
+            y.dtype = a.dtype;
+            each(&mut y, &|idx| {
+                let (u, v) = (
+                    a.data[broadcast_index(idx, &a.shape)],
+                    b.data[broadcast_index(idx, &b.shape)],
+                );
+                let r = u - v * (u / v).trunc();
+                if !*fmod && r != 0.0 && (r < 0.0) != (v < 0.0) { r + v } else { r }
+            });
+        }
         Op::Tile { .. } => {
             let x = &inputs[0];
             y.dtype = x.dtype;

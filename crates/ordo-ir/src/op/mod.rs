@@ -206,6 +206,28 @@ pub enum Op {
         /// The output's shape.
         shape: Vec<usize>,
     },
+    /// One at the first largest element along an axis, zeros elsewhere (ONNX's `Hardmax`; no
+    /// gradient).
+    Hardmax {
+        /// The axis (negative counts from the end).
+        axis: i64,
+    },
+    /// The remainder of `a / b` with NumPy broadcasting: with `fmod` C's (the dividend's
+    /// sign, truncated division), else Python's (the divisor's sign; integers only, as ONNX).
+    Mod {
+        /// C's remainder.
+        fmod: bool,
+    },
+    /// Running sums along an axis (`exclusive`: each without its own element; `reverse`:
+    /// from the end).
+    CumSum {
+        /// The axis (negative counts from the end).
+        axis: i64,
+        /// Leave each element out of its own sum.
+        exclusive: bool,
+        /// Sum from the end of the axis.
+        reverse: bool,
+    },
     /// A border added to (or, negative, cropped from) every dim, filled as `mode` says.
     Pad {
         /// Every dim's count before, then every dim's count after.
@@ -296,6 +318,9 @@ impl Op {
             Op::NllLoss(_) => "NegativeLogLikelihoodLoss",
             Op::Expand { .. } => "Expand",
             Op::Pad { .. } => "Pad",
+            Op::Hardmax { .. } => "Hardmax",
+            Op::Mod { .. } => "Mod",
+            Op::CumSum { .. } => "CumSum",
             Op::Tile { .. } => "Tile",
             Op::Gather { .. } => "Gather",
             Op::GatherElements { .. } => "GatherElements",
@@ -365,6 +390,12 @@ impl Op {
             Op::NllLoss(n) => n.infer(inputs),
             Op::Expand { shape } => shape::infer_expand(shape, inputs),
             Op::Pad { pads, .. } => shape::infer_pad(pads, inputs),
+            Op::Hardmax { axis } | Op::CumSum { axis, .. } => {
+                expect_inputs(inputs, 1)?;
+                resolve_axis(*axis, inputs[0].rank())?;
+                Ok(vec![inputs[0].clone()])
+            }
+            Op::Mod { .. } => ew::infer_binary(inputs),
             Op::Tile { repeats } => shape::infer_tile(repeats, inputs),
             Op::Gather { axis } => shape::infer_gather(*axis, inputs),
             Op::GatherElements { axis } => shape::infer_gather_elements(*axis, inputs),
@@ -421,6 +452,8 @@ impl Op {
             | Op::GatherElements { .. }
             | Op::Pad { .. }
             | Op::Tile { .. } => 0,
+            Op::Hardmax { .. } | Op::CumSum { .. } => out_elems,
+            Op::Mod { .. } => 4 * out_elems,
             Op::Opaque(o) => o.flops,
             Op::Embedding(_)
             | Op::Concat { .. }

@@ -80,6 +80,10 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         Op::Trilu { .. } => rule(vec![], false, out),
         Op::Lstm(_) => rule(vec![Input(0), Output], true, f.flops),
         Op::CrossEntropyLoss if k == 0 => rule(vec![Input(0), Input(1)], false, 3 * input(0)),
+        // The running sums of the upstream gradient in the other direction.
+        Op::CumSum { .. } => rule(vec![], false, out),
+        // a - b * trunc(a / b): 1 for the dividend, -trunc(a / b) for the divisor.
+        Op::Mod { .. } => rule(vec![Input(0), Input(1)], false, 4 * out),
         // Summed back over the broadcast dims, the copies, the padded positions.
         Op::Expand { .. } | Op::Tile { .. } | Op::Pad { .. } => rule(vec![], false, out),
         // Scattered back to the gathered positions (the indices get no gradient).
@@ -94,7 +98,12 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         // and costs twice the forward.
         Op::Opaque(o) => rule((0..o.inputs).map(Input).collect(), false, (2 * f.flops).max(out)),
         // Masks: no gradient.
-        Op::Where | Op::Compare(_) | Op::Logic(_) | Op::Not | Op::ArgExtreme { .. } => None,
+        Op::Where
+        | Op::Compare(_)
+        | Op::Logic(_)
+        | Op::Not
+        | Op::ArgExtreme { .. }
+        | Op::Hardmax { .. } => None,
         Op::CrossEntropyLoss
         | Op::Embedding(_)
         | Op::Input

@@ -537,3 +537,68 @@ pub(crate) fn trilu(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let x = ctx.wire(node, 0)?;
     one(ctx.emit_value(&node.name, Op::Trilu { k, upper }, &[x])?)
 }
+
+/// `Hardmax` (before opset 13 over the dims from `axis` on, flattened: a reshape around it).
+pub(crate) fn hardmax(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
+    if !fact.dtype.is_float() {
+        return Err(node.unsupported("the IR's Hardmax takes float tensors"));
+    }
+    let axis = node.int("axis", if node.opset < 13 { 1 } else { -1 })?;
+    let resolved = resolve_axis(node, axis, fact.rank())?;
+    let x = ctx.wire(node, 0)?;
+    if node.opset >= 13 || resolved + 1 == fact.rank() {
+        return one(ctx.emit_value(&node.name, Op::Hardmax { axis: resolved as i64 }, &[x])?);
+    }
+    let rows: usize = fact.shape[..resolved].iter().product();
+    let cols: usize = fact.shape[resolved..].iter().product();
+    let flat = Op::Reshape { shape: vec![rows as i64, cols as i64] };
+    let flat = ctx.emit(&format!("{}.flatten", node.name), flat, &[x], Vec::new())?[0];
+    let y =
+        ctx.emit(&format!("{}.flat", node.name), Op::Hardmax { axis: 1 }, &[flat], Vec::new())?[0];
+    let back = Op::Reshape { shape: fact.shape.iter().map(|&d| d as i64).collect() };
+    one(ctx.emit_value(&node.name, back, &[y])?)
+}
+
+/// `CumSum` of a run-time tensor along a constant axis.
+pub(crate) fn cum_sum(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let x = ctx.input(node, 0)?;
+    if matches!(x, Value::Const(_)) {
+        return Err(node.unsupported("a constant: imported by the generic rule"));
+    }
+    let rank = ctx.fact_of(node, &x)?.rank();
+    let axis = ctx
+        .const_input(node, 1, "axis")?
+        .scalar()
+        .ok_or_else(|| node.malformed("axis must be a scalar"))?;
+    let axis = resolve_axis(node, axis as i64, rank)? as i64;
+    let op = Op::CumSum {
+        axis,
+        exclusive: node.int("exclusive", 0)? != 0,
+        reverse: node.int("reverse", 0)? != 0,
+    };
+    let w = ctx.wire(node, 0)?;
+    one(ctx.emit_value(&node.name, op, &[w])?)
+}
+
+/// `Mod` of run-time tensors (floats with `fmod = 1`; 64- and 32-bit integers either way).
+pub(crate) fn modulo(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let (a, b) = (ctx.input(node, 0)?, ctx.input(node, 1)?);
+    if matches!((&a, &b), (Value::Const(_), Value::Const(_))) {
+        return Err(node.unsupported("constants: folded by the generic rule"));
+    }
+    let fmod = node.int("fmod", 0)? != 0;
+    let like = if matches!(a, Value::Const(_)) { &b } else { &a };
+    let dtype = ctx.fact_of(node, like)?.dtype;
+    let supported = if dtype.is_float() {
+        fmod
+    } else {
+        matches!(dtype, ordo_ir::DType::I64 | ordo_ir::DType::I32)
+    };
+    if !supported {
+        return Err(node.unsupported(format!("Mod of {dtype} with fmod = {}", u8::from(fmod))));
+    }
+    let x = operand(ctx, node, 0, Some(&b))?;
+    let y = operand(ctx, node, 1, Some(&a))?;
+    one(ctx.emit_value(&node.name, Op::Mod { fmod }, &[x, y])?)
+}

@@ -282,6 +282,33 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
         }
         cases.push(case(Op::Tile { repeats: vec![2, 1, 3] }, vec![rand(&[2, 3, 2], s + 75)], s));
     }
+    {
+        for (i, (exclusive, reverse)) in
+            [(false, false), (true, false), (false, true), (true, true)].into_iter().enumerate()
+        {
+            let op = Op::CumSum { axis: if i % 2 == 0 { 1 } else { -1 }, exclusive, reverse };
+            cases.push(case(op, vec![rand(&[2, 3, 4], s + 80 + i as u64)], s));
+        }
+        let mut g = fastrand::Rng::with_seed(s + 85);
+        let ints = Tensor::from_i64(&[3, 4], (0..12).map(|_| g.i64(-9..9)).collect()).unwrap();
+        cases.push(case(
+            Op::CumSum { axis: 0, exclusive: false, reverse: true },
+            vec![ints.clone()],
+            s,
+        ));
+        cases.push(case(Op::Hardmax { axis: -1 }, vec![rand(&[3, 4], s + 86)], s));
+        cases.push(case(Op::Hardmax { axis: 0 }, vec![rand(&[3, 4], s + 87)], s));
+        // Remainders of signed values: C's for floats, both for integers (divisors nonzero).
+        cases.push(case(
+            Op::Mod { fmod: true },
+            vec![rand(sa, s + 88), positive(rand(sb, s + 89))],
+            s,
+        ));
+        let divisors = Tensor::from_i64(&[4], vec![3, -2, 5, -7]).unwrap();
+        for fmod in [false, true] {
+            cases.push(case(Op::Mod { fmod }, vec![ints.clone(), divisors.clone()], s));
+        }
+    }
     // Distinct operands (no ties for the finite differences), a positive base for the power.
     for op in [Op::Max, Op::Min] {
         cases.push(case(op, vec![rand(sa, s + 31), rand(sb, s + 32)], s));

@@ -14,7 +14,7 @@ fn saved(op: &Op, wrt: Wrt, inputs: usize) -> Vec<Saved> {
     match (op, wrt) {
         (Op::Conv2d(_) | Op::Linear(_), Wrt::Input(_)) => vec![],
         (Op::MatMul | Op::Mul, Wrt::Input(k)) => vec![Input(1 - k)],
-        (Op::Max | Op::Min | Op::Pow, _) => vec![Input(0), Input(1)],
+        (Op::Max | Op::Min | Op::Pow | Op::Mod { .. }, _) => vec![Input(0), Input(1)],
         (Op::Clip { .. } | Op::Where | Op::Activation { .. }, _) => vec![Input(0)],
         (Op::Div, Wrt::Input(0)) => vec![Input(1)],
         (Op::Div, Wrt::Input(_)) => vec![Input(0), Input(1)],
@@ -52,7 +52,7 @@ fn saved(op: &Op, wrt: Wrt, inputs: usize) -> Vec<Saved> {
 fn has_gradient(op: &Op, wrt: Wrt) -> bool {
     !matches!(
         (op, wrt),
-        (Op::Compare(_) | Op::Logic(_) | Op::Not | Op::ArgExtreme { .. }, _)
+        (Op::Compare(_) | Op::Logic(_) | Op::Not | Op::ArgExtreme { .. } | Op::Hardmax { .. }, _)
             | (Op::Where, Wrt::Input(0))
             | (Op::NllLoss(_), Wrt::Input(2))
     )

@@ -1,0 +1,108 @@
+//! Ops along one axis: running sums (`CumSum`) and `Hardmax`, with the gradient of the sums.
+
+use ordo_ir::Op;
+use ordo_ir::op::Grad;
+
+use super::error::KernelResult;
+use super::tensor::{Data, Tensor};
+use super::util::{Call, resolve_axis, split_at_axis, tensor};
+
+/// Running sums along the middle dim of `(outer, len, inner)`, in f64 for floats.
+fn running<T: Copy + Default + std::ops::Add<Output = T>>(
+    x: &[T],
+    (outer, len, inner): (usize, usize, usize),
+    exclusive: bool,
+    reverse: bool,
+) -> Vec<T> {
+    let mut y = vec![T::default(); x.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let mut acc = T::default();
+            for step in 0..len {
+                let j = if reverse { len - 1 - step } else { step };
+                let at = (o * len + j) * inner + i;
+                if exclusive {
+                    y[at] = acc;
+                    acc = acc + x[at];
+                } else {
+                    acc = acc + x[at];
+                    y[at] = acc;
+                }
+            }
+        }
+    }
+    y
+}
+
+/// `CumSum` of floats (summed in f64) or integers.
+pub(crate) fn cum_sum(
+    op: &Op,
+    (axis, exclusive, reverse): (i64, bool, bool),
+    c: Call,
+) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(1)?;
+    c.expect_params(0)?;
+    let out = c.infer(op, &c.input_facts())?.shape;
+    let layout = split_at_axis(&out, resolve_axis(&c, axis, out.len())?);
+    Ok(vec![match c.inputs[0].data() {
+        Data::F32(x) => {
+            let wide: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+            tensor(
+                &out,
+                running(&wide, layout, exclusive, reverse).iter().map(|&v| v as f32).collect(),
+            )?
+        }
+        Data::I64(x) => {
+            // Wrapping, as integer sums in ONNX's reference.
+            let wrapped: Vec<std::num::Wrapping<i64>> =
+                x.iter().map(|&v| std::num::Wrapping(v)).collect();
+            let y = running(&wrapped, layout, exclusive, reverse);
+            Tensor::from_i64(&out, y.iter().map(|w| w.0).collect())?
+        }
+        Data::Bool(_) => return Err(c.value_err("CumSum of bools")),
+    }])
+}
+
+/// The gradient of `CumSum`: the running sums of the upstream gradient in the other
+/// direction, with the same exclusivity.
+pub(crate) fn cum_sum_grad(
+    of: &Op,
+    (axis, exclusive, reverse): (i64, bool, bool),
+    g: &Grad,
+    c: Call,
+) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(1)?;
+    let shape = c.produced(g, 0)?.shape.clone();
+    c.infer(of, &[c.produced(g, 0)?.clone()])?;
+    c.expect_input_shape(0, &shape)?;
+    let dy: Vec<f64> = c.input_f32(0)?.iter().map(|&v| f64::from(v)).collect();
+    let layout = split_at_axis(&shape, resolve_axis(&c, axis, shape.len())?);
+    let dx = running(&dy, layout, exclusive, !reverse);
+    Ok(vec![tensor(&shape, dx.iter().map(|&v| v as f32).collect())?])
+}
+
+/// `Hardmax`: 1 at the first largest element along the axis, 0 elsewhere (NaN counts as
+/// largest, as ArgMax).
+pub(crate) fn hardmax(op: &Op, axis: i64, c: Call) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(1)?;
+    c.expect_params(0)?;
+    let out = c.infer(op, &c.input_facts())?.shape;
+    let x = c.input_f32(0)?;
+    let (outer, len, inner) = split_at_axis(&out, resolve_axis(&c, axis, out.len())?);
+    let mut y = vec![0.0f32; x.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| (o * len + j) * inner + i;
+            let mut best = 0;
+            for j in 1..len {
+                if !x[at(best)].is_nan() && (x[at(j)].is_nan() || x[at(j)] > x[at(best)]) {
+                    best = j;
+                }
+            }
+            if len > 0 {
+                y[at(best)] = 1.0;
+            }
+        }
+    }
+    Ok(vec![tensor(&out, y)?])
+}
