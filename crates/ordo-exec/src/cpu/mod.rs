@@ -46,6 +46,7 @@
 
 mod axis;
 mod conv;
+mod einsum;
 mod elementwise;
 mod error;
 mod gather;
@@ -278,6 +279,7 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::Expand { .. } => Box::new(move |c| gather::expand(op, c)),
         Op::Pad { .. } | Op::Tile { .. } => Box::new(move |c| gather::lay_out(op, c)),
         Op::Hardmax { axis } => Box::new(move |c| axis::hardmax(op, *axis, c)),
+        Op::Einsum(e) => Box::new(move |c| einsum::einsum(op, e, c)),
         Op::CumSum { axis, exclusive, reverse } => {
             Box::new(move |c| axis::cum_sum(op, (*axis, *exclusive, *reverse), c))
         }
@@ -397,6 +399,10 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
         }
         (Op::CumSum { axis, exclusive, reverse }, Wrt::Input(0)) => {
             (vec![], Box::new(move |c| axis::cum_sum_grad(of, (*axis, *exclusive, *reverse), g, c)))
+        }
+        (Op::Einsum(e), Wrt::Input(k)) if k < e.inputs.len() => {
+            let saved = (0..e.inputs.len()).filter(|&j| j != k).map(Input).collect();
+            (saved, Box::new(move |c| einsum::einsum_grad(e, k, g, c)))
         }
         (Op::Mod { .. }, Wrt::Input(k @ 0..=1)) => {
             (vec![Input(0), Input(1)], Box::new(move |c| modulo::modulo_grad(k, g, c)))

@@ -473,6 +473,30 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 x.at(&j)
             });
         }
+        Op::Einsum(e) => {
+            // Every assignment of values to the labels, each input read by its multi-index.
+            let mut sizes = std::collections::BTreeMap::new();
+            for (labels, x) in e.inputs.iter().zip(inputs) {
+                for (l, &n) in labels.iter().zip(&x.shape) {
+                    sizes.insert(*l, n);
+                }
+            }
+            let labels: Vec<u32> = sizes.keys().copied().collect();
+            let space: Vec<usize> = sizes.values().copied().collect();
+            let points: usize = space.iter().product();
+            for p in 0..points {
+                let values = unravel(p, &space);
+                let value_of = |l: &u32| values[labels.iter().position(|m| m == l).unwrap()];
+                let product: f64 = e
+                    .inputs
+                    .iter()
+                    .zip(inputs)
+                    .map(|(ls, x)| x.at(&ls.iter().map(value_of).collect::<Vec<_>>()))
+                    .product();
+                let out: Vec<usize> = e.output.iter().map(value_of).collect();
+                y.data[ravel(&out, &y.shape)] += product;
+            }
+        }
         Op::Hardmax { axis } => {
             let x = &inputs[0];
             let a = axis_of(*axis, x.shape.len());

@@ -8,6 +8,7 @@
 //! rules (see `doc/costgraph.md`).
 
 mod conv;
+mod einsum;
 mod elementwise;
 mod grad;
 mod linear;
@@ -25,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::fact::TensorFact;
 
 pub use conv::Conv2d;
+pub use einsum::Einsum;
 pub use elementwise::{ActivationKind, UnaryOp, broadcast_shapes};
 pub use grad::{Grad, Optimizer, Saved, Update, Wrt};
 pub use linear::Linear;
@@ -206,6 +208,8 @@ pub enum Op {
         /// The output's shape.
         shape: Vec<usize>,
     },
+    /// A sum of products over labelled dims (ONNX's `Einsum`, subscripts resolved).
+    Einsum(Einsum),
     /// One at the first largest element along an axis, zeros elsewhere (ONNX's `Hardmax`; no
     /// gradient).
     Hardmax {
@@ -319,6 +323,7 @@ impl Op {
             Op::Expand { .. } => "Expand",
             Op::Pad { .. } => "Pad",
             Op::Hardmax { .. } => "Hardmax",
+            Op::Einsum(_) => "Einsum",
             Op::Mod { .. } => "Mod",
             Op::CumSum { .. } => "CumSum",
             Op::Tile { .. } => "Tile",
@@ -396,6 +401,7 @@ impl Op {
                 Ok(vec![inputs[0].clone()])
             }
             Op::Mod { .. } => ew::infer_binary(inputs),
+            Op::Einsum(e) => e.infer(inputs),
             Op::Tile { repeats } => shape::infer_tile(repeats, inputs),
             Op::Gather { axis } => shape::infer_gather(*axis, inputs),
             Op::GatherElements { axis } => shape::infer_gather_elements(*axis, inputs),
@@ -454,6 +460,7 @@ impl Op {
             | Op::Tile { .. } => 0,
             Op::Hardmax { .. } | Op::CumSum { .. } => out_elems,
             Op::Mod { .. } => 4 * out_elems,
+            Op::Einsum(e) => e.flops(inputs),
             Op::Opaque(o) => o.flops,
             Op::Embedding(_)
             | Op::Concat { .. }

@@ -80,6 +80,11 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         Op::Trilu { .. } => rule(vec![], false, out),
         Op::Lstm(_) => rule(vec![Input(0), Output], true, f.flops),
         Op::CrossEntropyLoss if k == 0 => rule(vec![Input(0), Input(1)], false, 3 * input(0)),
+        // The same sum of products with the upstream gradient in place of input k: every
+        // other input.
+        Op::Einsum(e) => {
+            rule((0..e.inputs.len()).filter(|&j| j != k).map(Input).collect(), false, f.flops)
+        }
         // The running sums of the upstream gradient in the other direction.
         Op::CumSum { .. } => rule(vec![], false, out),
         // a - b * trunc(a / b): 1 for the dividend, -trunc(a / b) for the divisor.

@@ -6,6 +6,7 @@
 //! states), which is an error only if something reads it.
 
 mod conv;
+mod einsum;
 mod elementwise;
 pub(crate) mod generic;
 mod linear;
@@ -58,6 +59,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "CumSum",
     "Div",
     "Dropout",
+    "Einsum",
     "Elu",
     "Equal",
     "Erf",
@@ -161,6 +163,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "Neg" | "Sqrt" => elementwise::const_unary,
         "Softmax" | "LogSoftmax" => elementwise::softmax,
         "Hardmax" => elementwise::hardmax,
+        "Einsum" => einsum::einsum,
         "CumSum" => elementwise::cum_sum,
         "Mod" => elementwise::modulo,
         "NegativeLogLikelihoodLoss" => loss::nll,

@@ -309,6 +309,19 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
             cases.push(case(Op::Mod { fmod }, vec![ints.clone(), divisors.clone()], s));
         }
     }
+    {
+        // Batched product, a diagonal with a sum, a three-way contraction, a full sum.
+        use ordo_ir::op::Einsum;
+        let ein = |inputs: Vec<Vec<u32>>, output: Vec<u32>| Op::Einsum(Einsum { inputs, output });
+        let bmm = ein(vec![vec![0, 1, 2], vec![0, 2, 3]], vec![0, 1, 3]);
+        cases.push(case(bmm, vec![rand(&[2, 3, 4], s + 90), rand(&[2, 4, 2], s + 91)], s));
+        let diag = ein(vec![vec![0, 1, 1]], vec![0]);
+        cases.push(case(diag, vec![rand(&[2, 3, 3], s + 92)], s));
+        let three = ein(vec![vec![0, 1], vec![1, 2], vec![2]], vec![0]);
+        let xs = vec![rand(&[3, 4], s + 93), rand(&[4, 2], s + 94), rand(&[2], s + 95)];
+        cases.push(case(three, xs, s));
+        cases.push(case(ein(vec![vec![0, 1]], vec![]), vec![rand(&[3, 4], s + 96)], s));
+    }
     // Distinct operands (no ties for the finite differences), a positive base for the power.
     for op in [Op::Max, Op::Min] {
         cases.push(case(op, vec![rand(sa, s + 31), rand(sb, s + 32)], s));
