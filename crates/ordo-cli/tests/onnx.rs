@@ -223,9 +223,16 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
     };
     // The forward pass of each imported model on ordo's CPU kernels agrees with onnx's
     // reference evaluator.
-    for case in
-        ["convnet", "mlp", "transformer_block", "lstm", "weights_as_inputs", "relu", "masks"]
-    {
+    for case in [
+        "convnet",
+        "mlp",
+        "transformer_block",
+        "lstm",
+        "weights_as_inputs",
+        "relu",
+        "masks",
+        "einsum",
+    ] {
         assert_eq!(outcome(case), "pass", "{v:#}");
     }
     assert_eq!(outcome("relu_wrong"), "fail");
@@ -234,7 +241,7 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
     assert_eq!(outcome("sin"), "pass");
     assert_eq!(
         (v["pass"].as_u64(), v["fail"].as_u64(), v["unsupported"].as_u64()),
-        (Some(8), Some(1), Some(0))
+        (Some(9), Some(1), Some(0))
     );
     let relu = v["per_op"].as_array().unwrap().iter().find(|o| o["op"] == "Relu").unwrap();
     assert_eq!((relu["pass"].as_u64(), relu["fail"].as_u64()), (Some(1), Some(1)));
@@ -247,7 +254,7 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
     let out = ordo(&["conformance", &cases]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("total: 9 cases, 8 pass, 1 fail, 0 unsupported"), "{text}");
+    assert!(text.contains("total: 10 cases, 9 pass, 1 fail, 0 unsupported"), "{text}");
     assert!(error(&["conformance", "/no/such/folder"]).contains("/no/such/folder"));
     let empty = tempfile::tempdir().unwrap();
     assert!(error(&["conformance", empty.path().to_str().unwrap()]).contains("no test case"));
