@@ -58,6 +58,7 @@ mod nll;
 mod norm;
 mod optim;
 mod pool;
+mod pool_nd;
 mod reduce;
 mod sequence;
 mod shape;
@@ -258,6 +259,7 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::MaxPool2d(p) => Box::new(move |c| pool::max_pool(op, p, c)),
         Op::AvgPool2d(p) => Box::new(move |c| pool::avg_pool(op, p, c)),
         Op::GlobalAvgPool => Box::new(move |c| pool::global_avg_pool(op, c)),
+        Op::Pool(p) => Box::new(move |c| pool_nd::pool(op, p, c)),
         Op::Concat { axis } => Box::new(move |c| shape::concat(op, *axis, c)),
         Op::Linear(l) => Box::new(move |c| linear::linear(op, l, c)),
         Op::MatMul => Box::new(move |c| linear::matmul(op, c)),
@@ -366,6 +368,10 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
         }
         (Op::AvgPool2d(p), Wrt::Input(0)) => {
             (vec![], Box::new(move |c| pool::avg_pool_grad(of, p, g, c)))
+        }
+        (Op::Pool(p), Wrt::Input(0)) => {
+            let saved = if p.max { vec![Input(0)] } else { vec![] };
+            (saved, Box::new(move |c| pool_nd::pool_grad(of, p, g, c)))
         }
         (Op::GlobalAvgPool, Wrt::Input(0)) => {
             (vec![], Box::new(move |c| pool::global_avg_pool_grad(of, g, c)))

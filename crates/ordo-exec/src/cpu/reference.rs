@@ -497,6 +497,39 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 y.data[ravel(&out, &y.shape)] += product;
             }
         }
+        Op::Pool(p) => {
+            // Every output position's window by its multi-index, the positions counted anew.
+            let x = &inputs[0];
+            let n = p.kernel.len();
+            let window: usize = p.kernel.iter().product();
+            each(&mut y, &|idx| {
+                let (mut best, mut sum, mut real, mut padded) = (f64::NEG_INFINITY, 0.0, 0, 0);
+                for w in 0..window {
+                    let k = unravel(w, &p.kernel);
+                    let mut j = idx[..2].to_vec();
+                    let (mut inside, mut in_pad) = (true, true);
+                    for d in 0..n {
+                        let pos = (idx[d + 2] * p.stride[d] + k[d] * p.dilation[d]) as i64
+                            - p.pads[d] as i64;
+                        inside &= pos >= 0 && pos < x.shape[d + 2] as i64;
+                        in_pad &= pos < (x.shape[d + 2] + p.pads[d + n]) as i64;
+                        j.push(pos.max(0) as usize);
+                    }
+                    padded += usize::from(in_pad);
+                    if inside {
+                        let v = x.at(&j);
+                        best = best.max(v);
+                        sum += v;
+                        real += 1;
+                    }
+                }
+                if p.max {
+                    best
+                } else {
+                    sum / (if p.count_include_pad { padded } else { real }).max(1) as f64
+                }
+            });
+        }
         Op::Hardmax { axis } => {
             let x = &inputs[0];
             let a = axis_of(*axis, x.shape.len());

@@ -34,7 +34,7 @@ pub use logic::{CompareKind, LogicKind};
 pub use loss::{LossReduction, NllLoss};
 pub use norm::{BatchNorm, LayerNorm};
 pub use opaque::Opaque;
-pub use pool::Pool2d;
+pub use pool::{Pool2d, PoolNd};
 pub use reduce::{Reduce, ReduceKind};
 pub use sequence::{Embedding, Lstm};
 pub use shape::PadMode;
@@ -129,6 +129,8 @@ pub enum Op {
     MaxPool2d(Pool2d),
     /// Average pooling (NCHW).
     AvgPool2d(Pool2d),
+    /// Max or average pooling over any number of spatial dims with any window.
+    Pool(PoolNd),
     /// Adaptive average pooling to 1x1: `[N, C, H, W] -> [N, C, 1, 1]`.
     GlobalAvgPool,
     /// Concatenation along an axis (negative counts from the end).
@@ -305,6 +307,13 @@ impl Op {
             Op::Where => "Where",
             Op::Reduce(r) => r.kind.onnx_name(),
             Op::MaxPool2d(_) => "MaxPool2d",
+            Op::Pool(p) => {
+                if p.max {
+                    "MaxPool"
+                } else {
+                    "AveragePool"
+                }
+            }
             Op::AvgPool2d(_) => "AvgPool2d",
             Op::GlobalAvgPool => "GlobalAvgPool",
             Op::Concat { .. } => "Concat",
@@ -374,6 +383,7 @@ impl Op {
             Op::Not => logic::infer_not(inputs),
             Op::Where => logic::infer_where(inputs),
             Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.infer(inputs),
+            Op::Pool(p) => p.infer(inputs),
             Op::GlobalAvgPool => pool::infer_global(inputs),
             Op::Concat { axis } => shape::infer_concat(*axis, inputs),
             Op::Linear(l) => l.infer(inputs),
@@ -443,6 +453,7 @@ impl Op {
             Op::Reduce(_) => inputs.first().map_or(0, |i| i.numel()),
             Op::Dropout { .. } => 3 * out_elems,
             Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.flops(outputs),
+            Op::Pool(p) => out_elems * p.kernel.iter().product::<usize>() as u64,
             Op::GlobalAvgPool => inputs.first().map_or(0, |i| i.numel()),
             Op::Linear(l) => l.flops(inputs, outputs),
             Op::MatMul => linear::matmul_flops(inputs, outputs),

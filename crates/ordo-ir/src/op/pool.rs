@@ -95,3 +95,66 @@ pub(crate) fn infer_global(inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, St
     expect_float("input", x)?;
     Ok(vec![TensorFact::new(x.dtype, vec![x.shape[0], x.shape[1], 1, 1])])
 }
+
+/// A max or average pooling over the spatial dims of `[N, C, d1, ...]` input with any window:
+/// per spatial dim a kernel, stride, dilation and padding before and after (ONNX's `MaxPool`
+/// and `AveragePool` in full; the 2-D ops above are its common case).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PoolNd {
+    /// Max (else average).
+    pub max: bool,
+    /// Window size per spatial dim.
+    pub kernel: Vec<usize>,
+    /// Stride per spatial dim.
+    pub stride: Vec<usize>,
+    /// Dilation per spatial dim.
+    pub dilation: Vec<usize>,
+    /// Padding before each spatial dim, then after each.
+    pub pads: Vec<usize>,
+    /// Round the output size up (a last window may start in the padding after, not past it).
+    pub ceil_mode: bool,
+    /// For averages: divide by the window's positions inside the padded input, else by those
+    /// inside the input.
+    pub count_include_pad: bool,
+}
+
+impl PoolNd {
+    /// The output size of spatial dim `d` for an input of `len`.
+    pub fn out_len(&self, d: usize, len: usize) -> Option<usize> {
+        let n = self.kernel.len();
+        let padded = len + self.pads[d] + self.pads[d + n];
+        let span = (self.kernel[d] - 1) * self.dilation[d] + 1;
+        let room = padded.checked_sub(span)?;
+        let s = self.stride[d];
+        let mut out = if self.ceil_mode { room.div_ceil(s) } else { room / s } + 1;
+        // A last window that would start past the input and its padding before is dropped.
+        if self.ceil_mode && (out - 1) * s >= len + self.pads[d] {
+            out -= 1;
+        }
+        Some(out)
+    }
+
+    pub(crate) fn infer(&self, inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+        expect_inputs(inputs, 1)?;
+        let x = inputs[0];
+        expect_float("input", x)?;
+        let n = self.kernel.len();
+        if x.rank() != n + 2
+            || self.stride.len() != n
+            || self.dilation.len() != n
+            || self.pads.len() != 2 * n
+        {
+            return Err(format!("a {n}-d window for input {x}"));
+        }
+        if [&self.kernel, &self.stride, &self.dilation].iter().any(|v| v.contains(&0)) {
+            return Err("kernel, stride and dilation must be at least 1".into());
+        }
+        let mut shape = x.shape[..2].to_vec();
+        for d in 0..n {
+            shape.push(self.out_len(d, x.shape[d + 2]).ok_or_else(|| {
+                format!("the window of dim {d} is larger than the padded input {x}")
+            })?);
+        }
+        Ok(vec![TensorFact::new(x.dtype, shape)])
+    }
+}

@@ -71,6 +71,9 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         Op::Div if k == 0 => rule(vec![Input(1)], false, 2 * out),
         Op::Div => rule(vec![Input(0), Input(1)], false, 4 * out),
         Op::MaxPool2d(_) => rule(vec![Input(0), Output], false, input(0)),
+        // The max's position is found again from the input.
+        Op::Pool(p) if p.max => rule(vec![Input(0)], false, f.flops),
+        Op::Pool(_) => rule(vec![], false, f.flops),
         Op::AvgPool2d(_) | Op::GlobalAvgPool => rule(vec![], false, input(0)),
         Op::Concat { .. } | Op::Reshape { .. } | Op::Transpose { .. } | Op::Slice { .. } => {
             rule(vec![], false, 0)

@@ -1,39 +1,102 @@
 //! Pooling: `MaxPool`, `AveragePool`, `GlobalAveragePool`.
 
 use ordo_ir::Op;
-use ordo_ir::op::Pool2d;
+use ordo_ir::op::{Pool2d, PoolNd};
 
-use super::conv::window;
 use super::{Outputs, one};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
+use crate::node::{Node, small_uints};
 
-use crate::node::Node;
-
-/// `MaxPool` and `AveragePool` over NCHW input (the indices output of `MaxPool` is not imported).
+/// `MaxPool` and `AveragePool`: the IR's 2-D ops over NCHW input with a symmetric window
+/// (the common case), else its N-d `Pool` (1-D, 3-D, dilations, uneven or `SAME` padding).
+/// `MaxPool`'s indices output is not imported.
 pub(crate) fn pool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
-    if fact.rank() != 4 {
-        return Err(node.unsupported(format!("input {fact}: only 2-D pooling (NCHW)")));
-    }
-    let w = window(node, [fact.shape[2], fact.shape[3]], None)?;
-    if w.dilation != [1, 1] {
-        return Err(node.unsupported("dilated pooling"));
+    if fact.rank() < 3 {
+        return Err(node.malformed(format!("input {fact}: pooling needs [N, C, d1, ...]")));
     }
     if node.int("storage_order", 0)? != 0 {
         return Err(node.unsupported("column-major storage order"));
     }
-    let max = node.op_type() == "MaxPool";
-    let pool = Pool2d {
-        kernel: w.kernel,
-        stride: w.stride,
-        padding: w.padding,
+    if node.proto.output.get(1).is_some_and(|o| !o.is_empty()) {
+        return Err(node.unsupported("MaxPool's indices output"));
+    }
+    let p = window_nd(node, &fact.shape[2..], node.op_type() == "MaxPool")?;
+    let x = ctx.wire(node, 0)?;
+    let symmetric = p.pads[..2] == p.pads[2..];
+    let op = if fact.rank() == 4
+        && p.dilation == [1, 1]
+        && p.pads.len() == 4
+        && symmetric
+        && (0..2).all(|d| p.pads[d] * 2 <= p.kernel[d])
+    {
+        let pool = Pool2d {
+            kernel: [p.kernel[0], p.kernel[1]],
+            stride: [p.stride[0], p.stride[1]],
+            padding: [p.pads[0], p.pads[1]],
+            ceil_mode: p.ceil_mode,
+            count_include_pad: p.count_include_pad,
+        };
+        if p.max { Op::MaxPool2d(pool) } else { Op::AvgPool2d(pool) }
+    } else {
+        Op::Pool(p)
+    };
+    Ok(vec![Some(ctx.emit_value(&node.name, op, &[x])?), None])
+}
+
+/// The window of an N-d pooling over spatial dims of `spatial` sizes.
+fn window_nd(node: &Node<'_>, spatial: &[usize], max: bool) -> OnnxResult<PoolNd> {
+    let n = spatial.len();
+    let list = |name: &str, default: usize, len: usize| -> OnnxResult<Vec<usize>> {
+        match node.ints(name) {
+            None => Ok(vec![default; len]),
+            Some(v) => {
+                let v = small_uints(node, name, v)?;
+                if v.len() != len {
+                    return Err(node.malformed(format!("`{name}` {v:?} for {n} spatial dims")));
+                }
+                Ok(v)
+            }
+        }
+    };
+    let kernel = list("kernel_shape", 0, n)?;
+    let stride = list("strides", 1, n)?;
+    let dilation = list("dilations", 1, n)?;
+    if [&kernel, &stride, &dilation].iter().any(|v| v.contains(&0)) {
+        return Err(node.malformed("kernel_shape, strides and dilations must be positive"));
+    }
+    let pads = match node.string("auto_pad", "NOTSET")?.as_str() {
+        "NOTSET" | "" => list("pads", 0, 2 * n)?,
+        "VALID" => vec![0; 2 * n],
+        same @ ("SAME_UPPER" | "SAME_LOWER") => {
+            let mut pads = vec![0; 2 * n];
+            for d in 0..n {
+                let out = spatial[d].div_ceil(stride[d]);
+                let span = (kernel[d] - 1) * dilation[d] + 1;
+                let total = ((out - 1) * stride[d] + span).saturating_sub(spatial[d]);
+                let small = total / 2;
+                let (before, after) = if same == "SAME_UPPER" {
+                    (small, total - small)
+                } else {
+                    (total - small, small)
+                };
+                pads[d] = before;
+                pads[d + n] = after;
+            }
+            pads
+        }
+        other => return Err(node.malformed(format!("auto_pad `{other}`"))),
+    };
+    Ok(PoolNd {
+        max,
+        kernel,
+        stride,
+        dilation,
+        pads,
         ceil_mode: node.int("ceil_mode", 0)? != 0,
         count_include_pad: node.int("count_include_pad", 0)? != 0,
-    };
-    let op = if max { Op::MaxPool2d(pool) } else { Op::AvgPool2d(pool) };
-    let x = ctx.wire(node, 0)?;
-    Ok(vec![Some(ctx.emit_value(&node.name, op, &[x])?), None])
+    })
 }
 
 /// `GlobalAveragePool` of NCHW input.

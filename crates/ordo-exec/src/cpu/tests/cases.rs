@@ -322,6 +322,36 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
         cases.push(case(three, xs, s));
         cases.push(case(ein(vec![vec![0, 1]], vec![]), vec![rand(&[3, 4], s + 96)], s));
     }
+    {
+        // 1-D with uneven pads, 3-D dilated, ceil mode; both divisors.
+        use ordo_ir::op::PoolNd;
+        for (i, max) in [true, false].into_iter().enumerate() {
+            let one_d = PoolNd {
+                max,
+                kernel: vec![3],
+                stride: vec![2],
+                dilation: vec![1],
+                pads: vec![2, 1],
+                ceil_mode: true,
+                count_include_pad: i == 1,
+            };
+            cases.push(case(Op::Pool(one_d), vec![rand(&[2, 2, 7], s + 100 + i as u64)], s));
+            let three_d = PoolNd {
+                max,
+                kernel: vec![2, 2, 2],
+                stride: vec![1, 2, 1],
+                dilation: vec![2, 1, 1],
+                pads: vec![0, 1, 0, 1, 0, 1],
+                ceil_mode: false,
+                count_include_pad: i == 0,
+            };
+            cases.push(case(
+                Op::Pool(three_d),
+                vec![rand(&[1, 2, 4, 4, 3], s + 102 + i as u64)],
+                s,
+            ));
+        }
+    }
     // Distinct operands (no ties for the finite differences), a positive base for the power.
     for op in [Op::Max, Op::Min] {
         cases.push(case(op, vec![rand(sa, s + 31), rand(sb, s + 32)], s));

@@ -44,6 +44,7 @@ fn saved(op: &Op, wrt: Wrt, inputs: usize) -> Vec<Saved> {
         (Op::CrossEntropyLoss, _) => vec![Input(0), Input(1)],
         (Op::NllLoss(_), _) => (1..inputs).map(Input).collect(),
         (Op::Gather { .. } | Op::GatherElements { .. }, _) => vec![Input(1)],
+        (Op::Pool(p), _) if p.max => vec![Input(0)],
         (Op::Einsum(_), Wrt::Input(k)) => (0..inputs).filter(|&j| j != k).map(Input).collect(),
         _ => vec![],
     }
