@@ -5,7 +5,7 @@ use ordo_ir::op::Grad;
 
 use super::error::KernelResult;
 use super::tensor::{Data, Tensor};
-use super::util::{Call, resolve_axis, split_at_axis, tensor};
+use super::util::{Call, for_each_lane, resolve_axis, split_at_axis, tensor};
 
 /// Running sums along the middle dim of `(outer, len, inner)`, in f64 for floats.
 fn running<T: Copy + Default + std::ops::Add<Output = T>>(
@@ -15,22 +15,19 @@ fn running<T: Copy + Default + std::ops::Add<Output = T>>(
     reverse: bool,
 ) -> Vec<T> {
     let mut y = vec![T::default(); x.len()];
-    for o in 0..outer {
-        for i in 0..inner {
-            let mut acc = T::default();
-            for step in 0..len {
-                let j = if reverse { len - 1 - step } else { step };
-                let at = (o * len + j) * inner + i;
-                if exclusive {
-                    y[at] = acc;
-                    acc = acc + x[at];
-                } else {
-                    acc = acc + x[at];
-                    y[at] = acc;
-                }
+    for_each_lane((outer, len, inner), |at| {
+        let mut acc = T::default();
+        for step in 0..len {
+            let j = at(if reverse { len - 1 - step } else { step });
+            if exclusive {
+                y[j] = acc;
+                acc = acc + x[j];
+            } else {
+                acc = acc + x[j];
+                y[j] = acc;
             }
         }
-    }
+    });
     y
 }
 
@@ -88,21 +85,19 @@ pub(crate) fn hardmax(op: &Op, axis: i64, c: Call) -> KernelResult<Vec<Tensor>> 
     c.expect_params(0)?;
     let out = c.infer(op, &c.input_facts())?.shape;
     let x = c.input_f32(0)?;
-    let (outer, len, inner) = split_at_axis(&out, resolve_axis(&c, axis, out.len())?);
+    let layout = split_at_axis(&out, resolve_axis(&c, axis, out.len())?);
+    let len = layout.1;
     let mut y = vec![0.0f32; x.len()];
-    for o in 0..outer {
-        for i in 0..inner {
-            let at = |j: usize| (o * len + j) * inner + i;
-            let mut best = 0;
-            for j in 1..len {
-                if !x[at(best)].is_nan() && (x[at(j)].is_nan() || x[at(j)] > x[at(best)]) {
-                    best = j;
-                }
-            }
-            if len > 0 {
-                y[at(best)] = 1.0;
+    for_each_lane(layout, |at| {
+        let mut best = 0;
+        for j in 1..len {
+            if !x[at(best)].is_nan() && (x[at(j)].is_nan() || x[at(j)] > x[at(best)]) {
+                best = j;
             }
         }
-    }
+        if len > 0 {
+            y[at(best)] = 1.0;
+        }
+    });
     Ok(vec![tensor(&out, y)?])
 }

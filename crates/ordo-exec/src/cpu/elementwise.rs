@@ -6,8 +6,8 @@ use ordo_ir::op::{ActivationKind, Grad, UnaryOp};
 use super::error::KernelResult;
 use super::tensor::{Data, Tensor};
 use super::util::{
-    Call, broadcast_shapes, broadcast_strides, erf, for_each_broadcast, reduce_to, resolve_axis,
-    split_at_axis, tensor,
+    Call, broadcast_shapes, broadcast_strides, erf, for_each_broadcast, for_each_lane, reduce_to,
+    resolve_axis, split_at_axis, tensor,
 };
 
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
@@ -365,22 +365,20 @@ pub(crate) fn mul_grad(g: &Grad, c: Call) -> KernelResult<Vec<Tensor>> {
 pub(crate) fn softmax(op: &Op, axis: i64, c: Call) -> KernelResult<Vec<Tensor>> {
     let x = single_input(op, &c)?;
     let shape = c.inputs[0].shape();
-    let (outer, len, inner) = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
+    let layout = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
+    let len = layout.1;
     let mut y = vec![0.0f32; x.len()];
-    for o in 0..outer {
-        for i in 0..inner {
-            let at = |j: usize| o * len * inner + j * inner + i;
-            let max = (0..len).map(|j| x[at(j)]).fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0.0f64;
-            for j in 0..len {
-                let e = (x[at(j)] - max).exp();
-                y[at(j)] = e;
-                sum += f64::from(e);
-            }
-            let inv = (1.0 / sum) as f32;
-            (0..len).for_each(|j| y[at(j)] *= inv);
+    for_each_lane(layout, |at| {
+        let max = (0..len).map(|j| x[at(j)]).fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0.0f64;
+        for j in 0..len {
+            let e = (x[at(j)] - max).exp();
+            y[at(j)] = e;
+            sum += f64::from(e);
         }
-    }
+        let inv = (1.0 / sum) as f32;
+        (0..len).for_each(|j| y[at(j)] *= inv);
+    });
     Ok(vec![tensor(shape, y)?])
 }
 
@@ -388,17 +386,15 @@ pub(crate) fn softmax(op: &Op, axis: i64, c: Call) -> KernelResult<Vec<Tensor>> 
 pub(crate) fn log_softmax(op: &Op, axis: i64, c: Call) -> KernelResult<Vec<Tensor>> {
     let x = single_input(op, &c)?;
     let shape = c.inputs[0].shape();
-    let (outer, len, inner) = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
+    let layout = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
+    let len = layout.1;
     let mut y = vec![0.0f32; x.len()];
-    for o in 0..outer {
-        for i in 0..inner {
-            let at = |j: usize| o * len * inner + j * inner + i;
-            let max = (0..len).map(|j| x[at(j)]).fold(f32::NEG_INFINITY, f32::max);
-            let sum: f64 = (0..len).map(|j| f64::from((x[at(j)] - max).exp())).sum();
-            let log_sum = sum.ln() as f32;
-            (0..len).for_each(|j| y[at(j)] = x[at(j)] - max - log_sum);
-        }
-    }
+    for_each_lane(layout, |at| {
+        let max = (0..len).map(|j| x[at(j)]).fold(f32::NEG_INFINITY, f32::max);
+        let sum: f64 = (0..len).map(|j| f64::from((x[at(j)] - max).exp())).sum();
+        let log_sum = sum.ln() as f32;
+        (0..len).for_each(|j| y[at(j)] = x[at(j)] - max - log_sum);
+    });
     Ok(vec![tensor(shape, y)?])
 }
 
@@ -408,17 +404,15 @@ pub(crate) fn log_softmax_grad(axis: i64, c: Call) -> KernelResult<Vec<Tensor>> 
     let shape = c.inputs[1].shape();
     c.expect_input_shape(0, shape)?;
     let (dy, y) = (c.input_f32(0)?, c.input_f32(1)?);
-    let (outer, len, inner) = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
+    let layout = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
+    let len = layout.1;
     let mut dx = vec![0.0f32; y.len()];
-    for o in 0..outer {
-        for i in 0..inner {
-            let at = |j: usize| o * len * inner + j * inner + i;
-            let total: f64 = (0..len).map(|j| f64::from(dy[at(j)])).sum();
-            for j in 0..len {
-                dx[at(j)] = dy[at(j)] - y[at(j)].exp() * total as f32;
-            }
+    for_each_lane(layout, |at| {
+        let total: f64 = (0..len).map(|j| f64::from(dy[at(j)])).sum();
+        for j in 0..len {
+            dx[at(j)] = dy[at(j)] - y[at(j)].exp() * total as f32;
         }
-    }
+    });
     Ok(vec![tensor(shape, dx)?])
 }
 
@@ -521,19 +515,16 @@ fn arg_along<T: PartialOrd + Copy>(
             (false, true) => v <= best,
         }
     };
-    let mut y = vec![0i64; outer * inner];
-    for o in 0..outer {
-        for i in 0..inner {
-            let at = |j: usize| o * len * inner + j * inner + i;
-            let mut best = 0usize;
-            for j in 1..len {
-                if better(x[at(j)], x[at(best)]) {
-                    best = j;
-                }
+    let mut y = Vec::with_capacity(outer * inner);
+    for_each_lane((outer, len, inner), |at| {
+        let mut best = 0usize;
+        for j in 1..len {
+            if better(x[at(j)], x[at(best)]) {
+                best = j;
             }
-            y[o * inner + i] = best as i64;
         }
-    }
+        y.push(best as i64);
+    });
     y
 }
 
@@ -543,17 +534,15 @@ pub(crate) fn softmax_grad(axis: i64, c: Call) -> KernelResult<Vec<Tensor>> {
     let shape = c.inputs[1].shape();
     c.expect_input_shape(0, shape)?;
     let (dy, y) = (c.input_f32(0)?, c.input_f32(1)?);
-    let (outer, len, inner) = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
+    let layout = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
+    let len = layout.1;
     let mut dx = vec![0.0f32; y.len()];
-    for o in 0..outer {
-        for i in 0..inner {
-            let at = |j: usize| o * len * inner + j * inner + i;
-            let dot: f64 = (0..len).map(|j| f64::from(dy[at(j)]) * f64::from(y[at(j)])).sum();
-            for j in 0..len {
-                dx[at(j)] = y[at(j)] * (dy[at(j)] - dot as f32);
-            }
+    for_each_lane(layout, |at| {
+        let dot: f64 = (0..len).map(|j| f64::from(dy[at(j)]) * f64::from(y[at(j)])).sum();
+        for j in 0..len {
+            dx[at(j)] = y[at(j)] * (dy[at(j)] - dot as f32);
         }
-    }
+    });
     Ok(vec![tensor(shape, dx)?])
 }
 

@@ -305,6 +305,19 @@ pub(crate) fn resolve_axis(call: &Call, axis: i64, rank: usize) -> KernelResult<
 }
 
 /// `(outer, len, inner)` of a shape around `axis`.
+/// Calls `f(at)` for every lane along the middle dim of `(outer, len, inner)` (a row of a
+/// softmax, a running sum): `at(j)` is the flat index of the lane's `j`-th element.
+pub(crate) fn for_each_lane(
+    (outer, len, inner): (usize, usize, usize),
+    mut f: impl FnMut(&dyn Fn(usize) -> usize),
+) {
+    for o in 0..outer {
+        for i in 0..inner {
+            f(&move |j: usize| (o * len + j) * inner + i);
+        }
+    }
+}
+
 pub(crate) fn split_at_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
     (numel(&shape[..axis]), shape[axis], numel(&shape[axis + 1..]))
 }
