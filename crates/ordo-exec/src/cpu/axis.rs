@@ -101,3 +101,87 @@ pub(crate) fn hardmax(op: &Op, axis: i64, c: Call) -> KernelResult<Vec<Tensor>> 
     });
     Ok(vec![tensor(&out, y)?])
 }
+
+/// The positions (along the lane) of the `k` extremes of each lane, in output order: sorted
+/// from the extreme, ties by the lower index, NaN as the largest (ONNX's reference).
+fn top_positions(
+    x: &[f32],
+    layout: (usize, usize, usize),
+    k: usize,
+    largest: bool,
+) -> Vec<Vec<usize>> {
+    let len = layout.1;
+    let mut lanes = Vec::new();
+    for_each_lane(layout, |at| {
+        let mut order: Vec<usize> = (0..len).collect();
+        // A stable sort keeps ties in index order.
+        order.sort_by(|&i, &j| {
+            let (a, b) = (x[at(i)], x[at(j)]);
+            let key = |v: f32| if v.is_nan() { f32::INFINITY } else { v };
+            let ord = key(a)
+                .partial_cmp(&key(b))
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then((b.is_nan() as u8).cmp(&(a.is_nan() as u8)).reverse());
+            if largest { ord.reverse() } else { ord }
+        });
+        order.truncate(k);
+        lanes.push(order.into_iter().map(at).collect());
+    });
+    lanes
+}
+
+/// `TopK`: the values (or indices) of the `k` extremes along the axis, of a float tensor.
+pub(crate) fn top_k(
+    op: &Op,
+    (k, axis, largest, indices): (usize, i64, bool, bool),
+    c: Call,
+) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(1)?;
+    c.expect_params(0)?;
+    let out = c.infer(op, &c.input_facts())?.shape;
+    let (x, shape) = (c.input_f32(0)?, c.inputs[0].shape());
+    let a = resolve_axis(&c, axis, shape.len())?;
+    let layout = split_at_axis(shape, a);
+    let inner = layout.2;
+    // The output's lanes run in the same (outer, inner) order, `k` long.
+    let out_layout = (layout.0, k, inner);
+    let lanes = top_positions(x, layout, k, largest);
+    let mut values = vec![0.0f32; out.iter().product()];
+    let mut index = vec![0i64; values.len()];
+    let mut lane = lanes.iter();
+    for_each_lane(out_layout, |at| {
+        let picked = lane.next().expect("one lane per output lane");
+        for (j, &p) in picked.iter().enumerate() {
+            values[at(j)] = x[p];
+            index[at(j)] = ((p / inner) % layout.1) as i64;
+        }
+    });
+    Ok(vec![if indices { Tensor::from_i64(&out, index)? } else { tensor(&out, values)? }])
+}
+
+/// The gradient of `TopK`'s values: each upstream gradient to the input position its value
+/// came from (found again from the saved input).
+pub(crate) fn top_k_grad(
+    of: &Op,
+    (k, axis, largest): (usize, i64, bool),
+    g: &Grad,
+    c: Call,
+) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(2)?;
+    let shape = c.produced(g, 0)?.shape.clone();
+    let out = c.infer(of, &[c.produced(g, 0)?.clone()])?.shape;
+    c.expect_input_shape(0, &out)?;
+    c.expect_input_shape(1, &shape)?;
+    let (dy, x) = (c.input_f32(0)?, c.input_f32(1)?);
+    let layout = split_at_axis(&shape, resolve_axis(&c, axis, shape.len())?);
+    let lanes = top_positions(x, layout, k, largest);
+    let mut dx = vec![0.0f32; x.len()];
+    let mut lane = lanes.iter();
+    for_each_lane((layout.0, k, layout.2), |at| {
+        let picked = lane.next().expect("one lane per output lane");
+        for (j, &p) in picked.iter().enumerate() {
+            dx[p] += dy[at(j)];
+        }
+    });
+    Ok(vec![tensor(&shape, dx)?])
+}

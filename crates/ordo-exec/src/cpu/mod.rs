@@ -281,6 +281,9 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::Expand { .. } => Box::new(move |c| gather::expand(op, c)),
         Op::Pad { .. } | Op::Tile { .. } => Box::new(move |c| gather::lay_out(op, c)),
         Op::Hardmax { axis } => Box::new(move |c| axis::hardmax(op, *axis, c)),
+        Op::TopK { k, axis, largest, indices } => {
+            Box::new(move |c| axis::top_k(op, (*k, *axis, *largest, *indices), c))
+        }
         Op::Einsum(e) => Box::new(move |c| einsum::einsum(op, e, c)),
         Op::CumSum { axis, exclusive, reverse } => {
             Box::new(move |c| axis::cum_sum(op, (*axis, *exclusive, *reverse), c))
@@ -402,6 +405,9 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
         }
         (Op::Lstm(l), Wrt::Params) => {
             (vec![Input(0), Output], Box::new(move |c| sequence::lstm_grad(of, l, g, true, c)))
+        }
+        (Op::TopK { k, axis, largest, indices: false }, Wrt::Input(0)) => {
+            (vec![Input(0)], Box::new(move |c| axis::top_k_grad(of, (*k, *axis, *largest), g, c)))
         }
         (Op::CumSum { axis, exclusive, reverse }, Wrt::Input(0)) => {
             (vec![], Box::new(move |c| axis::cum_sum_grad(of, (*axis, *exclusive, *reverse), g, c)))

@@ -530,6 +530,35 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 }
             });
         }
+        Op::TopK { k: _, axis, largest, indices } => {
+            // Per output element: rank its lane's elements by selection, one at a time.
+            let x = &inputs[0];
+            let a = axis_of(*axis, x.shape.len());
+            if *indices {
+                y.dtype = DType::I64;
+            }
+            each(&mut y, &|idx| {
+                let mut j = idx.to_vec();
+                let mut taken: Vec<usize> = Vec::new();
+                let mut pick = 0;
+                for _ in 0..=idx[a] {
+                    pick = (0..x.shape[a])
+                        .filter(|c| !taken.contains(c))
+                        .reduce(|best, c| {
+                            j[a] = c;
+                            let v = x.at(&j);
+                            j[a] = best;
+                            let b = x.at(&j);
+                            let better = if *largest { v > b } else { v < b };
+                            if better { c } else { best }
+                        })
+                        .unwrap();
+                    taken.push(pick);
+                }
+                j[a] = pick;
+                if *indices { pick as f64 } else { x.at(&j) }
+            });
+        }
         Op::Hardmax { axis } => {
             let x = &inputs[0];
             let a = axis_of(*axis, x.shape.len());

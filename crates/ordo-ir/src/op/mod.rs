@@ -212,6 +212,19 @@ pub enum Op {
     },
     /// A sum of products over labelled dims (ONNX's `Einsum`, subscripts resolved).
     Einsum(Einsum),
+    /// The `k` largest (or smallest) elements along an axis, sorted from the extreme (ties:
+    /// the lower index first; NaN counts as the largest): their values, or with `indices`
+    /// their indices (`I64`, no gradient). ONNX's `TopK` imports as one op per output.
+    TopK {
+        /// How many.
+        k: usize,
+        /// The axis (negative counts from the end).
+        axis: i64,
+        /// Largest (else smallest).
+        largest: bool,
+        /// The indices output (else the values).
+        indices: bool,
+    },
     /// One at the first largest element along an axis, zeros elsewhere (ONNX's `Hardmax`; no
     /// gradient).
     Hardmax {
@@ -332,6 +345,7 @@ impl Op {
             Op::Expand { .. } => "Expand",
             Op::Pad { .. } => "Pad",
             Op::Hardmax { .. } => "Hardmax",
+            Op::TopK { .. } => "TopK",
             Op::Einsum(_) => "Einsum",
             Op::Mod { .. } => "Mod",
             Op::CumSum { .. } => "CumSum",
@@ -411,6 +425,18 @@ impl Op {
                 Ok(vec![inputs[0].clone()])
             }
             Op::Mod { .. } => ew::infer_binary(inputs),
+            Op::TopK { k, axis, indices, .. } => {
+                expect_inputs(inputs, 1)?;
+                let x = inputs[0];
+                let a = resolve_axis(*axis, x.rank())?;
+                if *k > x.shape[a] {
+                    return Err(format!("k = {k} for an axis of {} in {x}", x.shape[a]));
+                }
+                let mut shape = x.shape.clone();
+                shape[a] = *k;
+                let dtype = if *indices { crate::fact::DType::I64 } else { x.dtype };
+                Ok(vec![TensorFact::new(dtype, shape)])
+            }
             Op::Einsum(e) => e.infer(inputs),
             Op::Tile { repeats } => shape::infer_tile(repeats, inputs),
             Op::Gather { axis } => shape::infer_gather(*axis, inputs),
@@ -470,6 +496,8 @@ impl Op {
             | Op::Pad { .. }
             | Op::Tile { .. } => 0,
             Op::Hardmax { .. } | Op::CumSum { .. } => out_elems,
+            // A partial sort: about log2(axis) comparisons per input element.
+            Op::TopK { .. } => 4 * inputs.first().map_or(0, |i| i.numel()),
             Op::Mod { .. } => 4 * out_elems,
             Op::Einsum(e) => e.flops(inputs),
             Op::Opaque(o) => o.flops,

@@ -88,6 +88,10 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         Op::Einsum(e) => {
             rule((0..e.inputs.len()).filter(|&j| j != k).map(Input).collect(), false, f.flops)
         }
+        // The values' gradient goes to the positions they came from, found again from the
+        // input; the indices have none.
+        Op::TopK { indices: false, .. } => rule(vec![Input(0)], false, input(0)),
+        Op::TopK { .. } => None,
         // The running sums of the upstream gradient in the other direction.
         Op::CumSum { .. } => rule(vec![], false, out),
         // a - b * trunc(a / b): 1 for the dividend, -trunc(a / b) for the divisor.

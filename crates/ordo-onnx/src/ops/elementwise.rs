@@ -602,3 +602,34 @@ pub(crate) fn modulo(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
     let y = operand(ctx, node, 1, Some(&a))?;
     one(ctx.emit_value(&node.name, Op::Mod { fmod }, &[x, y])?)
 }
+
+/// `TopK` of a run-time float tensor with a constant K: one IR `TopK` per output read (the
+/// values, the indices). Sorted output serves `sorted = 0` too (its order is unspecified).
+pub(crate) fn top_k(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let x = ctx.input(node, 0)?;
+    if matches!(x, Value::Const(_)) || !ctx.fact_of(node, &x)?.dtype.is_float() {
+        return Err(node.unsupported("the IR's TopK takes run-time float tensors"));
+    }
+    let rank = ctx.fact_of(node, &x)?.rank();
+    let k = if node.opset < 10 {
+        node.int("k", 0)?
+    } else {
+        ctx.const_input(node, 1, "K")?
+            .scalar()
+            .ok_or_else(|| node.malformed("K must be a scalar"))? as i64
+    };
+    let k = usize::try_from(k).map_err(|_| node.malformed(format!("K = {k}")))?;
+    let axis = resolve_axis(node, node.int("axis", -1)?, rank)? as i64;
+    let largest = node.int("largest", 1)? != 0;
+    let w = ctx.wire(node, 0)?;
+    let mut outputs = Vec::new();
+    for (slot, indices) in [(0, false), (1, true)] {
+        if node.proto.output.get(slot).is_some_and(|o| !o.is_empty()) {
+            let op = Op::TopK { k, axis, largest, indices };
+            outputs.push(Some(ctx.emit_value(&format!("{}:{slot}", node.name), op, &[w])?));
+        } else {
+            outputs.push(None);
+        }
+    }
+    Ok(outputs)
+}

@@ -352,6 +352,12 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
             ));
         }
     }
+    for (k, axis, largest) in [(2, 1, true), (3, -1, false), (1, 0, true)] {
+        for indices in [false, true] {
+            let op = Op::TopK { k, axis, largest, indices };
+            cases.push(case(op, vec![rand(&[3, 4, 3], s + 110)], s));
+        }
+    }
     // Distinct operands (no ties for the finite differences), a positive base for the power.
     for op in [Op::Max, Op::Min] {
         cases.push(case(op, vec![rand(sa, s + 31), rand(sb, s + 32)], s));

@@ -45,6 +45,7 @@ fn saved(op: &Op, wrt: Wrt, inputs: usize) -> Vec<Saved> {
         (Op::NllLoss(_), _) => (1..inputs).map(Input).collect(),
         (Op::Gather { .. } | Op::GatherElements { .. }, _) => vec![Input(1)],
         (Op::Pool(p), _) if p.max => vec![Input(0)],
+        (Op::TopK { .. }, _) => vec![Input(0)],
         (Op::Einsum(_), Wrt::Input(k)) => (0..inputs).filter(|&j| j != k).map(Input).collect(),
         _ => vec![],
     }
@@ -55,6 +56,7 @@ fn has_gradient(op: &Op, wrt: Wrt) -> bool {
     !matches!(
         (op, wrt),
         (Op::Compare(_) | Op::Logic(_) | Op::Not | Op::ArgExtreme { .. } | Op::Hardmax { .. }, _)
+            | (Op::TopK { indices: true, .. }, _)
             | (Op::Where, Wrt::Input(0))
             | (Op::NllLoss(_), Wrt::Input(2))
     )
