@@ -40,6 +40,12 @@ impl<'a> Node<'a> {
         self.proto.output.len()
     }
 
+    /// Whether output `i` is produced for a reader (listed with a name: an optional output
+    /// left out has an empty one).
+    pub fn output_named(&self, i: usize) -> bool {
+        self.proto.output.get(i).is_some_and(|o| !o.is_empty())
+    }
+
     fn attr(&self, name: &str) -> Option<&'a AttributeProto> {
         self.proto.attribute.iter().find(|a| a.name() == name)
     }

@@ -350,9 +350,10 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 dot + if l.bias { params[1].data[o] } else { 0.0 }
             });
         }
-        Op::Softmax { axis } => {
+        Op::Softmax { axis } | Op::LogSoftmax { axis } => {
             let x = &inputs[0];
             let axis = axis_of(*axis, x.shape.len());
+            let log = matches!(op, Op::LogSoftmax { .. });
             each(&mut y, &|idx| {
                 let mut j = idx.to_vec();
                 let mut sum = 0.0;
@@ -360,20 +361,7 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                     j[axis] = k;
                     sum += x.at(&j).exp();
                 }
-                x.at(idx).exp() / sum
-            });
-        }
-        Op::LogSoftmax { axis } => {
-            let x = &inputs[0];
-            let axis = axis_of(*axis, x.shape.len());
-            each(&mut y, &|idx| {
-                let mut j = idx.to_vec();
-                let mut sum = 0.0;
-                for k in 0..x.shape[axis] {
-                    j[axis] = k;
-                    sum += x.at(&j).exp();
-                }
-                x.at(idx) - sum.ln()
+                if log { x.at(idx) - sum.ln() } else { x.at(idx).exp() / sum }
             });
         }
         Op::Trilu { k, upper } => {

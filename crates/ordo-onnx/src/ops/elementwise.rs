@@ -223,7 +223,7 @@ fn scale_or_mul(
     }
 }
 
-/// `x ^ p` for a run-time `x` and a few constant exponents.
+/// `x ^ p` with a run-time operand: 1, 2 and -0.5 as cheaper ops, else the IR's `Pow`.
 fn pow(ctx: &mut Ctx<'_>, node: &Node<'_>, p: &Value) -> OnnxResult<Outputs> {
     let scalar = p.as_const().and_then(ConstTensor::scalar);
     let base = ctx.input(node, 0)?;
@@ -241,14 +241,10 @@ fn pow(ctx: &mut Ctx<'_>, node: &Node<'_>, p: &Value) -> OnnxResult<Outputs> {
     }
     // Any other power of floats: the IR's Pow (a constant operand becomes a buffer of the
     // other's type). Integer powers import for planning.
-    let run_time = if matches!(base, Value::Const(_)) { p } else { &base };
-    if !ctx.fact_of(node, run_time)?.dtype.is_float()
-        || !ctx
-            .fact_of(node, if matches!(base, Value::Const(_)) { &base } else { p })?
-            .dtype
-            .is_float()
-    {
-        return Err(node.unsupported("powers of integers"));
+    for v in [&base, p] {
+        if !ctx.fact_of(node, v)?.dtype.is_float() {
+            return Err(node.unsupported("powers of integers"));
+        }
     }
     let x = operand(ctx, node, 0, Some(p))?;
     let y = operand(ctx, node, 1, Some(&base))?;
@@ -459,13 +455,16 @@ fn is_causal_mask(c: &ConstTensor, shape: &[usize]) -> bool {
 /// `Softmax` and `LogSoftmax` along one axis (before opset 13: over the dims from `axis` on,
 /// flattened, which is a reshape around the last axis).
 pub(crate) fn softmax(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let log = node.op_type() == "LogSoftmax";
+    along_axis(ctx, node, |axis| if log { Op::LogSoftmax { axis } } else { Op::Softmax { axis } })
+}
+
+/// The op `op(axis)` over input 0 along `axis` (default -1; before opset 13, default 1 and
+/// over the dims from `axis` on, flattened: a reshape to 2-D around the op on its last dim).
+fn along_axis(ctx: &mut Ctx<'_>, node: &Node<'_>, op: impl Fn(i64) -> Op) -> OnnxResult<Outputs> {
     let fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
     let axis = node.int("axis", if node.opset < 13 { 1 } else { -1 })?;
     let resolved = resolve_axis(node, axis, fact.rank())?;
-    let op = |axis: i64| match node.op_type() {
-        "LogSoftmax" => Op::LogSoftmax { axis },
-        _ => Op::Softmax { axis },
-    };
     let x = ctx.wire(node, 0)?;
     if node.opset >= 13 || resolved + 1 == fact.rank() {
         return one(ctx.emit_value(&node.name, op(resolved as i64), &[x])?);
@@ -538,26 +537,13 @@ pub(crate) fn trilu(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     one(ctx.emit_value(&node.name, Op::Trilu { k, upper }, &[x])?)
 }
 
-/// `Hardmax` (before opset 13 over the dims from `axis` on, flattened: a reshape around it).
+/// `Hardmax` (before opset 13 over the dims from `axis` on, flattened, as `Softmax`).
 pub(crate) fn hardmax(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
     if !fact.dtype.is_float() {
         return Err(node.unsupported("the IR's Hardmax takes float tensors"));
     }
-    let axis = node.int("axis", if node.opset < 13 { 1 } else { -1 })?;
-    let resolved = resolve_axis(node, axis, fact.rank())?;
-    let x = ctx.wire(node, 0)?;
-    if node.opset >= 13 || resolved + 1 == fact.rank() {
-        return one(ctx.emit_value(&node.name, Op::Hardmax { axis: resolved as i64 }, &[x])?);
-    }
-    let rows: usize = fact.shape[..resolved].iter().product();
-    let cols: usize = fact.shape[resolved..].iter().product();
-    let flat = Op::Reshape { shape: vec![rows as i64, cols as i64] };
-    let flat = ctx.emit(&format!("{}.flatten", node.name), flat, &[x], Vec::new())?[0];
-    let y =
-        ctx.emit(&format!("{}.flat", node.name), Op::Hardmax { axis: 1 }, &[flat], Vec::new())?[0];
-    let back = Op::Reshape { shape: fact.shape.iter().map(|&d| d as i64).collect() };
-    one(ctx.emit_value(&node.name, back, &[y])?)
+    along_axis(ctx, node, |axis| Op::Hardmax { axis })
 }
 
 /// `CumSum` of a run-time tensor along a constant axis.
@@ -624,7 +610,7 @@ pub(crate) fn top_k(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let w = ctx.wire(node, 0)?;
     let mut outputs = Vec::new();
     for (slot, indices) in [(0, false), (1, true)] {
-        if node.proto.output.get(slot).is_some_and(|o| !o.is_empty()) {
+        if node.output_named(slot) {
             let op = Op::TopK { k, axis, largest, indices };
             outputs.push(Some(ctx.emit_value(&format!("{}:{slot}", node.name), op, &[w])?));
         } else {

@@ -43,8 +43,7 @@ pub(crate) fn layer_norm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outpu
         param_name(ctx, node, 1, "scale"),
         node.input(2).map(|_| param_name(ctx, node, 2, "bias")),
     );
-    let stats_read =
-        (1..node.num_outputs()).any(|i| node.proto.output.get(i).is_some_and(|o| !o.is_empty()));
+    let stats_read = (1..node.num_outputs()).any(|i| node.output_named(i));
     let (scale, bias) = match params {
         (Ok(scale), Some(Ok(bias))) if !stats_read => (scale, bias),
         _ => return normalized(ctx, node, axis, eps, true),

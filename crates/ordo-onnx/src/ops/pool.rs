@@ -19,7 +19,7 @@ pub(crate) fn pool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     if node.int("storage_order", 0)? != 0 {
         return Err(node.unsupported("column-major storage order"));
     }
-    if node.proto.output.get(1).is_some_and(|o| !o.is_empty()) {
+    if node.output_named(1) {
         return Err(node.unsupported("MaxPool's indices output"));
     }
     let p = window_nd(node, &fact.shape[2..], node.op_type() == "MaxPool")?;

@@ -115,9 +115,9 @@ class _Produced:
 _UNWATCHED = torch._C.DisableTorchFunction
 
 # The calling thread's current stream of a GPU, as a Stream object made once per stream:
-# `torch.cuda.current_stream` builds a new one on every call, which costs more than the rest
-# of a layer's launch. The C functions below are the ones `torch.cuda.current_stream` and
-# `torch.cuda.set_stream` call.
+# `torch.cuda.current_stream` builds a new one (a device switch and back) on every call, and
+# a launch asks several times. The C functions below are the ones `torch.cuda.current_stream`
+# and `torch.cuda.set_stream` call.
 _STREAMS: dict[tuple[int, int, int], torch.cuda.Stream] = {}
 
 

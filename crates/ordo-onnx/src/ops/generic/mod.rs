@@ -70,9 +70,8 @@ pub(crate) fn generic(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
     }
     let declared = node.num_outputs();
     let mut values = Vec::with_capacity(declared);
-    let live: Vec<usize> = (0..declared.min(outputs.len()))
-        .filter(|&k| node.proto.output.get(k).is_some_and(|t| !t.is_empty()))
-        .collect();
+    let live: Vec<usize> =
+        (0..declared.min(outputs.len())).filter(|&k| node.output_named(k)).collect();
     for (k, output) in outputs.iter().enumerate().take(declared) {
         if !live.contains(&k) {
             values.push(None);
