@@ -12,10 +12,12 @@ if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
 # torch (CPU is enough; the default wheel also runs on a GPU) for ordo.torch's tests, with
-# torchvision's and Hugging Face's models to profile and distribute.
+# torchvision's and Hugging Face's models to profile and distribute, and onnx for PyTorch's
+# exporter (the public model list, scripts/onnx_models.py).
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "maturin>=1.8,<2" "pytest>=7" \
-    "ruff>=0.6" "torch>=2.1" torchvision "transformers>=4.40" numpy networkx
-"$venv/bin/ruff" check crates/ordo-py
-"$venv/bin/ruff" format --check crates/ordo-py
+    "ruff>=0.6" "torch>=2.1" torchvision "transformers>=4.40" numpy networkx onnx
+python_sources=(crates/ordo-py scripts/onnx_models.py)
+"$venv/bin/ruff" check --config crates/ordo-py/pyproject.toml "${python_sources[@]}"
+"$venv/bin/ruff" format --check --config crates/ordo-py/pyproject.toml "${python_sources[@]}"
 VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" maturin develop -q -m crates/ordo-py/Cargo.toml
 ORDO_BIN="$PWD/target/debug/ordo" "$venv/bin/python" -m pytest -q crates/ordo-py/tests

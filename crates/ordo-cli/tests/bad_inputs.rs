@@ -20,6 +20,8 @@ struct Case {
     args: Vec<String>,
     /// What a refusal must mention (all of it).
     culprit: Vec<String>,
+    /// Whether it must be refused (otherwise accepting it is fine if nothing crashes).
+    refuse: bool,
 }
 
 /// Runs a case: never a panic, an abort, a signal or a hang; a refusal names the culprit.
@@ -48,6 +50,7 @@ fn check(case: &Case) -> Result<bool, String> {
         let _ = pipe.read_to_string(&mut stderr);
     }
     match status.code() {
+        Some(0) if case.refuse => Err("accepted, but it must be refused".into()),
         Some(0) => Ok(false),
         None => Err(format!("killed by a signal: {stderr}")),
         Some(101) => Err(format!("panicked: {stderr}")),
@@ -153,6 +156,7 @@ fn graph_cases(dir: &Path) -> Vec<Case> {
                     label: format!("cost graph {field} = {value}, {}", command[0]),
                     args,
                     culprit: culprit.clone(),
+                    refuse: false,
                 });
             }
         }
@@ -193,6 +197,7 @@ fn cluster_cases(dir: &Path, graph: &str) -> Vec<Case> {
                 label: format!("cluster {field} = {value}"),
                 args: strings(&["place", graph, "--cluster", &path, "--algo", "m-etf"]),
                 culprit: vec![path.clone(), field.to_string()],
+                refuse: false,
             });
         }
     }
@@ -265,6 +270,7 @@ fn plan_cases(dir: &Path, graph: &str) -> Vec<Case> {
             label: format!("plan: {label}"),
             args: strings(&["simulate", &path]),
             culprit: vec![culprit.to_string()],
+            refuse: false,
         });
     }
     // Options that place a model, given with a plan whose placement is fixed.
@@ -277,6 +283,7 @@ fn plan_cases(dir: &Path, graph: &str) -> Vec<Case> {
             label: format!("plan with {}", options.join(" ")),
             args,
             culprit: vec![options[0].to_string(), "would be ignored".into()],
+            refuse: false,
         });
     }
     let text = std::fs::read_to_string(&plan_path).unwrap();
@@ -285,6 +292,7 @@ fn plan_cases(dir: &Path, graph: &str) -> Vec<Case> {
         label: "plan: truncated".into(),
         args: strings(&["simulate", &truncated]),
         culprit: vec![truncated.clone()],
+        refuse: false,
     });
     cases
 }
@@ -362,6 +370,7 @@ fn profile_cases(dir: &Path) -> Vec<Case> {
             label: format!("profile: {label}"),
             args: strings(&["place", "gnmt", "--small", "--devices", "2", "--profile", &path]),
             culprit: vec![path.clone(), culprit.to_string()],
+            refuse: false,
         });
     }
     for (k, text) in ["", "{", "[1, 2]", "null", "\u{0}"].iter().enumerate() {
@@ -370,6 +379,7 @@ fn profile_cases(dir: &Path) -> Vec<Case> {
             label: format!("profile text {text:?}"),
             args: strings(&["run", "gnmt", "--small", "--steps", "1", "--profile", &path]),
             culprit: vec![path],
+            refuse: false,
         });
     }
     cases
@@ -400,8 +410,37 @@ fn onnx_cases(dir: &Path) -> Vec<Case> {
                 label: format!("onnx {name}: {}", args[0]),
                 args: strings(&args),
                 culprit: vec![path.clone()],
+                refuse: false,
             });
         }
+    }
+    // One node with senseless attributes or constants each (`fixtures/gen_bad_attrs.py`),
+    // and weights outside the model's folder: refused naming the node (or tensor) and what.
+    for (name, culprit) in [
+        ("bad_attrs/pad_mode", "`pad`: mode `mirror`"),
+        ("bad_attrs/nll_reduction", "`nll`: reduction `average`"),
+        ("bad_attrs/einsum_equation", "`einsum`"),
+        ("bad_attrs/einsum_label", "`einsum`: subscripts `b1j`"),
+        ("bad_attrs/gather_indices", "`gather`"),
+        ("bad_attrs/random_bounds", "`random`: low 2 and high 1"),
+        ("bad_attrs/cast_string", "`cast`"),
+        ("bad_attrs/bernoulli_ints", "`bernoulli`: i64 probabilities"),
+        ("bad_attrs/range_step", "`range`: delta is 0"),
+        ("external/bad_location", "`../convnet.onnx` is not inside the model's folder"),
+    ] {
+        let path = fixtures.join(format!("{name}.onnx"));
+        let path = path.to_str().expect("a UTF-8 path").to_string();
+        let args = if name.starts_with("external") {
+            vec!["run", &path, "--roofline", "--warmup-seconds", "0"]
+        } else {
+            vec!["inspect", &path]
+        };
+        cases.push(Case {
+            label: format!("onnx {name}: {}", args[0]),
+            args: strings(&args),
+            refuse: true,
+            culprit: vec![path.clone(), culprit.to_string()],
+        });
     }
     let good = std::fs::read(fixtures.join("convnet.onnx")).expect("the convnet fixture");
     let n = good.len();
@@ -413,6 +452,7 @@ fn onnx_cases(dir: &Path) -> Vec<Case> {
             label: format!("onnx cut at {}/21", k),
             args: strings(&["place", &path, "--devices", "2"]),
             culprit: vec![path],
+            refuse: false,
         });
     }
     for k in 0..30 {
@@ -426,6 +466,7 @@ fn onnx_cases(dir: &Path) -> Vec<Case> {
             label: format!("onnx byte {at} overwritten"),
             args: strings(&["inspect", &path]),
             culprit: vec![path],
+            refuse: false,
         });
     }
     cases
@@ -504,6 +545,7 @@ fn option_cases(graph: &str) -> Vec<Case> {
             label: args.join(" "),
             args: strings(&args),
             culprit: vec![culprit.to_string()],
+            refuse: false,
         })
         .collect()
 }

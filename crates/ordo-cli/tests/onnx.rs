@@ -418,3 +418,34 @@ fn onnx_node_tests_agree_on_shapes_and_the_folded_attention_runs() {
     assert_eq!(outcome(&v, "test_top_k"), "pass", "{v:#}");
     assert_eq!((v["pass"].as_u64(), v["fail"].as_u64()), (Some(6), Some(0)), "{v:#}");
 }
+
+/// Training-mode randomness as PyTorch exports it (`fixtures/gen_stochastic_depth.py`:
+/// torchvision's StochasticDepth is `RandomUniformLike`, `Less`, `Cast`; and a training
+/// `Dropout`): imported as runnable ops, the same losses on one and on three CPU devices (the
+/// draws depend on node, step and element only), and not the losses of the same weights
+/// exported without randomness (so the draws act).
+#[test]
+fn stochastic_depth_trains_the_same_on_any_placement() {
+    let losses = |file: &str, devices: &str| -> Vec<f64> {
+        let v = json(&ordo(&[
+            "run",
+            &fixture(file),
+            "--train",
+            "--loss",
+            "cross-entropy",
+            "--devices",
+            devices,
+            "--steps",
+            "3",
+            "--json",
+            "--warmup-seconds",
+            "0",
+        ]));
+        v["losses"].as_array().unwrap().iter().map(|l| l.as_f64().unwrap()).collect()
+    };
+    let one = losses("stochastic_depth.onnx", "cpu:1");
+    assert_eq!(one, losses("stochastic_depth.onnx", "cpu:3"), "the same on 1 and 3 devices");
+    let eval = losses("stochastic_depth_eval.onnx", "cpu:1");
+    assert!(one.iter().chain(&eval).all(|l| l.is_finite()), "{one:?} {eval:?}");
+    assert_ne!(one[0], eval[0], "the random ops change the first loss");
+}

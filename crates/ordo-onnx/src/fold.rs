@@ -190,6 +190,54 @@ pub(crate) fn gather(
     pick(c, shape, &out)
 }
 
+/// `GatherElements`: each output element is `c`'s element at its own position with the
+/// coordinate on `axis` taken from `indices` (same rank as `c`; negative counts from the end).
+pub(crate) fn gather_elements(
+    c: &ConstTensor,
+    indices: &ConstTensor,
+    axis: usize,
+) -> Result<ConstTensor, String> {
+    let fits = |d: usize| d == axis || indices.shape[d] <= c.shape[d];
+    if indices.shape.len() != c.shape.len()
+        || axis >= c.shape.len()
+        || !(0..c.shape.len()).all(fits)
+    {
+        return Err(format!(
+            "indices of shape {:?} do not match data of shape {:?} on axis {axis}",
+            indices.shape, c.shape
+        ));
+    }
+    check_size(&indices.shape)?;
+    let idx = indices.to_i64s().ok_or("too many indices")?;
+    let n = c.shape[axis] as i64;
+    let data_strides = row_major(&c.shape);
+    let mut sources = Vec::with_capacity(idx.len());
+    for (flat, &i) in idx.iter().enumerate() {
+        let j = if i < 0 { i + n } else { i };
+        if !(0..n).contains(&j) {
+            return Err(format!("index {i} out of range for axis {axis} of size {n}"));
+        }
+        // The output position's coordinates, its axis coordinate replaced by the index.
+        let mut rest = flat;
+        let mut source = 0;
+        for (d, &size) in indices.shape.iter().enumerate().rev() {
+            let coordinate = if d == axis { j as usize } else { rest % size };
+            rest /= size;
+            source += coordinate * data_strides[d];
+        }
+        sources.push(source);
+    }
+    pick(c, indices.shape.clone(), &sources)
+}
+
+fn row_major(shape: &[usize]) -> Vec<usize> {
+    let mut strides = vec![1; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1] * shape[d + 1];
+    }
+    strides
+}
+
 /// `Concat` along an axis.
 pub(crate) fn concat(parts: &[&ConstTensor], axis: usize) -> Result<ConstTensor, String> {
     let first = parts.first().ok_or("nothing to concatenate")?;

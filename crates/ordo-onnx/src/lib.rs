@@ -39,6 +39,7 @@
 
 mod ctx;
 mod error;
+mod external;
 mod fold;
 mod import;
 mod node;
@@ -58,8 +59,8 @@ pub use error::{OnnxError, OnnxResult, UnsupportedNode};
 pub use import::OPSETS;
 pub use ops::SUPPORTED_OPS;
 pub use values::{
-    ModelInfo, ParamSource, TensorValue, Values, initializers, model_info, param_values,
-    read_tensor, read_tensor_shape,
+    ModelInfo, ParamSource, TensorValue, Values, initializers, initializers_in_file, model_info,
+    param_values, read_tensor, read_tensor_shape,
 };
 
 /// Options of [`import`].

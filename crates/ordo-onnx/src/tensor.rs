@@ -247,16 +247,28 @@ pub(crate) fn parse_tensor(t: &TensorProto) -> Result<ConstTensor, String> {
 
 /// Reads a tensor of at most `limit` elements, values included.
 pub(crate) fn parse_tensor_limited(t: &TensorProto, limit: u64) -> Result<ConstTensor, String> {
+    if crate::external::is_external(t) {
+        return Err("constant with external data: only initializers may keep their data \
+                    outside the model file"
+            .into());
+    }
+    parse_tensor_raw(t, limit, t.raw_data.as_deref())
+}
+
+/// Reads a tensor of at most `limit` elements whose raw bytes are `raw` (the tensor's own
+/// `raw_data`, or its external data), or its typed fields when `raw` is `None`.
+pub(crate) fn parse_tensor_raw(
+    t: &TensorProto,
+    limit: u64,
+    raw: Option<&[u8]>,
+) -> Result<ConstTensor, String> {
     let (elem, shape) = tensor_fact(t)?;
     let numel: u64 = shape.iter().map(|&d| d as u64).product();
     if numel > limit {
         return Err(format!("constant of shape {shape:?} is too large to read"));
     }
-    if t.data_location() == crate::proto::tensor_proto::DataLocation::External {
-        return Err("constant with external data is not supported".into());
-    }
     let n = numel as usize;
-    let data = match t.raw_data.as_deref() {
+    let data = match raw {
         Some(raw) => parse_raw(elem, raw, n)?,
         None => parse_typed(t, elem)?,
     };

@@ -3,12 +3,13 @@
 //! run.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use prost::Message;
 
 use crate::error::{OnnxError, OnnxResult};
 use crate::proto::{ModelProto, TensorProto};
-use crate::tensor::{ConstData, ConstTensor, MAX_NUMEL, parse_tensor_limited};
+use crate::tensor::{ConstData, ConstTensor, MAX_NUMEL, parse_tensor_limited, parse_tensor_raw};
 
 /// The elements of a [`TensorValue`]: floats as `f32`, integers as `i64`, booleans as `bool`
 /// (the element types of the IR's CPU kernels).
@@ -105,10 +106,22 @@ pub(crate) fn value_of(name: &str, c: &ConstTensor) -> TensorValue {
 }
 
 fn read_proto(t: &TensorProto) -> OnnxResult<TensorValue> {
-    let c = parse_tensor_limited(t, MAX_NUMEL).map_err(|message| OnnxError::Malformed {
-        node: format!("tensor `{}`", t.name()),
-        message,
-    })?;
+    read_proto_in(t, None)
+}
+
+/// Reads a tensor; one with external data from its file in `folder` (the model's folder;
+/// `None` for a model read from memory, where external data is an error).
+fn read_proto_in(t: &TensorProto, folder: Option<&Path>) -> OnnxResult<TensorValue> {
+    let malformed =
+        |message: String| OnnxError::Malformed { node: format!("tensor `{}`", t.name()), message };
+    let c = match (crate::external::is_external(t), folder) {
+        (true, Some(folder)) => {
+            let bytes = crate::external::read(t, folder).map_err(malformed)?;
+            parse_tensor_raw(t, MAX_NUMEL, Some(&bytes))
+        }
+        _ => parse_tensor_limited(t, MAX_NUMEL),
+    }
+    .map_err(malformed)?;
     Ok(value_of(t.name(), &c))
 }
 
@@ -138,9 +151,34 @@ pub fn read_tensor_shape(bytes: &[u8]) -> OnnxResult<Vec<usize>> {
 /// # Errors
 /// As [`read_tensor`], for the model and each initializer.
 pub fn initializers(model: &[u8]) -> OnnxResult<HashMap<String, TensorValue>> {
+    initializers_in(model, None)
+}
+
+/// The initializers of the model file at `path`, by name, those with external data read from
+/// the files beside it (a model over protobuf's 2 GiB limit).
+///
+/// # Errors
+/// [`OnnxError::Io`] when the model cannot be read, otherwise as [`initializers`]; a missing
+/// or short external data file, or a location outside the model's folder, is
+/// [`OnnxError::Malformed`] naming the tensor and the file.
+pub fn initializers_in_file(path: &Path) -> OnnxResult<HashMap<String, TensorValue>> {
+    let bytes =
+        std::fs::read(path).map_err(|source| OnnxError::Io { path: path.to_path_buf(), source })?;
+    let folder = path.parent().unwrap_or(Path::new("."));
+    initializers_in(&bytes, Some(folder))
+}
+
+fn initializers_in(
+    model: &[u8],
+    folder: Option<&Path>,
+) -> OnnxResult<HashMap<String, TensorValue>> {
     let model = ModelProto::decode(model).map_err(|e| OnnxError::Decode(e.to_string()))?;
     let graph = model.graph.as_ref().ok_or(OnnxError::NoGraph)?;
-    graph.initializer.iter().map(|t| Ok((t.name().to_string(), read_proto(t)?))).collect()
+    graph
+        .initializer
+        .iter()
+        .map(|t| Ok((t.name().to_string(), read_proto_in(t, folder)?)))
+        .collect()
 }
 
 /// The values of an imported graph's parameters, in the graph's order, from their

@@ -388,3 +388,32 @@ fn a_pytorch_export_with_dynamic_axes_imports_at_the_sizes_given() {
     let by_name = import_file_with(&file, &named).unwrap();
     assert_eq!(by_name.graph, import.graph, "the same graph, bound by name");
 }
+
+/// Weights stored outside the model file (`fixtures/gen_external_data.py`): the same graph and
+/// the same values as the inline file; a missing data file, a location outside the model's
+/// folder, and external data without the model's folder are errors naming the tensor and file.
+#[test]
+fn external_data_reads_the_same_weights_as_inline_data() {
+    use ordo_onnx::{initializers, initializers_in_file};
+    let external = path("external/convnet");
+    let inline = initializers(&std::fs::read(path("convnet")).unwrap()).unwrap();
+    assert_eq!(initializers_in_file(&external).unwrap(), inline);
+    let (a, b) = (load("external/convnet"), load("convnet"));
+    assert_eq!(a.graph.nodes.len(), b.graph.nodes.len());
+    assert_eq!(a.sources, b.sources);
+
+    // From memory there is no folder to read the data from.
+    let err = initializers(&std::fs::read(&external).unwrap()).unwrap_err().to_string();
+    assert!(err.contains("external data"), "{err}");
+    let err = initializers_in_file(&path("external/bad_location")).unwrap_err().to_string();
+    assert!(err.contains("`../convnet.onnx` is not inside the model's folder"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let alone = dir.path().join("convnet.onnx");
+    std::fs::copy(&external, &alone).unwrap();
+    let err = initializers_in_file(&alone).unwrap_err().to_string();
+    assert!(err.contains("weights.bin") && err.contains("tensor `"), "{err}");
+    // A data file shorter than the tensors' entries say.
+    std::fs::write(dir.path().join("weights.bin"), [0u8; 100]).unwrap();
+    let err = initializers_in_file(&alone).unwrap_err().to_string();
+    assert!(err.contains("has 100 bytes"), "{err}");
+}

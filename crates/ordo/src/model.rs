@@ -265,10 +265,7 @@ impl Model {
     pub fn file_weights(&self) -> Result<Option<HashMap<String, ordo_exec::cpu::Tensor>>> {
         let Some(weights) = &self.weights else { return Ok(None) };
         let onnx = |source| Error::Onnx { path: weights.path.clone(), source };
-        let bytes = std::fs::read(&weights.path).map_err(|e| {
-            onnx(ordo_onnx::OnnxError::Io { path: weights.path.clone(), source: e })
-        })?;
-        let tensors = ordo_onnx::initializers(&bytes).map_err(onnx)?;
+        let tensors = ordo_onnx::initializers_in_file(&weights.path).map_err(onnx)?;
         let mut values = HashMap::new();
         for (name, shape, source) in &weights.sources {
             let one = ordo_onnx::param_values(

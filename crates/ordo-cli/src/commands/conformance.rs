@@ -233,6 +233,15 @@ fn check(
             _ => return Ok(Outcome::Unsupported(missing)),
         }
     }
+    // Random ops draw from ordo's counter-based generator, not the test's NumPy one: their
+    // values are checked by the kernel tests' statistics instead.
+    let random =
+        |op: &ordo_ir::Op| matches!(op, ordo_ir::Op::RandomLike(_) | ordo_ir::Op::Bernoulli);
+    if import.graph.nodes.iter().any(|n| random(&n.op)) {
+        return Ok(Outcome::Unsupported(
+            "random: ordo draws from its own counter-based generator, not NumPy's".into(),
+        ));
+    }
     // With every input bound, the import folded the whole case: no kernel would run, so it
     // is not counted as one that runs.
     if bound && import.graph.input_nodes().next().is_none() {

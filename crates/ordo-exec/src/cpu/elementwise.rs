@@ -597,8 +597,13 @@ pub(crate) fn mix(mut z: u64) -> u64 {
 /// `[0, 1)` number from a hash of `(seed, index)` is at least `p`. Independent of execution
 /// order.
 pub(crate) fn dropout_keep(seed: u64, index: u64, p: f64) -> bool {
-    let u = (mix(seed ^ mix(index)) >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
-    u >= p
+    uniform(seed, index) >= p
+}
+
+/// A uniform `[0, 1)` number from a hash of `(seed, index)` (53 random bits): the counter-based
+/// generator of every random op, independent of execution order.
+pub(crate) fn uniform(seed: u64, index: u64) -> f64 {
+    (mix(seed ^ mix(index)) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
 /// Applies dropout's mask and scale to `v` (input or upstream gradient) in training mode.

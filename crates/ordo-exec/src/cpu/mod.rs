@@ -59,6 +59,7 @@ mod norm;
 mod optim;
 mod pool;
 mod pool_nd;
+mod random;
 mod reduce;
 mod sequence;
 mod shape;
@@ -254,6 +255,9 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::Compare(kind) => Box::new(move |c| logic::compare(op, *kind, c)),
         Op::Logic(kind) => Box::new(move |c| logic::logic(op, *kind, c)),
         Op::Not => Box::new(move |c| logic::not(op, c)),
+        Op::Cast { to } => Box::new(move |c| random::cast(op, *to, c)),
+        Op::RandomLike(d) => Box::new(move |c| random::random_like(op, d, c)),
+        Op::Bernoulli => Box::new(move |c| random::bernoulli(op, c)),
         Op::Where => Box::new(move |c| logic::select(op, c)),
         Op::Reduce(r) => Box::new(move |c| reduce::reduce(op, r, c)),
         Op::MaxPool2d(p) => Box::new(move |c| pool::max_pool(op, p, c)),

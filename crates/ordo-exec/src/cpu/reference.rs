@@ -204,6 +204,29 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 f64::from(u8::from(holds))
             });
         }
+        Op::Cast { to } => {
+            y.dtype = *to;
+            y.data = inputs[0]
+                .data
+                .iter()
+                .map(|&v| match to {
+                    DType::Bool => f64::from(u8::from(v != 0.0)),
+                    DType::I64 => v.trunc(),
+                    _ => v,
+                })
+                .collect();
+        }
+        Op::RandomLike(d) => {
+            for (i, v) in y.data.iter_mut().enumerate() {
+                *v = f64::from(super::random::draw(d, ctx.seed, i as u64) as f32);
+            }
+        }
+        Op::Bernoulli => {
+            for (i, v) in y.data.iter_mut().enumerate() {
+                let p = inputs[0].data[i];
+                *v = f64::from(u8::from(super::elementwise::uniform(ctx.seed, i as u64) < p));
+            }
+        }
         Op::Not => {
             y.dtype = DType::Bool;
             y.data = inputs[0].data.iter().map(|&v| f64::from(u8::from(v == 0.0))).collect();

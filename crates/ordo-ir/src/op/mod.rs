@@ -17,13 +17,14 @@ mod loss;
 mod norm;
 mod opaque;
 mod pool;
+mod random;
 mod reduce;
 mod sequence;
 mod shape;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fact::TensorFact;
+use crate::fact::{DType, TensorFact};
 
 pub use conv::Conv2d;
 pub use einsum::Einsum;
@@ -35,6 +36,7 @@ pub use loss::{LossReduction, NllLoss};
 pub use norm::{BatchNorm, LayerNorm};
 pub use opaque::Opaque;
 pub use pool::{Pool2d, PoolNd};
+pub use random::{Distribution, castable};
 pub use reduce::{Reduce, ReduceKind};
 pub use sequence::{Embedding, Lstm};
 pub use shape::PadMode;
@@ -183,6 +185,18 @@ pub enum Op {
         /// Drop probability.
         p: f64,
     },
+    /// Converts every element to `to` (f32, i64 or bool): a float to an integer rounds toward
+    /// zero, to bool is "not zero", bool to a number is 0 or 1. No gradient.
+    Cast {
+        /// The element type of the output.
+        to: DType,
+    },
+    /// Random f32 values shaped like the input, whose values are not read (ONNX's
+    /// `RandomUniformLike`, `RandomNormalLike`); drawn from the node's seed. No gradient.
+    RandomLike(Distribution),
+    /// 1 with the probability that each input element gives, else 0 (`Bernoulli`); drawn from
+    /// the node's seed. No gradient.
+    Bernoulli,
     /// Reshape; one entry may be -1 (inferred).
     Reshape {
         /// Target shape.
@@ -317,6 +331,10 @@ impl Op {
             Op::ArgExtreme { max: false, .. } => "ArgMin",
             Op::Logic(k) => k.onnx_name(),
             Op::Not => "Not",
+            Op::Cast { .. } => "Cast",
+            Op::RandomLike(Distribution::Uniform { .. }) => "RandomUniformLike",
+            Op::RandomLike(Distribution::Normal { .. }) => "RandomNormalLike",
+            Op::Bernoulli => "Bernoulli",
             Op::Where => "Where",
             Op::Reduce(r) => r.kind.onnx_name(),
             Op::MaxPool2d(_) => "MaxPool2d",
@@ -395,6 +413,9 @@ impl Op {
             Op::Compare(_) => logic::infer_compare(inputs),
             Op::Logic(_) => logic::infer_logic(inputs),
             Op::Not => logic::infer_not(inputs),
+            Op::Cast { to } => random::infer_cast(*to, inputs),
+            Op::RandomLike(d) => random::infer_random_like(d, inputs),
+            Op::Bernoulli => random::infer_bernoulli(inputs),
             Op::Where => logic::infer_where(inputs),
             Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.infer(inputs),
             Op::Pool(p) => p.infer(inputs),
@@ -472,7 +493,9 @@ impl Op {
             Op::Activation { .. } => 4 * out_elems,
             Op::Scale { .. } | Op::Add | Op::Mul | Op::CausalMask => out_elems,
             Op::Max | Op::Min | Op::Clip { .. } => out_elems,
-            Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => out_elems,
+            Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where | Op::Cast { .. } => out_elems,
+            // A hash of the counter per element (two for a normal's Box-Muller pair).
+            Op::RandomLike(_) | Op::Bernoulli => 10 * out_elems,
             Op::Div => 4 * out_elems,
             // exp(b ln a): a logarithm and an exponential, about 20 FLOPs each.
             Op::Pow => 40 * out_elems,

@@ -114,6 +114,9 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         | Op::Compare(_)
         | Op::Logic(_)
         | Op::Not
+        | Op::Cast { .. }
+        | Op::RandomLike(_)
+        | Op::Bernoulli
         | Op::ArgExtreme { .. }
         | Op::Hardmax { .. } => None,
         Op::CrossEntropyLoss

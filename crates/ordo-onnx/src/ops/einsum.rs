@@ -18,7 +18,7 @@ use crate::value::Value;
 fn labels(node: &Node<'_>, term: &str, rank: usize) -> OnnxResult<Vec<u32>> {
     let letters: Vec<char> = term.replace("...", "").chars().collect();
     if letters.iter().any(|c| !c.is_ascii_alphabetic()) {
-        return Err(node.malformed(format!("subscripts `{term}`")));
+        return Err(node.malformed(format!("subscripts `{term}`: labels are letters and `...`")));
     }
     let Some(extra) = rank.checked_sub(letters.len()) else {
         return Err(node.malformed(format!("term `{term}` for a tensor of rank {rank}")));

@@ -17,7 +17,9 @@ fn loss_op(node: &Node<'_>) -> OnnxResult<NllLoss> {
         "none" => LossReduction::None,
         "sum" => LossReduction::Sum,
         "mean" => LossReduction::Mean,
-        other => return Err(node.malformed(format!("reduction `{other}`"))),
+        other => {
+            return Err(node.malformed(format!("reduction `{other}`: expected none, sum or mean")));
+        }
     };
     let ignore_index =
         if node.has_attr("ignore_index") { Some(node.int("ignore_index", 0)?) } else { None };

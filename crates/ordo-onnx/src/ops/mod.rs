@@ -14,6 +14,7 @@ mod logic;
 mod loss;
 mod norm;
 mod pool;
+mod random;
 mod reduce;
 mod sequence;
 mod shape;
@@ -45,6 +46,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Atanh",
     "AveragePool",
     "BatchNormalization",
+    "Bernoulli",
     "Cast",
     "CastLike",
     "Ceil",
@@ -100,6 +102,10 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Pad",
     "Pow",
     "RMSNormalization",
+    "RandomNormal",
+    "RandomNormalLike",
+    "RandomUniform",
+    "RandomUniformLike",
     "Reciprocal",
     "ReduceL1",
     "ReduceL2",
@@ -172,6 +178,9 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "SoftmaxCrossEntropyLoss" => loss::softmax_cross_entropy,
         "ArgMax" | "ArgMin" => elementwise::arg_extreme,
         "Dropout" => elementwise::dropout,
+        "RandomUniformLike" | "RandomNormalLike" => random::random_like,
+        "RandomUniform" | "RandomNormal" => random::random,
+        "Bernoulli" => random::bernoulli,
         "Trilu" => elementwise::trilu,
         "MaxPool" | "AveragePool" => pool::pool,
         "GlobalAveragePool" => pool::global_avg,

@@ -92,11 +92,18 @@ fn cast_to(ctx: &mut Ctx<'_>, node: &Node<'_>, to: i32) -> OnnxResult<Outputs> {
         return one(Value::constant(fold::cast(c, to)));
     }
     let fact = ctx.fact_of(node, &input)?;
-    if crate::tensor::ir_dtype(to) == Some(fact.dtype) {
+    let target = crate::tensor::ir_dtype(to);
+    if target == Some(fact.dtype) {
         return one(input);
     }
+    if let Some(to) =
+        target.filter(|&t| ordo_ir::op::castable(t) && ordo_ir::op::castable(fact.dtype))
+    {
+        let x = ctx.wire(node, 0)?;
+        return one(ctx.emit_value(&node.name, Op::Cast { to }, &[x])?);
+    }
     Err(node.unsupported(format!(
-        "the IR has no cast: {} to {}",
+        "no cast kernel from {} to {} (casts convert f32, i64 and bool)",
         fact.dtype,
         crate::tensor::elem_name(to)
     )))
@@ -464,7 +471,11 @@ pub(crate) fn pad(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
         "reflect" => ordo_ir::op::PadMode::Reflect,
         "edge" => ordo_ir::op::PadMode::Edge,
         "wrap" => ordo_ir::op::PadMode::Wrap,
-        other => return Err(node.malformed(format!("mode `{other}`"))),
+        other => {
+            return Err(
+                node.malformed(format!("mode `{other}`: expected constant, reflect, edge or wrap"))
+            );
+        }
     };
     let present = |i: usize| node.input(i).is_some_and(|n| !n.is_empty());
     let (given, value) = if node.opset < 11 {

@@ -1,7 +1,8 @@
 //! Random small instances of every op, shared by the forward and gradient tests.
 
+use ordo_ir::op::Distribution;
 use ordo_ir::op::{BatchNorm, Conv2d, Embedding, LayerNorm, Linear, Lstm, Pool2d, UnaryOp};
-use ordo_ir::{Op, TensorFact};
+use ordo_ir::{DType, Op, TensorFact};
 
 use super::super::Tensor;
 use super::{params_for, positive, rand};
@@ -187,6 +188,23 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
             cases.push(case(Op::Logic(kind), vec![bools(&mut g, sa), bools(&mut g, sb)], s));
         }
         cases.push(case(Op::Not, vec![bools(&mut g, &[3, 4])], s));
+        for to in [DType::F32, DType::I64, DType::Bool] {
+            let mut halves = rand(&[3, 4], s + 42);
+            // Whole and half values and zeros: truncation and "not zero" at their edges.
+            halves.as_f32_mut().unwrap().iter_mut().for_each(|v| *v = (*v * 6.0).round() / 2.0);
+            for x in [halves, ints(&mut g, &[3, 4]), bools(&mut g, &[2, 3])] {
+                cases.push(case(Op::Cast { to }, vec![x], s));
+            }
+        }
+        for d in [
+            Distribution::Uniform { low: -2.0, high: 3.0 },
+            Distribution::Normal { mean: 1.0, scale: 0.5 },
+        ] {
+            cases.push(case(Op::RandomLike(d), vec![ints(&mut g, &[2, 3, 4])], s));
+        }
+        let mut p = rand(&[4, 5], s + 43);
+        p.as_f32_mut().unwrap().iter_mut().for_each(|v| *v = v.abs().min(1.0));
+        cases.push(case(Op::Bernoulli, vec![p], s));
         let (c, x, y) = (bools(&mut g, sb), rand(sa, s + 40), rand(sb, s + 41));
         cases.push(case(Op::Where, vec![c.clone(), x, y], s));
         cases.push(case(Op::Where, vec![c, ints(&mut g, sb), ints(&mut g, sa)], s));

@@ -1,7 +1,7 @@
 //! Optimised forward kernels against the reference, over random shapes.
 
-use ordo_ir::op::{BatchNorm, Conv2d, Pool2d};
-use ordo_ir::{Op, TensorFact};
+use ordo_ir::op::{BatchNorm, Conv2d, Distribution, Pool2d};
+use ordo_ir::{DType, Op, TensorFact};
 use proptest::prelude::*;
 
 use super::super::{KernelContext, Tensor, run};
@@ -49,6 +49,60 @@ fn dropout_drops_about_p_and_scales_the_rest() {
     let kept = v.iter().filter(|&&e| e != 0.0).count();
     assert!((7300..7700).contains(&kept), "{kept} kept");
     assert!(v.iter().all(|&e| e == 0.0 || (e - 1.0 / 0.75).abs() < 1e-6));
+}
+
+/// Mean and standard deviation.
+fn moments(v: &[f32]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
+    let var = v.iter().map(|&x| (f64::from(x) - mean).powi(2)).sum::<f64>() / n;
+    (mean, var.sqrt())
+}
+
+#[test]
+fn random_ops_draw_their_distribution_the_same_for_a_seed_and_anew_for_another() {
+    let like = Tensor::full(&[200, 500], 0.0).unwrap();
+    let draw = |d: Distribution, seed: u64| {
+        let ctx = KernelContext { seed, ..ctx() };
+        run(&Op::RandomLike(d), &[&like], &[], &mut [], &ctx).unwrap().remove(0)
+    };
+    let uniform = Distribution::Uniform { low: -1.0, high: 3.0 };
+    let u = draw(uniform, 1);
+    let v = u.as_f32().unwrap();
+    assert!(v.iter().all(|&x| (-1.0..3.0).contains(&x)));
+    // Uniform on [-1, 3): mean 1, standard deviation 4 / sqrt(12); 1e5 samples.
+    let (mean, sd) = moments(v);
+    assert!((mean - 1.0).abs() < 0.02 && (sd - 4.0 / 12f64.sqrt()).abs() < 0.02, "{mean} {sd}");
+    assert_eq!(draw(uniform, 1), u);
+    let other = draw(uniform, 2);
+    let same = v.iter().zip(other.as_f32().unwrap()).filter(|(a, b)| a == b).count();
+    assert!(same < 10, "{same} equal values under another seed");
+    let (mean, sd) =
+        moments(draw(Distribution::Normal { mean: -2.0, scale: 0.5 }, 3).as_f32().unwrap());
+    assert!((mean + 2.0).abs() < 0.01 && (sd - 0.5).abs() < 0.01, "{mean} {sd}");
+
+    let p = Tensor::from_f32(&[3, 10_000], [0.0, 0.3, 1.0].repeat(10_000)).unwrap();
+    let b = run(&Op::Bernoulli, &[&p], &[], &mut [], &ctx()).unwrap().remove(0);
+    let b = b.as_f32().unwrap();
+    assert!(b.iter().all(|&x| x == 0.0 || x == 1.0));
+    let column = |k: usize| b.iter().skip(k).step_by(3).sum::<f32>() / 10_000.0;
+    assert_eq!((column(0), column(2)), (0.0, 1.0));
+    assert!((column(1) - 0.3).abs() < 0.015, "{}", column(1));
+}
+
+#[test]
+fn casts_truncate_toward_zero_and_test_for_zero() {
+    let x = Tensor::from_f32(&[6], vec![-1.5, -0.0, 0.5, 2.99, f32::NAN, 1e30]).unwrap();
+    let cast =
+        |x: &Tensor, to| run(&Op::Cast { to }, &[x], &[], &mut [], &ctx()).unwrap().remove(0);
+    assert_eq!(cast(&x, DType::I64).as_i64().unwrap(), [-1, 0, 0, 2, 0, i64::MAX]);
+    assert_eq!(cast(&x, DType::Bool).as_bool().unwrap(), [true, false, true, true, true, true]);
+    let b = Tensor::from_bool(&[2], vec![true, false]).unwrap();
+    assert_eq!(cast(&b, DType::F32).as_f32().unwrap(), [1.0, 0.0]);
+    assert_eq!(cast(&b, DType::I64).as_i64().unwrap(), [1, 0]);
+    let i = Tensor::from_i64(&[3], vec![-3, 0, 1 << 40]).unwrap();
+    assert_eq!(cast(&i, DType::F32).as_f32().unwrap(), [-3.0, 0.0, (1u64 << 40) as f32]);
+    assert_eq!(cast(&i, DType::Bool).as_bool().unwrap(), [true, false, true]);
 }
 
 fn pointwise_and_strided(seed: u64) -> Vec<Op> {

@@ -55,8 +55,17 @@ fn saved(op: &Op, wrt: Wrt, inputs: usize) -> Vec<Saved> {
 fn has_gradient(op: &Op, wrt: Wrt) -> bool {
     !matches!(
         (op, wrt),
-        (Op::Compare(_) | Op::Logic(_) | Op::Not | Op::ArgExtreme { .. } | Op::Hardmax { .. }, _)
-            | (Op::TopK { indices: true, .. }, _)
+        (
+            Op::Compare(_)
+                | Op::Logic(_)
+                | Op::Not
+                | Op::ArgExtreme { .. }
+                | Op::Hardmax { .. }
+                | Op::Cast { .. }
+                | Op::RandomLike(_)
+                | Op::Bernoulli,
+            _
+        ) | (Op::TopK { indices: true, .. }, _)
             | (Op::Where, Wrt::Input(0))
             | (Op::NllLoss(_), Wrt::Input(2))
     )

@@ -99,6 +99,11 @@ pub(super) fn fold_constants(
             .map_err(bad)?;
             Ok(Some(folded))
         }
+        "GatherElements" => {
+            let [data, indices] = consts[..] else { return Ok(None) };
+            let axis = crate::ops::resolve_axis(node, node.int("axis", 0)?, data.shape.len())?;
+            Ok(Some(fold::gather_elements(data, indices, axis).map_err(bad)?))
+        }
         "Range" => {
             let [start, limit, delta] = consts[..] else { return Ok(None) };
             let (Some(s), Some(l), Some(d)) = (start.scalar(), limit.scalar(), delta.scalar())

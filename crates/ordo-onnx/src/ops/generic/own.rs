@@ -97,7 +97,7 @@ pub(super) fn own(node: &Node<'_>, ins: &[Option<In>]) -> OnnxResult<Vec<TensorF
             let (start, limit, delta) =
                 (value(0, "start")?, value(1, "limit")?, value(2, "delta")?);
             if delta == 0.0 {
-                return Err(node.malformed("delta is 0"));
+                return Err(node.malformed("delta is 0: the range would never end"));
             }
             let n = ((limit - start) / delta).ceil();
             if !(0.0..=f64::from(u32::MAX)).contains(&n.max(0.0)) {
@@ -176,6 +176,9 @@ pub(super) fn own(node: &Node<'_>, ins: &[Option<In>]) -> OnnxResult<Vec<TensorF
             one(input.dtype, shape)
         }
         "EyeLike" => one(dtype_attr(node, "dtype", x(0)?.dtype)?, x(0)?.shape.clone()),
+        "Bernoulli" if !x(0)?.dtype.is_float() => {
+            Err(node.malformed(format!("{} probabilities: expected floats", x(0)?.dtype)))
+        }
         "Bernoulli" | "RandomUniformLike" | "RandomNormalLike" => {
             one(dtype_attr(node, "dtype", x(0)?.dtype)?, x(0)?.shape.clone())
         }
