@@ -232,6 +232,7 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
         "relu",
         "masks",
         "einsum",
+        "folds",
     ] {
         assert_eq!(outcome(case), "pass", "{v:#}");
     }
@@ -241,7 +242,7 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
     assert_eq!(outcome("sin"), "pass");
     assert_eq!(
         (v["pass"].as_u64(), v["fail"].as_u64(), v["unsupported"].as_u64()),
-        (Some(9), Some(1), Some(0))
+        (Some(10), Some(1), Some(0))
     );
     let relu = v["per_op"].as_array().unwrap().iter().find(|o| o["op"] == "Relu").unwrap();
     assert_eq!((relu["pass"].as_u64(), relu["fail"].as_u64()), (Some(1), Some(1)));
@@ -254,7 +255,7 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
     let out = ordo(&["conformance", &cases]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("total: 10 cases, 9 pass, 1 fail, 0 unsupported"), "{text}");
+    assert!(text.contains("total: 11 cases, 10 pass, 1 fail, 0 unsupported"), "{text}");
     assert!(error(&["conformance", "/no/such/folder"]).contains("/no/such/folder"));
     let empty = tempfile::tempdir().unwrap();
     assert!(error(&["conformance", empty.path().to_str().unwrap()]).contains("no test case"));
@@ -421,7 +422,8 @@ fn onnx_node_tests_agree_on_shapes_and_the_folded_attention_runs() {
 
 /// Training-mode randomness as PyTorch exports it (`fixtures/gen_stochastic_depth.py`:
 /// torchvision's StochasticDepth is `RandomUniformLike`, `Less`, `Cast`; and a training
-/// `Dropout`): imported as runnable ops, the same losses on one and on three CPU devices (the
+/// `Dropout`; and GroupNorm and InstanceNorm through `InstanceNormalization`): imported as
+/// runnable ops, the same losses on one and on three CPU devices (the
 /// draws depend on node, step and element only), and not the losses of the same weights
 /// exported without randomness (so the draws act).
 #[test]

@@ -137,19 +137,24 @@ pub(crate) fn slice(
     to: usize,
     step: usize,
 ) -> Result<ConstTensor, String> {
-    let len = if to > from { (to - from).div_ceil(step) } else { 0 };
+    let taken: Vec<usize> = (from..to.max(from)).step_by(step.max(1)).collect();
+    take(c, axis, &taken)
+}
+
+/// The slices at `taken` (valid indices, in that order) along `axis`.
+pub(crate) fn take(c: &ConstTensor, axis: usize, taken: &[usize]) -> Result<ConstTensor, String> {
     let mut shape = c.shape.clone();
-    shape[axis] = len;
+    shape[axis] = taken.len();
     if let ConstData::Splat(x) = c.data {
         return Ok(c.with(shape, ConstData::Splat(x)));
     }
     check_size(&shape)?;
     let outer: usize = c.shape[..axis].iter().product();
     let inner: usize = c.shape[axis + 1..].iter().product();
-    let mut indices = Vec::with_capacity(outer * len * inner);
+    let mut indices = Vec::with_capacity(outer * taken.len() * inner);
     for o in 0..outer {
-        for k in 0..len {
-            let row = (o * c.shape[axis] + from + k * step) * inner;
+        for &k in taken {
+            let row = (o * c.shape[axis] + k) * inner;
             indices.extend(row..row + inner);
         }
     }
@@ -236,6 +241,51 @@ fn row_major(shape: &[usize]) -> Vec<usize> {
         strides[d] = strides[d + 1] * shape[d + 1];
     }
     strides
+}
+
+/// `ScatterND`: `data` with the slices that `indices` (`[..., k]`, each row the first `k`
+/// coordinates of a slice) address replaced by, or combined (`reduce`) with, `updates`.
+pub(crate) fn scatter_nd(
+    data: &ConstTensor,
+    indices: &ConstTensor,
+    updates: &ConstTensor,
+    reduce: fn(f64, f64) -> f64,
+) -> Result<ConstTensor, String> {
+    let k = *indices.shape.last().ok_or("indices of rank 0")?;
+    let rows: usize = indices.shape[..indices.shape.len() - 1].iter().product();
+    let mut want = indices.shape[..indices.shape.len() - 1].to_vec();
+    want.extend(data.shape.get(k..).ok_or("indices longer than the data's rank")?);
+    if updates.shape != want {
+        return Err(format!("updates of shape {:?}, expected {want:?}", updates.shape));
+    }
+    check_size(&data.shape)?;
+    let inner: usize = data.shape[k..].iter().product();
+    let (Some(idx), Some(mut out), Some(up)) =
+        (indices.to_i64s(), data.to_f64s(), updates.to_f64s())
+    else {
+        return Err("too many elements to scatter".into());
+    };
+    let strides = row_major(&data.shape);
+    for r in 0..rows {
+        let mut base = 0;
+        for (d, &i) in idx[r * k..(r + 1) * k].iter().enumerate() {
+            let n = data.shape[d] as i64;
+            let j = if i < 0 { i + n } else { i };
+            if !(0..n).contains(&j) {
+                return Err(format!("index {i} out of range for dimension {d} of size {n}"));
+            }
+            base += j as usize * strides[d];
+        }
+        for e in 0..inner {
+            out[base + e] = reduce(out[base + e], up[r * inner + e]);
+        }
+    }
+    let values = if data.is_int() {
+        ConstData::Int(out.iter().map(|&v| v as i64).collect())
+    } else {
+        ConstData::Float(out)
+    };
+    Ok(data.with(data.shape.clone(), values))
 }
 
 /// `Concat` along an axis.

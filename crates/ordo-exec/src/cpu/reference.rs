@@ -655,6 +655,32 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 data.at(&j)
             });
         }
+        Op::ScatterNd { reduction } => {
+            // Row by row, element by element: each update's coordinates are its row's index
+            // prefix followed by its own trailing coordinates.
+            let (data, indices, updates) = (&inputs[0], &inputs[1], &inputs[2]);
+            y.dtype = data.dtype;
+            y.data = data.data.clone();
+            let k = *indices.shape.last().unwrap_or(&0);
+            let rank = indices.shape.len();
+            for e in 0..updates.data.len() {
+                let u = unravel(e, &updates.shape);
+                let mut j: Vec<usize> = (0..k)
+                    .map(|d| {
+                        let mut at = u[..rank - 1].to_vec();
+                        at.push(d);
+                        let i = indices.at(&at) as i64;
+                        (if i < 0 { i + data.shape[d] as i64 } else { i }) as usize
+                    })
+                    .collect();
+                j.extend_from_slice(&u[rank - 1..]);
+                let flat = ravel(&j, &data.shape);
+                y.data[flat] = match reduction {
+                    ordo_ir::op::ScatterReduction::None => updates.data[e],
+                    ordo_ir::op::ScatterReduction::Add => y.data[flat] + updates.data[e],
+                };
+            }
+        }
         Op::NllLoss(n) => {
             // Each target element by its multi-index: its class's value, weighted.
             use ordo_ir::op::LossReduction;

@@ -19,6 +19,7 @@ mod opaque;
 mod pool;
 mod random;
 mod reduce;
+mod scatter;
 mod sequence;
 mod shape;
 
@@ -38,6 +39,7 @@ pub use opaque::Opaque;
 pub use pool::{Pool2d, PoolNd};
 pub use random::{Distribution, castable};
 pub use reduce::{Reduce, ReduceKind};
+pub use scatter::ScatterReduction;
 pub use sequence::{Embedding, Lstm};
 pub use shape::PadMode;
 
@@ -197,6 +199,12 @@ pub enum Op {
     /// 1 with the probability that each input element gives, else 0 (`Bernoulli`); drawn from
     /// the node's seed. No gradient.
     Bernoulli,
+    /// `ScatterND(data, indices, updates)`: `data` with the slices that the rows of `indices`
+    /// address replaced by (or added to) `updates`.
+    ScatterNd {
+        /// How an update combines with the element it lands on.
+        reduction: ScatterReduction,
+    },
     /// Reshape; one entry may be -1 (inferred).
     Reshape {
         /// Target shape.
@@ -335,6 +343,7 @@ impl Op {
             Op::RandomLike(Distribution::Uniform { .. }) => "RandomUniformLike",
             Op::RandomLike(Distribution::Normal { .. }) => "RandomNormalLike",
             Op::Bernoulli => "Bernoulli",
+            Op::ScatterNd { .. } => "ScatterND",
             Op::Where => "Where",
             Op::Reduce(r) => r.kind.onnx_name(),
             Op::MaxPool2d(_) => "MaxPool2d",
@@ -416,6 +425,7 @@ impl Op {
             Op::Cast { to } => random::infer_cast(*to, inputs),
             Op::RandomLike(d) => random::infer_random_like(d, inputs),
             Op::Bernoulli => random::infer_bernoulli(inputs),
+            Op::ScatterNd { .. } => scatter::infer_scatter_nd(inputs),
             Op::Where => logic::infer_where(inputs),
             Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.infer(inputs),
             Op::Pool(p) => p.infer(inputs),
@@ -516,6 +526,7 @@ impl Op {
             Op::Expand { .. }
             | Op::Gather { .. }
             | Op::GatherElements { .. }
+            | Op::ScatterNd { .. }
             | Op::Pad { .. }
             | Op::Tile { .. } => 0,
             Op::Hardmax { .. } | Op::CumSum { .. } => out_elems,

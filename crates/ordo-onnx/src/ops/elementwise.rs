@@ -89,6 +89,11 @@ pub(crate) fn unary(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
         },
         other => return Err(node.unsupported(format!("no activation {other}"))),
     };
+    if let Value::Const(_) = ctx.input(node, 0)? {
+        // Index arithmetic (`Abs` of relative positions, `Floor`, `Sign`): folded by the
+        // generic rule, which also holds integers.
+        return Err(node.unsupported("a constant: imported by the generic rule"));
+    }
     let x = ctx.wire(node, 0)?;
     one(ctx.emit_value(&node.name, Op::Unary { func }, &[x])?)
 }

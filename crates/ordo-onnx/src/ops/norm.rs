@@ -1,11 +1,11 @@
-//! Normalisation: `BatchNormalization` (inference and training mode), `LayerNormalization`
-//! and `RMSNormalization`.
+//! Normalisation: `BatchNormalization` (inference and training mode), `LayerNormalization`,
+//! `RMSNormalization`, `InstanceNormalization` and `GroupNormalization`.
 
 use ordo_ir::op::{BatchNorm, LayerNorm, Reduce, ReduceKind, UnaryOp};
 use ordo_ir::{Op, OutletId};
 
 use super::conv::param_name;
-use super::{Outputs, resolve_axis};
+use super::{Outputs, one, resolve_axis};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
@@ -76,53 +76,190 @@ fn normalized(
     eps: f64,
     centered: bool,
 ) -> OnnxResult<Outputs> {
-    let x = ctx.wire(node, 0)?;
+    let x = float_wire(ctx, node)?;
     let rank = ctx.graph.fact(x).expect("emitted").rank();
-    if !ctx.graph.fact(x).expect("emitted").dtype.is_float() {
-        return Err(node.unsupported("the IR normalises float tensors"));
-    }
-    let mean = |kind| Op::Reduce(Reduce { kind, axes: (axis..rank).collect(), keepdims: true });
-    let name = |part: &str| format!("{}.{part}", node.name);
-    let emit =
-        |ctx: &mut Ctx<'_>, part: &str, op: Op, inputs: &[OutletId]| -> OnnxResult<OutletId> {
-            Ok(ctx.emit(&name(part), op, inputs, Vec::new())?[0])
-        };
-    let (d, mu) = if centered {
-        let mu = emit(ctx, "mean", mean(ReduceKind::Mean), &[x])?;
-        let neg = emit(ctx, "neg_mean", Op::Scale { factor: -1.0 }, &[mu])?;
-        (emit(ctx, "centered", Op::Add, &[x, neg])?, Some(mu))
-    } else {
-        (x, None)
-    };
-    let sq = emit(ctx, "square", Op::Mul, &[d, d])?;
-    let var = emit(ctx, "variance", mean(ReduceKind::Mean), &[sq])?;
-    let eps_value =
-        ConstTensor { elem: code::FLOAT, shape: vec![], data: ConstData::Float(vec![eps]) };
-    let eps_wire = ctx.buffer(node, &name("epsilon"), &eps_value)?;
-    let shifted = emit(ctx, "variance_eps", Op::Add, &[var, eps_wire])?;
-    let inv = emit(ctx, "inv_std", Op::Unary { func: UnaryOp::Rsqrt }, &[shifted])?;
-    let normed = emit(ctx, "normalized", Op::Mul, &[d, inv])?;
+    let stats = standardize(ctx, node, x, (axis..rank).collect(), eps, centered)?;
     let scale = ctx.wire(node, 1)?;
-    let has_bias = centered && node.input(2).is_some_and(|b| !b.is_empty());
-    let scaled = if has_bias {
-        emit(ctx, "scaled", Op::Mul, &[normed, scale])?
-    } else {
-        ctx.emit(&node.name, Op::Mul, &[normed, scale], Vec::new())?[0]
+    let bias = match centered && node.input(2).is_some_and(|b| !b.is_empty()) {
+        true => Some(ctx.wire(node, 2)?),
+        false => None,
     };
-    let y = if has_bias {
-        let bias = ctx.wire(node, 2)?;
-        ctx.emit(&node.name, Op::Add, &[scaled, bias], Vec::new())?[0]
-    } else {
-        scaled
-    };
-    let value =
-        |ctx: &Ctx<'_>, w: OutletId| Value::wire(w, ctx.graph.fact(w).cloned().expect("emitted"));
-    let mut outputs = vec![Some(value(ctx, y))];
-    if let Some(mu) = mu {
-        outputs.push(Some(value(ctx, mu)));
-        outputs.push(Some(value(ctx, inv)));
+    let y = affine(ctx, node, stats.normed, scale, bias)?;
+    let mut outputs = vec![Some(wire_value(ctx, y))];
+    if let Some(mu) = stats.mean {
+        outputs.push(Some(wire_value(ctx, mu)));
+        outputs.push(Some(wire_value(ctx, stats.inv_std)));
     }
     outputs.resize(node.num_outputs().max(1), None);
     outputs.truncate(node.num_outputs().max(1));
     Ok(outputs)
+}
+
+/// `InstanceNormalization`: each (sample, channel) normalised over its spatial dims, then
+/// scaled and shifted per channel, as IR ops.
+pub(crate) fn instance_norm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let x = float_wire(ctx, node)?;
+    let fact = ctx.graph.fact(x).cloned().expect("emitted");
+    if fact.rank() < 3 {
+        return Err(node.shape_error(format!("input {fact}: expected [N, C, spatial...]")));
+    }
+    let eps = node.float("epsilon", 1e-5)?;
+    let stats = standardize(ctx, node, x, (2..fact.rank()).collect(), eps, true)?;
+    let per_channel = channel_shape(fact.shape[1], fact.rank() - 1);
+    let scale = reshaped(ctx, node, 1, "scale", &per_channel)?;
+    let bias = reshaped(ctx, node, 2, "bias", &per_channel)?;
+    let y = affine(ctx, node, stats.normed, scale, Some(bias))?;
+    one(wire_value(ctx, y))
+}
+
+/// `GroupNormalization`: the channels split into `num_groups` groups, each (sample, group)
+/// normalised over its channels and spatial dims, then scaled and shifted per channel (opset
+/// 21; per group at opset 18), as IR ops.
+pub(crate) fn group_norm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let x = float_wire(ctx, node)?;
+    let fact = ctx.graph.fact(x).cloned().expect("emitted");
+    let groups = usize::try_from(node.int("num_groups", 0)?).unwrap_or(0);
+    let (n, c) = match fact.shape[..] {
+        [n, c, ..] if groups > 0 && c % groups == 0 => (n, c),
+        _ => {
+            return Err(node.shape_error(format!(
+                "input {fact} in {groups} groups: expected [N, C, ...] with C a multiple"
+            )));
+        }
+    };
+    let rest = fact.numel() as usize / (n * groups).max(1);
+    let grouped = emit_reshape(ctx, node, "grouped", x, &[n, groups, rest])?;
+    let eps = node.float("epsilon", 1e-5)?;
+    let stats = standardize(ctx, node, grouped, vec![2], eps, true)?;
+    // Opset 18 scales per group (in the grouped layout), opset 21 per channel.
+    let per_group = node.opset < 21;
+    let y = if per_group {
+        let scale = reshaped(ctx, node, 1, "scale", &[groups, 1])?;
+        let bias = reshaped(ctx, node, 2, "bias", &[groups, 1])?;
+        let scaled = emit(ctx, node, "scaled", Op::Mul, &[stats.normed, scale])?;
+        let shifted = emit(ctx, node, "shifted", Op::Add, &[scaled, bias])?;
+        ctx.emit(&node.name, reshape_op(&fact.shape), &[shifted], Vec::new())?[0]
+    } else {
+        let back = emit_reshape(ctx, node, "ungrouped", stats.normed, &fact.shape)?;
+        let per_channel = channel_shape(c, fact.rank() - 1);
+        let scale = reshaped(ctx, node, 1, "scale", &per_channel)?;
+        let bias = reshaped(ctx, node, 2, "bias", &per_channel)?;
+        affine(ctx, node, back, scale, Some(bias))?
+    };
+    one(wire_value(ctx, y))
+}
+
+/// `[c, 1, ..., 1]` of `rank` dims: a per-channel tensor that broadcasts over `[N, C, ...]`.
+fn channel_shape(c: usize, rank: usize) -> Vec<usize> {
+    let mut shape = vec![1; rank];
+    shape[0] = c;
+    shape
+}
+
+/// The wire of input 0, which must be float.
+fn float_wire(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<OutletId> {
+    let x = ctx.wire(node, 0)?;
+    if !ctx.graph.fact(x).expect("emitted").dtype.is_float() {
+        return Err(node.unsupported("the IR normalises float tensors"));
+    }
+    Ok(x)
+}
+
+/// What [`standardize`] computes: `(x - mean) * inv_std` (or `x * inv_std`), the mean and
+/// `inv_std`, with the reduced dims kept as 1.
+struct Standardized {
+    normed: OutletId,
+    mean: Option<OutletId>,
+    inv_std: OutletId,
+}
+
+/// `d = x - mean(x)` (`centered`) or `d = x`, `inv_std = 1 / sqrt(mean(d^2) + eps)` over
+/// `axes`, and `d * inv_std`.
+fn standardize(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    x: OutletId,
+    axes: Vec<usize>,
+    eps: f64,
+    centered: bool,
+) -> OnnxResult<Standardized> {
+    let mean = || Op::Reduce(Reduce { kind: ReduceKind::Mean, axes: axes.clone(), keepdims: true });
+    let (d, mu) = if centered {
+        let mu = emit(ctx, node, "mean", mean(), &[x])?;
+        let neg = emit(ctx, node, "neg_mean", Op::Scale { factor: -1.0 }, &[mu])?;
+        (emit(ctx, node, "centered", Op::Add, &[x, neg])?, Some(mu))
+    } else {
+        (x, None)
+    };
+    let sq = emit(ctx, node, "square", Op::Mul, &[d, d])?;
+    let var = emit(ctx, node, "variance", mean(), &[sq])?;
+    let eps_value =
+        ConstTensor { elem: code::FLOAT, shape: vec![], data: ConstData::Float(vec![eps]) };
+    let eps_wire = ctx.buffer(node, &format!("{}.epsilon", node.name), &eps_value)?;
+    let shifted = emit(ctx, node, "variance_eps", Op::Add, &[var, eps_wire])?;
+    let inv_std = emit(ctx, node, "inv_std", Op::Unary { func: UnaryOp::Rsqrt }, &[shifted])?;
+    let normed = emit(ctx, node, "normalized", Op::Mul, &[d, inv_std])?;
+    Ok(Standardized { normed, mean: mu, inv_std })
+}
+
+/// `normed * scale (+ bias)`, the last node named after `node`.
+fn affine(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    normed: OutletId,
+    scale: OutletId,
+    bias: Option<OutletId>,
+) -> OnnxResult<OutletId> {
+    Ok(match bias {
+        Some(bias) => {
+            let scaled = emit(ctx, node, "scaled", Op::Mul, &[normed, scale])?;
+            ctx.emit(&node.name, Op::Add, &[scaled, bias], Vec::new())?[0]
+        }
+        None => ctx.emit(&node.name, Op::Mul, &[normed, scale], Vec::new())?[0],
+    })
+}
+
+/// Input `i` (`what`, e.g. the scale) reshaped to `shape`.
+fn reshaped(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    i: usize,
+    what: &str,
+    shape: &[usize],
+) -> OnnxResult<OutletId> {
+    let w = ctx.wire(node, i)?;
+    let fact = ctx.graph.fact(w).expect("emitted");
+    if fact.numel() != shape.iter().product::<usize>() as u64 {
+        return Err(node.shape_error(format!("{what} {fact}: expected {} values", shape[0])));
+    }
+    emit_reshape(ctx, node, what, w, shape)
+}
+
+fn reshape_op(shape: &[usize]) -> Op {
+    Op::Reshape { shape: shape.iter().map(|&d| d as i64).collect() }
+}
+
+fn emit_reshape(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    part: &str,
+    x: OutletId,
+    shape: &[usize],
+) -> OnnxResult<OutletId> {
+    emit(ctx, node, part, reshape_op(shape), &[x])
+}
+
+/// One IR node named `node.part`.
+fn emit(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    part: &str,
+    op: Op,
+    inputs: &[OutletId],
+) -> OnnxResult<OutletId> {
+    Ok(ctx.emit(&format!("{}.{part}", node.name), op, inputs, Vec::new())?[0])
+}
+
+fn wire_value(ctx: &Ctx<'_>, w: OutletId) -> Value {
+    Value::wire(w, ctx.graph.fact(w).cloned().expect("emitted"))
 }

@@ -1,7 +1,7 @@
 //! Sequence ops: `Gather` (embedding lookups, and selections that fold or become slices) and
 //! `LSTM`.
 
-use ordo_ir::op::{Embedding, Lstm};
+use ordo_ir::op::{Embedding, Lstm, ScatterReduction};
 use ordo_ir::{DType, Op, TensorFact};
 
 use super::shape::apply_steps;
@@ -101,6 +101,22 @@ pub(crate) fn gather_elements(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<
     let rank = ctx.fact_of(node, &data)?.rank();
     let axis = resolve_axis(node, node.int("axis", 0)?, rank)?;
     gather_op(ctx, node, axis)
+}
+
+/// `ScatterND` with `reduction` none or add onto run-time data or updates (all constants fold
+/// through the generic rule; mul, max and min import for planning only).
+pub(crate) fn scatter_nd(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let inputs = (0..3).map(|i| ctx.input(node, i)).collect::<OnnxResult<Vec<_>>>()?;
+    if inputs.iter().all(|v| matches!(v, Value::Const(_))) {
+        return Err(node.unsupported("constants: imported by the generic rule"));
+    }
+    let reduction = match node.string("reduction", "none")?.as_str() {
+        "none" => ScatterReduction::None,
+        "add" => ScatterReduction::Add,
+        other => return Err(node.unsupported(format!("reduction `{other}` of run-time tensors"))),
+    };
+    let wires = (0..3).map(|i| ctx.wire(node, i)).collect::<OnnxResult<Vec<_>>>()?;
+    one(ctx.emit_value(&node.name, Op::ScatterNd { reduction }, &wires)?)
 }
 
 /// `LSTM`, forward or bidirectional, with default activations, zero initial states and no

@@ -211,7 +211,8 @@ pub(crate) fn transpose(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
     }
 }
 
-/// `Slice` with positive steps.
+/// `Slice`: positive steps as deferred IR slices, negative ones as a `Gather` of the
+/// indices (both fold on constants).
 pub(crate) fn slice(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let dims = dims_of(ctx, node, 0)?;
     let list = |ctx: &Ctx<'_>, i: usize, attr: &str| -> OnnxResult<Option<Vec<i64>>> {
@@ -236,8 +237,13 @@ pub(crate) fn slice(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     }
     for k in 0..starts.len() {
         let axis = resolve_axis(node, axes[k], dims.len())?;
-        if steps[k] < 1 {
-            return Err(node.unsupported(format!("step {} (only positive steps)", steps[k])));
+        if steps[k] == 0 {
+            return Err(node.malformed(format!("step 0 on axis {}", axes[k])));
+        }
+        if steps[k] < 0 {
+            value =
+                reversed_slice(ctx, node, value, axis, dims[axis], [starts[k], ends[k], steps[k]])?;
+            continue;
         }
         let (from, to) = bounds(dims[axis], starts[k], ends[k]);
         let step = Step::Slice { axis, start: from as i64, end: to as i64, step: steps[k] };
@@ -257,6 +263,43 @@ pub(crate) fn slice(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
         };
     }
     one(value)
+}
+
+/// A slice with a negative step along `axis` (of size `len`): ONNX clamps the start to
+/// `[0, len - 1]` and the end to `[-1, len - 1]` and takes start, start + step, ... while above
+/// the end. Folds on a constant; on a wire it is a `Gather` of those indices.
+fn reversed_slice(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    value: Value,
+    axis: usize,
+    len: usize,
+    [start, end, step]: [i64; 3],
+) -> OnnxResult<Value> {
+    let n = len as i64;
+    let wrap = |i: i64| if i < 0 { i.saturating_add(n) } else { i };
+    let (from, to) = (wrap(start).clamp(0, n - 1), wrap(end).clamp(-1, n - 1));
+    let taken: Vec<usize> = (0..)
+        .map(|k: i64| from.saturating_add(k.saturating_mul(step)))
+        .take_while(|&i| i > to)
+        .map(|i| i as usize)
+        .collect();
+    match value {
+        Value::Const(c) => {
+            Ok(Value::constant(fold::take(&c, axis, &taken).map_err(|m| node.unsupported(m))?))
+        }
+        Value::ParamSet { .. } => Err(node.unsupported("a negative step over combined parameters")),
+        view => {
+            let x = ctx.realize(node, node.required_input(0)?, view)?;
+            let indices = ConstTensor {
+                elem: code::INT64,
+                shape: vec![taken.len()],
+                data: ConstData::Int(taken.iter().map(|&i| i as i64).collect()),
+            };
+            let indices = ctx.buffer(node, &format!("{}/indices", node.name), &indices)?;
+            ctx.emit_value(&node.name, Op::Gather { axis: axis as i64 }, &[x, indices])
+        }
+    }
 }
 
 /// `Concat`: folds constants, combines parameters, concatenates wires.

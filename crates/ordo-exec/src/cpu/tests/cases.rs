@@ -1,7 +1,7 @@
 //! Random small instances of every op, shared by the forward and gradient tests.
 
-use ordo_ir::op::Distribution;
 use ordo_ir::op::{BatchNorm, Conv2d, Embedding, LayerNorm, Linear, Lstm, Pool2d, UnaryOp};
+use ordo_ir::op::{Distribution, ScatterReduction};
 use ordo_ir::{DType, Op, TensorFact};
 
 use super::super::Tensor;
@@ -269,6 +269,20 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
         cases.push(case(op, vec![data.clone(), idx(&mut g, &[3, 5, 2], 4)], s));
         let op = Op::GatherElements { axis: 0 };
         cases.push(case(op, vec![data, idx(&mut g, &[2, 2, 1], 3)], s));
+        // Rows addressing elements and slices, with repeats (the last replacing row wins;
+        // adds accumulate).
+        for reduction in [ScatterReduction::None, ScatterReduction::Add] {
+            let op = Op::ScatterNd { reduction };
+            let (data, updates) = (rand(&[3, 4, 2], s + 55), rand(&[5, 2], s + 56));
+            let rows = Tensor::from_i64(
+                &[5, 2],
+                (0..5).flat_map(|_| [g.i64(-3..3), g.i64(-4..4)]).collect(),
+            )
+            .unwrap();
+            cases.push(case(op.clone(), vec![data, rows, updates], s));
+            let (data, updates) = (rand(&[3, 4], s + 57), rand(&[2, 1, 4], s + 58));
+            cases.push(case(op, vec![data, idx(&mut g, &[2, 1, 1], 3), updates], s));
+        }
     }
     {
         use ordo_ir::op::ActivationKind as K;

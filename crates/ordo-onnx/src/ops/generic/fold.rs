@@ -68,6 +68,16 @@ pub(super) fn fold_constants(
         "Floor" => unary(f64::floor, Some),
         "Ceil" => unary(f64::ceil, Some),
         "Sign" => unary(f64::signum, |x| Some(x.signum())),
+        // Float functions of constants (T5's relative position buckets take a logarithm).
+        "Exp" => unary(f64::exp, |_| None),
+        "Log" => unary(f64::ln, |_| None),
+        "Sin" => unary(f64::sin, |_| None),
+        "Cos" => unary(f64::cos, |_| None),
+        "Tanh" => unary(f64::tanh, |_| None),
+        "Sigmoid" => unary(|x| 1.0 / (1.0 + (-x).exp()), |_| None),
+        "Reciprocal" => unary(f64::recip, |_| None),
+        "Relu" => unary(|x| x.max(0.0), |x| Some(x.max(0))),
+        "Round" => unary(f64::round_ties_even, |x| Some(x)),
         "Max" | "Min" => {
             let max = node.op_type() == "Max";
             let mut folded = (*consts.first().ok_or_else(|| node.malformed("no inputs"))?).clone();
@@ -103,6 +113,22 @@ pub(super) fn fold_constants(
             let [data, indices] = consts[..] else { return Ok(None) };
             let axis = crate::ops::resolve_axis(node, node.int("axis", 0)?, data.shape.len())?;
             Ok(Some(fold::gather_elements(data, indices, axis).map_err(bad)?))
+        }
+        "ScatterND" => {
+            let [data, indices, updates] = consts[..] else { return Ok(None) };
+            let reduce: fn(f64, f64) -> f64 = match node.string("reduction", "none")?.as_str() {
+                "none" => |_, u| u,
+                "add" => |a, u| a + u,
+                "mul" => |a, u| a * u,
+                "max" => f64::max,
+                "min" => f64::min,
+                other => {
+                    return Err(node.malformed(format!(
+                        "reduction `{other}`: expected none, add, mul, max or min"
+                    )));
+                }
+            };
+            Ok(Some(fold::scatter_nd(data, indices, updates, reduce).map_err(bad)?))
         }
         "Range" => {
             let [start, limit, delta] = consts[..] else { return Ok(None) };

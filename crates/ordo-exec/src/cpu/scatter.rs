@@ -1,0 +1,123 @@
+//! `ScatterND` and its gradients. Each row of the indices (`[..., k]`) addresses a slice of
+//! the data (its first `k` coordinates, negative from the end); the slice's elements are
+//! contiguous, so a row is one offset into the data and the slice length `inner`.
+
+use ordo_ir::op::{Grad, Op, ScatterReduction};
+
+use super::error::KernelResult;
+use super::tensor::{Data, Tensor};
+use super::util::{Call, numel, tensor};
+
+/// The offset into data of `shape` of each index row of input 1, and the slice length.
+fn targets(c: &Call, shape: &[usize]) -> KernelResult<(Vec<usize>, usize)> {
+    let indices = c.input_i64(1)?;
+    let Some(&k) = c.inputs[1].shape().last().filter(|&&k| k <= shape.len()) else {
+        return Err(c.shape_err(format!("indices {:?} for data {shape:?}", c.inputs[1].shape())));
+    };
+    let inner = numel(&shape[k..]);
+    let mut strides = vec![inner; k];
+    for d in (0..k.saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1] * shape[d + 1];
+    }
+    let rows = if k == 0 {
+        numel(&c.inputs[1].shape()[..c.inputs[1].shape().len() - 1])
+    } else {
+        indices.len() / k
+    };
+    let mut offsets = Vec::with_capacity(rows);
+    for r in 0..rows {
+        let mut offset = 0;
+        for (d, &i) in indices[r * k..(r + 1) * k].iter().enumerate() {
+            let n = shape[d] as i64;
+            let j = if i < 0 { i + n } else { i };
+            if !(0..n).contains(&j) {
+                return Err(
+                    c.value_err(format!("index {i} out of range for dimension {d} of size {n}"))
+                );
+            }
+            offset += j as usize * strides[d];
+        }
+        offsets.push(offset);
+    }
+    Ok((offsets, inner))
+}
+
+/// `ScatterND` of f32 or i64 data.
+pub(crate) fn scatter_nd(
+    op: &Op,
+    reduction: ScatterReduction,
+    c: Call,
+) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(3)?;
+    c.expect_params(0)?;
+    let out = c.infer(op, &c.input_facts())?.shape;
+    let (offsets, inner) = targets(&c, &out)?;
+    fn apply<T: Copy + std::ops::Add<Output = T>>(
+        y: &mut [T],
+        updates: &[T],
+        offsets: &[usize],
+        inner: usize,
+        reduction: ScatterReduction,
+    ) {
+        for (r, &base) in offsets.iter().enumerate() {
+            let (to, from) = (&mut y[base..base + inner], &updates[r * inner..(r + 1) * inner]);
+            match reduction {
+                ScatterReduction::None => to.copy_from_slice(from),
+                ScatterReduction::Add => to.iter_mut().zip(from).for_each(|(a, &u)| *a = *a + u),
+            }
+        }
+    }
+    Ok(vec![match (c.inputs[0].data(), c.inputs[2].data()) {
+        (Data::F32(x), Data::F32(u)) => {
+            let mut y = x.clone();
+            apply(&mut y, u, &offsets, inner, reduction);
+            tensor(&out, y)?
+        }
+        (Data::I64(x), Data::I64(u)) => {
+            let mut y = x.clone();
+            apply(&mut y, u, &offsets, inner, reduction);
+            Tensor::from_i64(&out, y)?
+        }
+        _ => return Err(c.value_err("data and updates must both be f32 or both i64")),
+    }])
+}
+
+/// The gradient of `ScatterND` with respect to the data (`wrt_updates` false) or the updates:
+/// inputs are the upstream gradient and the indices. The data's is the upstream gradient,
+/// zero where an update replaced the element; an update's is the upstream gradient where it
+/// landed, unless (replacing) a later row overwrote it.
+pub(crate) fn scatter_nd_grad(
+    reduction: ScatterReduction,
+    wrt_updates: bool,
+    g: &Grad,
+    c: Call,
+) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(2)?;
+    let dy = c.input_f32(0)?;
+    let data_shape = c.inputs[0].shape().to_vec();
+    let (offsets, inner) = targets(&c, &data_shape)?;
+    let replaced = reduction == ScatterReduction::None;
+    if !wrt_updates {
+        let mut dx = dy.to_vec();
+        if replaced {
+            for &base in &offsets {
+                dx[base..base + inner].fill(0.0);
+            }
+        }
+        return Ok(vec![tensor(&data_shape, dx)?]);
+    }
+    let shape = c.produced(g, 0)?.shape.clone();
+    let mut du = vec![0.0f32; offsets.len() * inner];
+    // From the last row back: a slice already taken by a later row gave this one nothing.
+    let mut taken = vec![false; if replaced { dy.len() } else { 0 }];
+    for (r, &base) in offsets.iter().enumerate().rev() {
+        if replaced {
+            if taken[base] {
+                continue;
+            }
+            taken[base..base + inner].fill(true);
+        }
+        du[r * inner..(r + 1) * inner].copy_from_slice(&dy[base..base + inner]);
+    }
+    Ok(vec![tensor(&shape, du)?])
+}

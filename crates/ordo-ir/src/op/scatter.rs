@@ -1,0 +1,45 @@
+//! `ScatterND`: a copy of the data with the slices that index rows address replaced by (or
+//! added to) updates. Exporters write it for in-place writes to tensors (`x[idx] = v`), e.g.
+//! the attention masks of shifted windows. The gradient goes to the data where no update
+//! replaced it, and to each update from where it landed (a replaced update that a later row
+//! overwrote gets none).
+
+use serde::{Deserialize, Serialize};
+
+use crate::fact::{DType, TensorFact};
+use crate::op::expect_inputs;
+
+/// How an update combines with the element it lands on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScatterReduction {
+    /// The update replaces it (the last of duplicate rows wins).
+    None,
+    /// The update is added to it.
+    Add,
+}
+
+/// `ScatterND(data, indices, updates)`: `indices` is `[..., k]` (i64, each row the first `k`
+/// coordinates of a slice of `data`), `updates` is `indices.shape[..-1] ++ data.shape[k..]`
+/// of the data's element type; the output is shaped like `data`.
+pub(crate) fn infer_scatter_nd(inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 3)?;
+    let (data, indices, updates) = (inputs[0], inputs[1], inputs[2]);
+    if indices.dtype != DType::I64 {
+        return Err(format!("indices must be i64, got {indices}"));
+    }
+    let Some((&k, rows)) = indices.shape.split_last() else {
+        return Err("indices of rank 0".into());
+    };
+    let Some(slice) = data.shape.get(k..) else {
+        return Err(format!("index rows of length {k} for data {data}"));
+    };
+    let want: Vec<usize> = rows.iter().chain(slice).copied().collect();
+    if updates.shape != want || updates.dtype != data.dtype {
+        return Err(format!(
+            "updates {updates}: expected {}{want:?} for data {data} and indices {indices}",
+            data.dtype
+        ));
+    }
+    Ok(vec![data.clone()])
+}
