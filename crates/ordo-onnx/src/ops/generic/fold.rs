@@ -77,7 +77,7 @@ pub(super) fn fold_constants(
         "Sigmoid" => unary(|x| 1.0 / (1.0 + (-x).exp()), |_| None),
         "Reciprocal" => unary(f64::recip, |_| None),
         "Relu" => unary(|x| x.max(0.0), |x| Some(x.max(0))),
-        "Round" => unary(f64::round_ties_even, |x| Some(x)),
+        "Round" => unary(f64::round_ties_even, Some),
         "Max" | "Min" => {
             let max = node.op_type() == "Max";
             let mut folded = (*consts.first().ok_or_else(|| node.malformed("no inputs"))?).clone();
