@@ -19,11 +19,8 @@ fn targets(c: &Call, shape: &[usize]) -> KernelResult<(Vec<usize>, usize)> {
     for d in (0..k.saturating_sub(1)).rev() {
         strides[d] = strides[d + 1] * shape[d + 1];
     }
-    let rows = if k == 0 {
-        numel(&c.inputs[1].shape()[..c.inputs[1].shape().len() - 1])
-    } else {
-        indices.len() / k
-    };
+    let index_shape = c.inputs[1].shape();
+    let rows = numel(&index_shape[..index_shape.len() - 1]);
     let mut offsets = Vec::with_capacity(rows);
     for r in 0..rows {
         let mut offset = 0;
