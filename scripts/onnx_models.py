@@ -7,7 +7,8 @@ exporter (`torch.onnx.export(..., dynamo=False, training=TRAINING)`, opset 17) a
 output the logits. The check of one model, with the `ordo` binary:
 
 1. `ordo inspect --json`: the import's trainable parameter count equals the exporter's
-   (`sum(p.numel() for p in model.parameters() if p.requires_grad)`), and its build time;
+   (`sum(p.numel() for p in model.parameters() if p.requires_grad)`; the parameters that do
+   not train are named with `--freeze`, as ONNX does not record it), and its build time;
 2. `ordo simulate --train --devices 4`: placed on 4 devices and simulated;
 3. `ordo run --train --loss cross-entropy --steps 2` on 1 and on 3 CPU devices: bitwise the
    same two losses.
@@ -273,6 +274,8 @@ def export(spec: Spec, path: str) -> dict:
     model = spec.build()
     model.train()
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    # ONNX does not record which weights train: ordo is told (`--freeze`).
+    frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
     inputs = spec.inputs()
     start = time.perf_counter()
     with warnings.catch_warnings():
@@ -290,6 +293,7 @@ def export(spec: Spec, path: str) -> dict:
         )
     return {
         "params": params,
+        "frozen": frozen,
         "export_s": round(time.perf_counter() - start, 2),
         "file_mb": round(_size(path) / 2**20, 1),
     }
@@ -317,8 +321,9 @@ def check(spec: Spec, binary: str, folder: str) -> dict:
     except Exception as e:  # the exporter's own failure, reported, not ordo's
         result["error"] = f"export: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
         return result
+    freeze = [arg for name in result["frozen"] for arg in ("--freeze", name)]
     try:
-        inspected = _ordo(binary, "inspect", path)
+        inspected = _ordo(binary, "inspect", path, *freeze)
         result.update(
             ordo_params=inspected["params"],
             nodes=inspected["nodes"],
@@ -330,7 +335,15 @@ def check(spec: Spec, binary: str, folder: str) -> dict:
                 f"counts {result['params']}"
             )
         simulated = _ordo(
-            binary, "simulate", path, "--train", "--loss", "cross-entropy", "--devices", "4"
+            binary,
+            "simulate",
+            path,
+            "--train",
+            "--loss",
+            "cross-entropy",
+            "--devices",
+            "4",
+            *freeze,
         )
         result["simulated_step_ms"] = round(simulated["step_time_us"] / 1e3, 2)
         losses = []
@@ -351,6 +364,7 @@ def check(spec: Spec, binary: str, folder: str) -> dict:
                 "--roofline",
                 "--warmup-seconds",
                 "0",
+                *freeze,
             )
             losses.append(run["losses"])
             result[f"step_ms_{devices}"] = round(run["measured_step_us"] / 1e3, 1)

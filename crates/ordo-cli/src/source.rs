@@ -24,6 +24,10 @@ pub struct SizeArgs {
     /// the data inputs and dimension 1 of the token inputs.
     #[arg(long = "dim", value_name = "NAME=SIZE", value_parser = parse_dim)]
     pub dims: Vec<(String, usize)>,
+    /// Import the ONNX file's float initializer NAME as a frozen parameter that does not train
+    /// (a file does not record which weights train: every one does unless named); repeatable.
+    #[arg(long = "freeze", value_name = "NAME")]
+    pub frozen: Vec<String>,
 }
 
 /// `NAME=SIZE` of `--dim`.
@@ -61,16 +65,22 @@ pub fn build_model(name: &str, size: SizeArgs) -> anyhow::Result<Graph> {
 }
 
 /// Loads `arg`: an ONNX model if it ends in `.onnx`, a cost-graph file if it looks like a
-/// path, a zoo model otherwise. `--dim` applies to ONNX files only.
+/// path, a zoo model otherwise. `--dim` and `--freeze` apply to ONNX files only.
 pub fn load(arg: &str, size: SizeArgs) -> anyhow::Result<Model> {
     if ordo::is_onnx(arg) {
-        let dims = size.dims.iter().cloned().collect();
-        return Ok(Model::onnx_with_dims(arg, size.size(), &dims)?);
+        let settings = ordo::OnnxSettings {
+            dims: size.dims.iter().cloned().collect(),
+            frozen: size.frozen.iter().cloned().collect(),
+        };
+        return Ok(Model::onnx_with(arg, size.size(), &settings)?);
     }
     if let Some((name, _)) = size.dims.first() {
         anyhow::bail!(
             "--dim {name}=...: sizes symbolic dimensions of ONNX files; `{arg}` is not one"
         );
+    }
+    if let Some(name) = size.frozen.first() {
+        anyhow::bail!("--freeze {name}: freezes weights of ONNX files; `{arg}` is not one");
     }
     if ordo::is_file(arg) {
         Ok(Model::load(arg, size.size())?)

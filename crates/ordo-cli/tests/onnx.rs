@@ -451,3 +451,35 @@ fn stochastic_depth_trains_the_same_on_any_placement() {
     assert!(one.iter().chain(&eval).all(|l| l.is_finite()), "{one:?} {eval:?}");
     assert_ne!(one[0], eval[0], "the random ops change the first loss");
 }
+
+/// `--freeze NAME` imports a float initializer as a frozen parameter (an ONNX file does not
+/// record which weights train): the trainable count drops by its size, training leaves it
+/// alone (the first loss is the same, the next ones differ), and a name that is no float
+/// initializer is refused with the closest one.
+#[test]
+fn frozen_initializers_do_not_train() {
+    let model = fixture("convnet.onnx");
+    let params = |extra: &[&str]| {
+        json(&ordo(&[&["inspect", model.as_str(), "--json"], extra].concat()))["params"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(params(&[]) - params(&["--freeze", "conv2.weight"]), 16 * 8 * 3 * 3);
+    let losses = |extra: &[&str]| -> Vec<f64> {
+        let args = [
+            &["run", model.as_str(), "--train", "--loss", "cross-entropy", "--steps", "3"][..],
+            &["--json", "--warmup-seconds", "0"],
+            extra,
+        ]
+        .concat();
+        let v = json(&ordo(&args));
+        v["losses"].as_array().unwrap().iter().map(|l| l.as_f64().unwrap()).collect()
+    };
+    let (all, frozen) = (losses(&[]), losses(&["--freeze", "conv2.weight", "--freeze", "fc.bias"]));
+    assert_eq!(all[0], frozen[0], "the same first step");
+    assert_ne!(all[1..], frozen[1..], "later steps differ: {all:?} {frozen:?}");
+    let err = error(&["inspect", &model, "--freeze", "conv2.weigth"]);
+    assert!(err.contains("`conv2.weigth`") && err.contains("did you mean `conv2.weight`"), "{err}");
+    let err = error(&["inspect", "resnet50", "--freeze", "fc.weight"]);
+    assert!(err.contains("--freeze fc.weight") && err.contains("not one"), "{err}");
+}

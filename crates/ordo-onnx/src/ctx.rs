@@ -42,6 +42,8 @@ pub(crate) struct Ctx<'a> {
     pub sources: Vec<ParamSource>,
     /// Sources of declared parameters that are not ONNX tensors of their own.
     derived: HashMap<String, ParamSource>,
+    /// Parameters imported as non-trainable ([`crate::ImportOptions::frozen`]).
+    pub frozen: std::collections::BTreeSet<String>,
 }
 
 impl<'a> Ctx<'a> {
@@ -73,6 +75,7 @@ impl<'a> Ctx<'a> {
             names: HashSet::new(),
             sources: Vec::new(),
             derived: HashMap::new(),
+            frozen: Default::default(),
         }
     }
 
@@ -208,6 +211,11 @@ impl<'a> Ctx<'a> {
         let fact = self.param_facts.get(name)?.clone();
         let source =
             self.derived.get(name).cloned().unwrap_or_else(|| ParamSource::Tensor(name.into()));
+        // A parameter derived from a frozen tensor (a reshaped or cut view) is frozen too.
+        let frozen = |t: &str| self.frozen.contains(t);
+        let trainable = trainable
+            && !frozen(name)
+            && !matches!(&source, ParamSource::Tensor(t) | ParamSource::LstmGates { tensor: t, .. } if frozen(t));
         Some(self.new_param(name, fact, trainable, source))
     }
 

@@ -99,6 +99,14 @@ pub enum OnnxError {
         /// The missing tensor.
         tensor: String,
     },
+    /// A parameter to freeze is not a float initializer of the model.
+    #[error("cannot freeze `{name}`: the model has no float initializer of that name{hint}")]
+    UnknownFrozen {
+        /// The name given.
+        name: String,
+        /// A close initializer name, as ` (did you mean `...`?)`, or empty.
+        hint: String,
+    },
     /// Two nodes write the same tensor.
     #[error("tensor `{tensor}` is produced twice (by `{first}` and `{second}`)")]
     DuplicateTensor {

@@ -288,6 +288,30 @@ pub(crate) fn scatter_nd(
     Ok(data.with(data.shape.clone(), values))
 }
 
+/// `Tile`: `c` repeated `repeats[d]` times along each dim `d`.
+pub(crate) fn tile(c: &ConstTensor, repeats: &[i64]) -> Result<ConstTensor, String> {
+    if repeats.len() != c.shape.len() || repeats.iter().any(|&r| r < 0) {
+        return Err(format!("repeats {repeats:?} for a tensor of shape {:?}", c.shape));
+    }
+    let shape: Vec<usize> = c.shape.iter().zip(repeats).map(|(&d, &r)| d * r as usize).collect();
+    if let ConstData::Splat(x) = c.data {
+        return Ok(c.with(shape, ConstData::Splat(x)));
+    }
+    check_size(&shape)?;
+    let strides = row_major(&c.shape);
+    let sources: Vec<usize> = (0..shape.iter().product::<usize>())
+        .map(|flat| {
+            let (mut rest, mut source) = (flat, 0);
+            for d in (0..shape.len()).rev() {
+                source += (rest % shape[d]) % c.shape[d] * strides[d];
+                rest /= shape[d];
+            }
+            source
+        })
+        .collect();
+    pick(c, shape, &sources)
+}
+
 /// `Concat` along an axis.
 pub(crate) fn concat(parts: &[&ConstTensor], axis: usize) -> Result<ConstTensor, String> {
     let first = parts.first().ok_or("nothing to concatenate")?;

@@ -69,6 +69,7 @@ pub(crate) fn import_traced(
     ctx.graph_outputs = graph.output.iter().map(|o| o.name().to_string()).collect();
     ctx.resized = options.batch.is_some() || options.seq_len.is_some();
     let data_inputs = declare_inputs(&mut ctx, graph, options)?;
+    ctx.frozen = frozen_params(&ctx, graph, options)?;
     let mut folded = 0;
     *traces = names.iter().map(|n| NodeTrace { name: n.clone(), ..NodeTrace::default() }).collect();
     for &index in &order {
@@ -262,6 +263,28 @@ fn topo_order(graph: &GraphProto, names: &[String]) -> OnnxResult<Vec<usize>> {
         return Err(OnnxError::Cycle { node: names[current].clone() });
     }
     Ok(order)
+}
+
+/// The names of [`ImportOptions::frozen`], each of which must be a float initializer (a
+/// parameter); an unknown name is an error with the closest initializer name.
+fn frozen_params(
+    ctx: &Ctx<'_>,
+    graph: &GraphProto,
+    options: &ImportOptions,
+) -> OnnxResult<std::collections::BTreeSet<String>> {
+    for name in &options.frozen {
+        if ctx.param_fact(name).is_none() {
+            let close = graph
+                .initializer
+                .iter()
+                .map(|t| t.name())
+                .filter(|n| ctx.param_fact(n).is_some())
+                .min_by_key(|n| strsim::levenshtein(n, name));
+            let hint = close.map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default();
+            return Err(OnnxError::UnknownFrozen { name: name.clone(), hint });
+        }
+    }
+    Ok(options.frozen.clone())
 }
 
 /// Declares graph inputs and initializers: data inputs become `Input` nodes, the rest

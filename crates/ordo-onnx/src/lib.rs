@@ -85,6 +85,10 @@ pub struct ImportOptions {
     /// written them (a shape, axes or sizes fed as an input), so that the shapes that depend
     /// on them are known.
     pub constant_inputs: std::collections::BTreeMap<String, ConstantInput>,
+    /// Float initializers imported as frozen (non-trainable) parameters: an ONNX file does not
+    /// say which weights train (a fine-tuned model's frozen layers, Whisper's fixed position
+    /// embeddings), so every float initializer trains unless named here.
+    pub frozen: std::collections::BTreeSet<String>,
 }
 
 /// The value of an integer graph input, given at import ([`ImportOptions::constant_inputs`]).

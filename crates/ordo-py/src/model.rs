@@ -79,27 +79,33 @@ impl PyModel {
     }
 
     /// What the command line's MODEL names: an `.onnx` file, a cost-graph file (`.json`), or
-    /// a zoo model. `dims`: sizes of an ONNX file's symbolic dimensions by name (`--dim`).
+    /// a zoo model. `dims`: sizes of an ONNX file's symbolic dimensions by name (`--dim`);
+    /// `frozen`: its float initializers that do not train (`--freeze`).
     #[staticmethod]
-    #[pyo3(signature = (path_or_name, *, small = false, batch = None, seq_len = None, dims = None))]
+    #[pyo3(signature = (path_or_name, *, small = false, batch = None, seq_len = None, dims = None, frozen = None))]
     fn load(
         path_or_name: &str,
         small: bool,
         batch: Option<usize>,
         seq_len: Option<usize>,
         dims: Option<std::collections::BTreeMap<String, usize>>,
+        frozen: Option<std::collections::BTreeSet<String>>,
     ) -> PyResult<Self> {
         let size = size(small, batch, seq_len)?;
-        let inner = match dims {
-            Some(dims) if ordo::is_onnx(path_or_name) => {
-                Model::onnx_with_dims(path_or_name, size, &dims)
+        let inner = match (dims, frozen) {
+            (None, None) => Model::load(path_or_name, size),
+            (dims, frozen) if ordo::is_onnx(path_or_name) => {
+                let settings = ordo::OnnxSettings {
+                    dims: dims.unwrap_or_default(),
+                    frozen: frozen.unwrap_or_default(),
+                };
+                Model::onnx_with(path_or_name, size, &settings)
             }
-            Some(_) => {
+            _ => {
                 return Err(usage(format!(
-                    "dims sizes symbolic dimensions of ONNX files; `{path_or_name}` is not one"
+                    "dims and frozen apply to ONNX files; `{path_or_name}` is not one"
                 )));
             }
-            None => Model::load(path_or_name, size),
         }
         .map_err(error)?;
         Ok(Self { inner })

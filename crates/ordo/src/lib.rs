@@ -66,7 +66,7 @@ mod target;
 
 pub use error::{Error, Result};
 pub use loss::{Loss, with_loss};
-pub use model::{Model, ModelKind, Size, Variant, is_file, is_onnx};
+pub use model::{Model, ModelKind, OnnxSettings, Size, Variant, is_file, is_onnx};
 pub use problem::Problem;
 pub use pytorch::{PytorchSchedule, pytorch_schedule};
 pub use run::{Runner, Step, copied_feeds, measured_report, predict, program};

@@ -89,6 +89,18 @@ pub enum ModelKind {
     CostGraph(Box<CostGraph>),
 }
 
+/// What an ONNX file does not say by itself: the sizes of its symbolic dimensions and which
+/// of its weights stay frozen.
+#[derive(Clone, Debug, Default)]
+pub struct OnnxSettings {
+    /// Sizes of symbolic dimensions by name (an export with `dynamic_axes`; see
+    /// [`ordo_onnx::ImportOptions::dims`]).
+    pub dims: std::collections::BTreeMap<String, usize>,
+    /// Float initializers imported as frozen, non-trainable parameters (see
+    /// [`ordo_onnx::ImportOptions::frozen`]).
+    pub frozen: std::collections::BTreeSet<String>,
+}
+
 impl Model {
     /// Builds the zoo model `name` (see `ordo models` or [`ordo_models::spec`]) at `size`.
     ///
@@ -106,19 +118,16 @@ impl Model {
     /// [`Error::Usage`] for the small variant (a file has one size), [`Error::Onnx`] for a file
     /// that cannot be imported.
     pub fn onnx(path: impl AsRef<Path>, size: Size) -> Result<Self> {
-        Self::onnx_with_dims(path, size, &std::collections::BTreeMap::new())
+        Self::onnx_with(path, size, &OnnxSettings::default())
     }
 
-    /// [`Model::onnx`], with the sizes of the file's symbolic dimensions that `dims` names
-    /// (an export with `dynamic_axes`; see [`ordo_onnx::ImportOptions::dims`]).
+    /// [`Model::onnx`], with the sizes of the file's symbolic dimensions and the parameters
+    /// to freeze that `settings` gives.
     ///
     /// # Errors
-    /// As [`Model::onnx`]; a symbolic dimension without a size names them all.
-    pub fn onnx_with_dims(
-        path: impl AsRef<Path>,
-        size: Size,
-        dims: &std::collections::BTreeMap<String, usize>,
-    ) -> Result<Self> {
+    /// As [`Model::onnx`]; a symbolic dimension without a size names them all; a name to
+    /// freeze that is no float initializer is an error with the closest one.
+    pub fn onnx_with(path: impl AsRef<Path>, size: Size, settings: &OnnxSettings) -> Result<Self> {
         let path = path.as_ref();
         if size.variant == Variant::Small {
             usage!(
@@ -129,7 +138,8 @@ impl Model {
         let options = ordo_onnx::ImportOptions {
             batch: size.batch,
             seq_len: size.seq_len,
-            dims: dims.clone(),
+            dims: settings.dims.clone(),
+            frozen: settings.frozen.clone(),
             ..Default::default()
         };
         let import = ordo_onnx::import_file_with(path, &options)

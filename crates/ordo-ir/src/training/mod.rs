@@ -199,16 +199,23 @@ impl Backward {
             let dx = self.push(&name, Op::Grad(grad), reads, params, inputs[k], (Role::Dx, v));
             self.grads.entry(node.inputs[k]).or_default().push(dx);
         }
-        let trainable: Vec<ParamId> =
-            node.params.iter().copied().filter(|&p| forward.param(p).trainable).collect();
-        if trainable.is_empty() {
+        // The dW kernel computes the gradient of every parameter its op can learn (its specs'
+        // trainable ones, e.g. not batch norm's running statistics); of those, a parameter
+        // frozen in this graph gets its gradient computed and dropped.
+        let specs = node.op.param_specs(&inputs);
+        let learnable: Vec<ParamId> = if specs.len() == node.params.len() {
+            node.params.iter().zip(&specs).filter(|(_, s)| s.trainable).map(|(&p, _)| p).collect()
+        } else {
+            node.params.iter().copied().filter(|&p| forward.param(p).trainable).collect()
+        };
+        if !learnable.iter().any(|&p| forward.param(p).trainable) {
             return Ok(());
         }
         let Some(rule) = rules::param_gradient(&f) else {
             return Err(not_differentiable(forward, node, "its parameters"));
         };
         let produces: Vec<TensorFact> =
-            trainable.iter().map(|&p| forward.param(p).fact.clone()).collect();
+            learnable.iter().map(|&p| forward.param(p).fact.clone()).collect();
         let grad = Grad {
             of: Box::new(node.op.clone()),
             wrt: Wrt::Params,
@@ -225,8 +232,10 @@ impl Backward {
             produces,
             (Role::Dw, v),
         );
-        for (slot, &p) in trainable.iter().enumerate() {
-            self.param_grads[p.index()].push(OutletId::new(dw, slot as u32));
+        for (slot, &p) in learnable.iter().enumerate() {
+            if forward.param(p).trainable {
+                self.param_grads[p.index()].push(OutletId::new(dw, slot as u32));
+            }
         }
         Ok(())
     }

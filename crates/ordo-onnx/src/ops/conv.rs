@@ -1,12 +1,14 @@
-//! `Conv` (2-D) and the padding rules shared with pooling.
+//! `Conv` (1-D and 2-D) and the padding rules shared with pooling.
 
 use ordo_ir::op::Conv2d;
+use ordo_ir::{Op, TensorFact};
 
 use super::{Outputs, one};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::{Node, small_uints};
 use crate::value::Value;
+use crate::values::ParamSource;
 
 /// Kernel, strides, symmetric padding and dilations of a 2-D window.
 pub(crate) struct Window {
@@ -27,47 +29,68 @@ pub(crate) fn window(
     hw: [usize; 2],
     kernel: Option<[usize; 2]>,
 ) -> OnnxResult<Window> {
-    let pair = |name: &str, default: usize| -> OnnxResult<[usize; 2]> {
+    let w = window_nd(node, &hw, kernel.as_ref().map(|k| &k[..]))?;
+    let pair = |v: &[usize]| [v[0], v[1]];
+    Ok(Window {
+        kernel: pair(&w.kernel),
+        stride: pair(&w.stride),
+        padding: pair(&w.padding),
+        dilation: pair(&w.dilation),
+    })
+}
+
+/// [`Window`] of any number of spatial dims.
+struct WindowNd {
+    kernel: Vec<usize>,
+    stride: Vec<usize>,
+    padding: Vec<usize>,
+    dilation: Vec<usize>,
+}
+
+/// The window attributes for spatial sizes `spatial` (one entry per spatial dim).
+fn window_nd(node: &Node<'_>, spatial: &[usize], kernel: Option<&[usize]>) -> OnnxResult<WindowNd> {
+    let n = spatial.len();
+    let list = |name: &str, default: usize| -> OnnxResult<Vec<usize>> {
         match node.ints(name) {
-            None => Ok([default; 2]),
-            Some(v) => match small_uints(node, name, v)?.as_slice() {
-                &[a, b] => Ok([a, b]),
-                _ => Err(node.unsupported(format!("`{name}` {v:?}: only 2-D windows"))),
-            },
+            None => Ok(vec![default; n]),
+            Some(v) if v.len() == n => small_uints(node, name, v),
+            Some(v) => Err(node.unsupported(format!("`{name}` {v:?}: expected {n} values"))),
         }
     };
     let kernel = match (node.ints("kernel_shape"), kernel) {
-        (Some(_), _) | (None, None) => pair("kernel_shape", 0)?,
-        (None, Some(k)) => k,
+        (Some(_), _) | (None, None) => list("kernel_shape", 0)?,
+        (None, Some(k)) => k.to_vec(),
     };
     if kernel.contains(&0) {
         return Err(node.malformed("no kernel_shape"));
     }
-    let stride = pair("strides", 1)?;
-    let dilation = pair("dilations", 1)?;
+    let stride = list("strides", 1)?;
+    let dilation = list("dilations", 1)?;
     if stride.contains(&0) || dilation.contains(&0) {
         return Err(node.malformed("strides and dilations must be positive"));
     }
     let auto_pad = node.string("auto_pad", "NOTSET")?;
     let padding = match auto_pad.as_str() {
         "NOTSET" | "" => match node.ints("pads") {
-            None => [0, 0],
-            Some(p) => match small_uints(node, "pads", p)?.as_slice() {
-                &[h0, w0, h1, w1] if h0 == h1 && w0 == w1 => [h0, w0],
-                _ => {
-                    return Err(
-                        node.unsupported(format!("pads {p:?} (only symmetric 2-D padding)"))
-                    );
+            None => vec![0; n],
+            Some(p) => {
+                let p = small_uints(node, "pads", p)?;
+                if p.len() != 2 * n || p[..n] != p[n..] {
+                    return Err(node.unsupported(format!(
+                        "pads {p:?} (only symmetric padding, {} values)",
+                        2 * n
+                    )));
                 }
-            },
+                p[..n].to_vec()
+            }
         },
-        "VALID" => [0, 0],
+        "VALID" => vec![0; n],
         "SAME_UPPER" | "SAME_LOWER" => {
-            let mut pads = [0; 2];
-            for i in 0..2 {
-                let out = hw[i].div_ceil(stride[i]);
+            let mut pads = vec![0; n];
+            for i in 0..n {
+                let out = spatial[i].div_ceil(stride[i]);
                 let span = (kernel[i] - 1) * dilation[i] + 1;
-                let total = ((out.saturating_sub(1)) * stride[i] + span).saturating_sub(hw[i]);
+                let total = ((out.saturating_sub(1)) * stride[i] + span).saturating_sub(spatial[i]);
                 if total % 2 == 1 {
                     return Err(node.unsupported("auto_pad needing asymmetric padding"));
                 }
@@ -77,14 +100,17 @@ pub(crate) fn window(
         }
         other => return Err(node.malformed(format!("auto_pad = {other}"))),
     };
-    Ok(Window { kernel, stride, padding, dilation })
+    Ok(WindowNd { kernel, stride, padding, dilation })
 }
 
 /// `Conv` over NCHW input with weight (and bias) parameters.
 pub(crate) fn conv(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let x_fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
+    if x_fact.rank() == 3 {
+        return conv1d(ctx, node, &x_fact);
+    }
     if x_fact.rank() != 4 {
-        return Err(node.unsupported(format!("input {x_fact}: only 2-D convolutions (NCHW)")));
+        return Err(node.unsupported(format!("input {x_fact}: only 1-D and 2-D convolutions")));
     }
     let weight = param_name(ctx, node, 1, "weight")?;
     let w_fact = ctx.param_fact(&weight).cloned().expect("checked parameter");
@@ -106,9 +132,48 @@ pub(crate) fn conv(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     };
     let x = ctx.wire(node, 0)?;
     let params: Vec<String> = std::iter::once(weight).chain(bias).collect();
-    let out = ctx.emit_with_params(node, ordo_ir::Op::Conv2d(op), &[x], &params)?[0];
+    let out = ctx.emit_with_params(node, Op::Conv2d(op), &[x], &params)?[0];
     let fact = ctx.graph.fact(out).cloned().expect("emitted");
     one(Value::wire(out, fact))
+}
+
+/// A 1-D `Conv` (`[N, C, L]`, weight `[C', C / groups, k]`) as the IR's 2-D one over
+/// `[N, C, 1, L]` with a `1 x k` kernel; the weight is the same values seen as
+/// `[C', C / groups, 1, k]`.
+fn conv1d(ctx: &mut Ctx<'_>, node: &Node<'_>, x_fact: &TensorFact) -> OnnxResult<Outputs> {
+    let weight = param_name(ctx, node, 1, "weight")?;
+    let w_fact = ctx.param_fact(&weight).cloned().expect("checked parameter");
+    let &[out_channels, per_group, k] = &w_fact.shape[..] else {
+        return Err(
+            node.shape_error(format!("weight {w_fact} of a 1-D convolution must have rank 3"))
+        );
+    };
+    let bias = node.input(2).map(|_| param_name(ctx, node, 2, "bias")).transpose()?;
+    let w = window_nd(node, &x_fact.shape[2..], Some(&[k]))?;
+    let groups = usize::try_from(node.int("group", 1)?).map_err(|_| node.malformed("bad group"))?;
+    let op = Conv2d {
+        out_channels,
+        kernel: [1, w.kernel[0]],
+        stride: [1, w.stride[0]],
+        padding: [0, w.padding[0]],
+        dilation: [1, w.dilation[0]],
+        groups,
+        bias: bias.is_some(),
+    };
+    let as_2d = format!("{weight}/as_2d");
+    let fact = TensorFact::new(w_fact.dtype, vec![out_channels, per_group, 1, k]);
+    ctx.declare_derived_param(&as_2d, fact, ParamSource::Tensor(weight));
+    let (n, c, len) = (x_fact.shape[0], x_fact.shape[1], x_fact.shape[2]);
+    let x = ctx.wire(node, 0)?;
+    let reshape =
+        |shape: &[usize]| Op::Reshape { shape: shape.iter().map(|&d| d as i64).collect() };
+    let x2 =
+        ctx.emit(&format!("{}/as_2d", node.name), reshape(&[n, c, 1, len]), &[x], Vec::new())?[0];
+    let params: Vec<String> = std::iter::once(as_2d).chain(bias).collect();
+    let y2 = ctx.emit_with_params(node, Op::Conv2d(op), &[x2], &params)?[0];
+    let y2_fact = ctx.graph.fact(y2).cloned().expect("emitted");
+    let out = [n, out_channels, y2_fact.shape[3]];
+    one(ctx.emit_value(&format!("{}/as_1d", node.name), reshape(&out), &[y2])?)
 }
 
 /// The ONNX name of the parameter read by input `i`, which must be a graph input or

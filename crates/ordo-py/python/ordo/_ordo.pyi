@@ -27,6 +27,7 @@ class Model:
         batch: int | None = None,
         seq_len: int | None = None,
         dims: dict[str, int] | None = None,
+        frozen: set[str] | None = None,
     ) -> Model: ...
     @staticmethod
     def from_costgraph_json(text: str, name: str = "cost graph") -> Model:

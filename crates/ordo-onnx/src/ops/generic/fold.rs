@@ -130,6 +130,11 @@ pub(super) fn fold_constants(
             };
             Ok(Some(fold::scatter_nd(data, indices, updates, reduce).map_err(bad)?))
         }
+        "Tile" => {
+            let [data, repeats] = consts[..] else { return Ok(None) };
+            let repeats = repeats.to_i64s().ok_or_else(|| bad("too many repeats".into()))?;
+            Ok(Some(fold::tile(data, &repeats).map_err(bad)?))
+        }
         "Range" => {
             let [start, limit, delta] = consts[..] else { return Ok(None) };
             let (Some(s), Some(l), Some(d)) = (start.scalar(), limit.scalar(), delta.scalar())
