@@ -1,6 +1,7 @@
 //! The import driver: decoding, opset and op checks, topological order, which graph inputs are
 //! parameters, the node-by-node mapping, and the final checks.
 
+use prost::bytes::Bytes;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
@@ -24,7 +25,7 @@ pub const OPSETS: std::ops::RangeInclusive<i64> = 7..=25;
 
 /// Decodes and imports a model.
 pub(crate) fn import(
-    bytes: &[u8],
+    bytes: &Bytes,
     name: Option<&str>,
     options: &ImportOptions,
 ) -> OnnxResult<Import> {
@@ -47,12 +48,13 @@ pub(crate) struct NodeTrace {
 /// Imports a model, recording in `traces` the shapes every ONNX node read and produced (up to
 /// the node that failed, if one did).
 pub(crate) fn import_traced(
-    bytes: &[u8],
+    bytes: &Bytes,
     name: Option<&str>,
     options: &ImportOptions,
     traces: &mut Vec<NodeTrace>,
 ) -> OnnxResult<Import> {
-    let model = ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    // Decoding from `Bytes` shares the weights' raw data with the buffer instead of copying.
+    let model = ModelProto::decode(bytes.clone()).map_err(|e| OnnxError::Decode(e.to_string()))?;
     let graph = model.graph.as_ref().ok_or(OnnxError::NoGraph)?;
     if graph.node.is_empty() && graph.output.is_empty() {
         return Err(OnnxError::NoGraph);

@@ -54,6 +54,7 @@ mod values;
 use std::path::Path;
 
 use ordo_ir::Graph;
+use prost::bytes::Bytes;
 
 pub use error::{OnnxError, OnnxResult, UnsupportedNode};
 pub use import::OPSETS;
@@ -156,7 +157,7 @@ pub fn import_file_with(
     let bytes =
         std::fs::read(path).map_err(|source| OnnxError::Io { path: path.to_path_buf(), source })?;
     let stem = path.file_stem().and_then(|s| s.to_str());
-    import_named(&bytes, stem, options)
+    import_named(&Bytes::from(bytes), stem, options)
 }
 
 /// Imports an ONNX model from memory; the graph takes the ONNX graph's name.
@@ -174,16 +175,16 @@ pub fn import_bytes(bytes: &[u8]) -> Result<Graph, OnnxError> {
 /// opset, [`OnnxError::UnsupportedOps`] listing every node without a mapping, and the other
 /// variants of [`OnnxError`] for missing or inconsistent shapes, cycles and malformed nodes.
 pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Import, OnnxError> {
-    import_named(bytes, None, options)
+    import_named(&Bytes::copy_from_slice(bytes), None, options)
 }
 
 fn import_named(
-    bytes: &[u8],
+    bytes: &Bytes,
     name: Option<&str>,
     options: &ImportOptions,
 ) -> Result<Import, OnnxError> {
     if let Some((bound, rest)) = symbolic::bind(bytes, options)? {
-        return import_named(&bound, name, &rest);
+        return import_named(&Bytes::from(bound), name, &rest);
     }
     if options.batch.is_some() || options.seq_len.is_some() {
         resize::import_resized(bytes, name, options)

@@ -21,7 +21,7 @@ use crate::{Import, ImportOptions};
 /// Imports with `options.batch` and `options.seq_len`, checking that the file does not fix
 /// them (see the module documentation).
 pub(crate) fn import_resized(
-    bytes: &[u8],
+    bytes: &prost::bytes::Bytes,
     name: Option<&str>,
     options: &ImportOptions,
 ) -> OnnxResult<Import> {

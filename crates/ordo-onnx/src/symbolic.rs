@@ -36,10 +36,11 @@ struct Symbol {
 /// [`OnnxError::Decode`] for bytes that are not a model; [`OnnxError::SymbolicDims`] for an
 /// input dimension left unbound or a binding of a name the file does not declare.
 pub(crate) fn bind(
-    bytes: &[u8],
+    bytes: &prost::bytes::Bytes,
     options: &ImportOptions,
 ) -> OnnxResult<Option<(Vec<u8>, ImportOptions)>> {
-    let mut model = ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    let mut model =
+        ModelProto::decode(bytes.clone()).map_err(|e| OnnxError::Decode(e.to_string()))?;
     let Some(graph) = model.graph.as_mut() else { return Ok(None) };
     let initializers: BTreeSet<&str> = graph.initializer.iter().map(|t| t.name()).collect();
     let symbols: Vec<Symbol> = graph

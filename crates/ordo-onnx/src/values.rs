@@ -165,11 +165,11 @@ pub fn initializers_in_file(path: &Path) -> OnnxResult<HashMap<String, TensorVal
     let bytes =
         std::fs::read(path).map_err(|source| OnnxError::Io { path: path.to_path_buf(), source })?;
     let folder = path.parent().unwrap_or(Path::new("."));
-    initializers_in(&bytes, Some(folder))
+    initializers_in(prost::bytes::Bytes::from(bytes), Some(folder))
 }
 
 fn initializers_in(
-    model: &[u8],
+    model: impl prost::bytes::Buf,
     folder: Option<&Path>,
 ) -> OnnxResult<HashMap<String, TensorValue>> {
     let model = ModelProto::decode(model).map_err(|e| OnnxError::Decode(e.to_string()))?;

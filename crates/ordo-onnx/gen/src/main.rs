@@ -13,7 +13,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fds = prost_types::FileDescriptorSet::decode(bytes.as_slice())?;
     prost_build::Config::new()
         .out_dir(&out_dir)
-        // Plain `Vec<u8>` for bytes fields and no `HashMap`s: nothing beyond prost at run time.
+        // Plain `Vec<u8>` for bytes fields and no `HashMap`s: nothing beyond prost at run time,
+        // except a tensor's raw data: `Bytes` (prost's own dependency), so that a model
+        // decoded from a `Bytes` buffer shares its weights' bytes instead of copying them
+        // (a gigabyte of weights decoded twice as fast, with half the memory).
+        .bytes([".onnx.TensorProto.raw_data"])
         .disable_comments(["."])
         .compile_fds(fds)?;
     Ok(())

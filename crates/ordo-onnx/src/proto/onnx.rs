@@ -308,8 +308,8 @@ pub struct TensorProto {
     pub name: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "12")]
     pub doc_string: ::core::option::Option<::prost::alloc::string::String>,
-    #[prost(bytes = "vec", optional, tag = "9")]
-    pub raw_data: ::core::option::Option<::prost::alloc::vec::Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "9")]
+    pub raw_data: ::core::option::Option<::prost::bytes::Bytes>,
     #[prost(message, repeated, tag = "13")]
     pub external_data: ::prost::alloc::vec::Vec<StringStringEntryProto>,
     #[prost(enumeration = "tensor_proto::DataLocation", optional, tag = "14")]
