@@ -48,6 +48,9 @@ CI_MODELS = {
     "shufflenet_v2_x0_5",
     "bert-tiny",
     "gpt2-tiny",
+    "t5-tiny",
+    "llama-tiny",
+    "whisper-tiny",
 }
 
 # timm's dozen: vision transformers (ViT, DeiT, BEiT), Swin, ConvNeXt, EfficientNet, NASNet and

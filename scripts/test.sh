@@ -16,7 +16,7 @@ fi
 # exporter (the public model list, scripts/onnx_models.py).
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "maturin>=1.8,<2" "pytest>=7" \
     "ruff>=0.6" "torch>=2.1" torchvision "transformers>=4.40" numpy networkx onnx
-python_sources=(crates/ordo-py scripts/onnx_models.py)
+python_sources=(crates/ordo-py scripts/onnx_models.py scripts/bench_onnx_import.py)
 "$venv/bin/ruff" check --config crates/ordo-py/pyproject.toml "${python_sources[@]}"
 "$venv/bin/ruff" format --check --config crates/ordo-py/pyproject.toml "${python_sources[@]}"
 VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" maturin develop -q -m crates/ordo-py/Cargo.toml
