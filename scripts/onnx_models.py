@@ -128,7 +128,7 @@ def _timm_specs() -> list[Spec]:
     try:
         import timm
     except ImportError:
-        return [Spec(n, "timm", None, None, []) for n in TIMM_MODELS]
+        return [Spec(f"timm.{n}", "timm", None, None, []) for n in TIMM_MODELS]
     specs = []
     for name in TIMM_MODELS:
         size = timm.get_pretrained_cfg(name).input_size[-1]
@@ -136,7 +136,8 @@ def _timm_specs() -> list[Spec]:
         def build(name=name):
             return timm.create_model(name, pretrained=False)
 
-        specs.append(Spec(name, "timm", build, _image(size), ["input"]))
+        # Prefixed: convnext_tiny and efficientnet_b0 are torchvision names too.
+        specs.append(Spec(f"timm.{name}", "timm", build, _image(size), ["input"]))
     return specs
 
 
@@ -265,8 +266,10 @@ def _hf_specs() -> list[Spec]:
 
 
 def specs() -> list[Spec]:
-    """Every model of the list, in order: torchvision, timm, Hugging Face."""
-    return _torchvision_specs() + _timm_specs() + _hf_specs()
+    """Every model of the list, in order: torchvision, timm, Hugging Face (names unique)."""
+    every = _torchvision_specs() + _timm_specs() + _hf_specs()
+    assert len({s.name for s in every}) == len(every), "model names must be unique"
+    return every
 
 
 def export(spec: Spec, path: str) -> dict:

@@ -54,8 +54,9 @@ def test_exported_model_imports_places_and_trains_the_same_on_any_placement(name
 
 
 def test_the_ci_models_are_in_the_list():
-    names = {s.name for s in models.specs()}
-    assert models.CI_MODELS <= names
+    names = [s.name for s in models.specs()]
+    assert len(set(names)) == len(names), "names are unique"
+    assert models.CI_MODELS <= set(names)
     # Every torchvision classification model, the dozen timm models, five Hugging Face ones.
     assert sum(s.library == "torchvision" for s in models.specs()) >= 80
     assert sum(s.library == "timm" for s in models.specs()) == 12
