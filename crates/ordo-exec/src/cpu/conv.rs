@@ -10,12 +10,12 @@ use super::tensor::Tensor;
 use super::util::{Call, Mat, gemm, tensor};
 
 /// The sizes of one convolution.
-struct Geom {
+pub(super) struct Geom {
     n: usize,
     c: usize,
     h: usize,
     w: usize,
-    o: usize,
+    pub(super) o: usize,
     oh: usize,
     ow: usize,
     groups: usize,
@@ -26,7 +26,7 @@ struct Geom {
 }
 
 impl Geom {
-    fn new(cv: &Conv2d, x: &[usize], y: &[usize]) -> Self {
+    pub(super) fn new(cv: &Conv2d, x: &[usize], y: &[usize]) -> Self {
         Self {
             n: x[0],
             c: x[1],
@@ -63,9 +63,13 @@ impl Geom {
         self.oh * self.ow
     }
 
-    /// Whether the column matrix is the input itself (1x1, stride 1, no padding).
+    /// Whether the column matrix is the input itself (1x1, stride 1, no padding, and the
+    /// output the input's size: a transposed convolution's output padding makes it larger).
     fn pointwise(&self) -> bool {
-        self.k == [1, 1] && self.s == [1, 1] && self.p == [0, 0]
+        self.k == [1, 1]
+            && self.s == [1, 1]
+            && self.p == [0, 0]
+            && [self.h, self.w] == [self.oh, self.ow]
     }
 
     /// Input coordinate of output coordinate `out` and kernel offset `k` along `dim`, `None`
@@ -115,31 +119,8 @@ pub(crate) fn forward(op: &Op, cv: &Conv2d, c: Call) -> KernelResult<Vec<Tensor>
     c.check_params(op, &facts)?;
     let (x, wt) = (c.input_f32(0)?, c.param_f32(0)?);
     let g = Geom::new(cv, &facts[0].shape, &out.shape);
-    let (cg, og, ckk, ohw) = (g.cg(), g.og(), g.ckk(), g.ohw());
-    let mut y = vec![0.0f32; g.n * g.o * ohw];
-    if cv.bias {
-        let b = c.param_f32(1)?;
-        for (i, plane) in y.chunks_exact_mut(ohw.max(1)).enumerate() {
-            plane.fill(b[i % g.o]);
-        }
-    }
-    let beta = if cv.bias { 1.0 } else { 0.0 };
-    let mut col = vec![0.0f32; if g.pointwise() { 0 } else { ckk * ohw }];
-    for n in 0..g.n {
-        for gi in 0..g.groups {
-            let xg = &x[(n * g.c + gi * cg) * g.h * g.w..];
-            let cols: &[f32] = if g.pointwise() {
-                xg
-            } else {
-                g.im2col(xg, &mut col);
-                &col
-            };
-            let wg = Mat::rows(&wt[gi * og * ckk..], ckk);
-            let yg = &mut y[(n * g.o + gi * og) * ohw..];
-            gemm(og, ckk, ohw, wg, Mat::rows(cols, ohw), beta, yg);
-        }
-    }
-    Ok(vec![tensor(&out.shape, y)?])
+    let bias = if cv.bias { Some(c.param_f32(1)?) } else { None };
+    Ok(vec![tensor(&out.shape, g.forward(x, wt, bias))?])
 }
 
 /// `dx = col2im(W^T dy)` per group.
@@ -148,26 +129,8 @@ pub(crate) fn grad_input(of: &Op, cv: &Conv2d, g: &Grad, c: Call) -> KernelResul
     let xf = c.produced(g, 0)?.clone();
     let dy = c.check_dy(of, std::slice::from_ref(&xf))?;
     c.check_params(of, std::slice::from_ref(&xf))?;
-    let wt = c.param_f32(0)?;
     let geo = Geom::new(cv, &xf.shape, c.inputs[0].shape());
-    let (cg, og, ckk, ohw) = (geo.cg(), geo.og(), geo.ckk(), geo.ohw());
-    let (chw, hw) = (geo.c * geo.h * geo.w, geo.h * geo.w);
-    let mut dx = vec![0.0f32; geo.n * chw];
-    let mut col = vec![0.0f32; ckk * ohw];
-    for n in 0..geo.n {
-        for gi in 0..geo.groups {
-            let wg = Mat::t(&wt[gi * og * ckk..], ckk);
-            let dyg = Mat::rows(&dy[(n * geo.o + gi * og) * ohw..], ohw);
-            let dxg = &mut dx[n * chw + gi * cg * hw..];
-            if geo.pointwise() {
-                gemm(ckk, og, ohw, wg, dyg, 1.0, dxg);
-            } else {
-                gemm(ckk, og, ohw, wg, dyg, 0.0, &mut col);
-                geo.col2im(&col, dxg);
-            }
-        }
-    }
-    Ok(vec![tensor(&xf.shape, dx)?])
+    Ok(vec![tensor(&xf.shape, geo.input_grad(dy, c.param_f32(0)?))?])
 }
 
 /// `dW = sum over images of dy im2col(x)^T` per group, `db = sum(dy)` per channel.
@@ -176,31 +139,92 @@ pub(crate) fn grad_params(of: &Op, cv: &Conv2d, g: &Grad, c: Call) -> KernelResu
     let xf = c.inputs[1].fact();
     let dy = c.check_dy(of, std::slice::from_ref(&xf))?;
     check_products(&c, of, &xf, g)?;
-    let x = c.input_f32(1)?;
     let geo = Geom::new(cv, &xf.shape, c.inputs[0].shape());
-    let (cg, og, ckk, ohw) = (geo.cg(), geo.og(), geo.ckk(), geo.ohw());
-    let mut dw = vec![0.0f32; geo.o * ckk];
-    let mut col = vec![0.0f32; if geo.pointwise() { 0 } else { ckk * ohw }];
-    for n in 0..geo.n {
-        for gi in 0..geo.groups {
-            let xg = &x[(n * geo.c + gi * cg) * geo.h * geo.w..];
-            let cols: &[f32] = if geo.pointwise() {
-                xg
-            } else {
-                geo.im2col(xg, &mut col);
-                &col
-            };
-            let dyg = Mat::rows(&dy[(n * geo.o + gi * og) * ohw..], ohw);
-            gemm(og, ohw, ckk, dyg, Mat::t(cols, ohw), 1.0, &mut dw[gi * og * ckk..]);
-        }
-    }
-    let mut out = vec![tensor(&g.produces[0].shape, dw)?];
+    let mut out = vec![tensor(&g.produces[0].shape, geo.weight_grad(c.input_f32(1)?, dy))?];
     if cv.bias {
-        let mut db = vec![0.0f32; geo.o];
-        for (i, plane) in dy.chunks_exact(ohw.max(1)).enumerate() {
-            db[i % geo.o] += plane.iter().sum::<f32>();
-        }
-        out.push(tensor(&[geo.o], db)?);
+        out.push(tensor(&[geo.o], geo.bias_grad(dy))?);
     }
     Ok(out)
+}
+
+impl Geom {
+    /// `y = W im2col(x) (+ b)` per group: the convolution of `x` (`n x c x h x w`).
+    pub(super) fn forward(&self, x: &[f32], wt: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
+        let (cg, og, ckk, ohw) = (self.cg(), self.og(), self.ckk(), self.ohw());
+        let mut y = vec![0.0f32; self.n * self.o * ohw];
+        if let Some(b) = bias {
+            for (i, plane) in y.chunks_exact_mut(ohw.max(1)).enumerate() {
+                plane.fill(b[i % self.o]);
+            }
+        }
+        let beta = if bias.is_some() { 1.0 } else { 0.0 };
+        let mut col = vec![0.0f32; if self.pointwise() { 0 } else { ckk * ohw }];
+        for n in 0..self.n {
+            for gi in 0..self.groups {
+                let xg = &x[(n * self.c + gi * cg) * self.h * self.w..];
+                let cols: &[f32] = if self.pointwise() {
+                    xg
+                } else {
+                    self.im2col(xg, &mut col);
+                    &col
+                };
+                let wg = Mat::rows(&wt[gi * og * ckk..], ckk);
+                let yg = &mut y[(n * self.o + gi * og) * ohw..];
+                gemm(og, ckk, ohw, wg, Mat::rows(cols, ohw), beta, yg);
+            }
+        }
+        y
+    }
+
+    /// `dx = col2im(W^T dy)` per group: the gradient with respect to the input.
+    pub(super) fn input_grad(&self, dy: &[f32], wt: &[f32]) -> Vec<f32> {
+        let (cg, og, ckk, ohw) = (self.cg(), self.og(), self.ckk(), self.ohw());
+        let (chw, hw) = (self.c * self.h * self.w, self.h * self.w);
+        let mut dx = vec![0.0f32; self.n * chw];
+        let mut col = vec![0.0f32; ckk * ohw];
+        for n in 0..self.n {
+            for gi in 0..self.groups {
+                let wg = Mat::t(&wt[gi * og * ckk..], ckk);
+                let dyg = Mat::rows(&dy[(n * self.o + gi * og) * ohw..], ohw);
+                let dxg = &mut dx[n * chw + gi * cg * hw..];
+                if self.pointwise() {
+                    gemm(ckk, og, ohw, wg, dyg, 1.0, dxg);
+                } else {
+                    gemm(ckk, og, ohw, wg, dyg, 0.0, &mut col);
+                    self.col2im(&col, dxg);
+                }
+            }
+        }
+        dx
+    }
+
+    /// `dW = sum over images of dy im2col(x)^T` per group.
+    pub(super) fn weight_grad(&self, x: &[f32], dy: &[f32]) -> Vec<f32> {
+        let (cg, og, ckk, ohw) = (self.cg(), self.og(), self.ckk(), self.ohw());
+        let mut dw = vec![0.0f32; self.o * ckk];
+        let mut col = vec![0.0f32; if self.pointwise() { 0 } else { ckk * ohw }];
+        for n in 0..self.n {
+            for gi in 0..self.groups {
+                let xg = &x[(n * self.c + gi * cg) * self.h * self.w..];
+                let cols: &[f32] = if self.pointwise() {
+                    xg
+                } else {
+                    self.im2col(xg, &mut col);
+                    &col
+                };
+                let dyg = Mat::rows(&dy[(n * self.o + gi * og) * ohw..], ohw);
+                gemm(og, ohw, ckk, dyg, Mat::t(cols, ohw), 1.0, &mut dw[gi * og * ckk..]);
+            }
+        }
+        dw
+    }
+
+    /// `db = sum(dy)` per output channel.
+    pub(super) fn bias_grad(&self, dy: &[f32]) -> Vec<f32> {
+        let mut db = vec![0.0f32; self.o];
+        for (i, plane) in dy.chunks_exact(self.ohw().max(1)).enumerate() {
+            db[i % self.o] += plane.iter().sum::<f32>();
+        }
+        db
+    }
 }

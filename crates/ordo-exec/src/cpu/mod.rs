@@ -46,6 +46,7 @@
 
 mod axis;
 mod conv;
+mod conv_transpose;
 mod einsum;
 mod elementwise;
 mod error;
@@ -242,6 +243,7 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::Parameter => Box::new(source::parameter),
         Op::Fill { value } => Box::new(move |c| source::fill(*value, c)),
         Op::Conv2d(conv) => Box::new(move |c| conv::forward(op, conv, c)),
+        Op::ConvTranspose2d(ct) => Box::new(move |c| conv_transpose::forward(op, ct, c)),
         Op::BatchNorm(bn) => Box::new(move |c| norm::batch_norm(op, bn, c)),
         Op::LayerNorm(ln) => Box::new(move |c| norm::layer_norm(op, ln, c)),
         Op::Unary { func } => Box::new(move |c| ew::unary(op, *func, c)),
@@ -315,6 +317,12 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
         }
         (Op::Conv2d(cv), Wrt::Params) => {
             (vec![Input(0)], Box::new(move |c| conv::grad_params(of, cv, g, c)))
+        }
+        (Op::ConvTranspose2d(ct), Wrt::Input(0)) => {
+            (vec![], Box::new(move |c| conv_transpose::grad_input(of, ct, g, c)))
+        }
+        (Op::ConvTranspose2d(ct), Wrt::Params) => {
+            (vec![Input(0)], Box::new(move |c| conv_transpose::grad_params(of, ct, g, c)))
         }
         (Op::Linear(l), Wrt::Input(0)) => {
             (vec![], Box::new(move |c| linear::linear_grad_input(of, l, g, c)))

@@ -8,7 +8,7 @@
 // Direct index loops are the point of a reference.
 #![allow(clippy::needless_range_loop)]
 
-use ordo_ir::op::{Conv2d, Lstm, Pool2d, UnaryOp};
+use ordo_ir::op::{Conv2d, ConvTranspose2d, Lstm, Pool2d, UnaryOp};
 use ordo_ir::{DType, Op, TensorFact};
 
 use super::KernelContext;
@@ -103,6 +103,7 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
         Op::Parameter => y = params[0].clone(),
         Op::Fill { value } => y.data.fill(*value),
         Op::Conv2d(cv) => conv(cv, &inputs[0], params, &mut y),
+        Op::ConvTranspose2d(ct) => conv_transpose(ct, &inputs[0], params, &mut y),
         Op::BatchNorm(bn) => {
             let x = &inputs[0];
             let c = x.shape[1];
@@ -809,6 +810,46 @@ fn conv(cv: &Conv2d, x: &Dense, params: &[Dense], y: &mut Dense) {
                     y.data[ravel(&[b, oc, oy, ox], &y.shape)] = acc;
                 }
             }
+        }
+    }
+}
+
+/// Each input element scattered through the kernel: `y[oc, iy * s - p + ky * d, ...] +=
+/// x[ic, iy, ...] * w[ic, oc in its group, ky, kx]`, then the bias.
+fn conv_transpose(ct: &ConvTranspose2d, x: &Dense, params: &[Dense], y: &mut Dense) {
+    let [n, c, h, w] = [x.shape[0], x.shape[1], x.shape[2], x.shape[3]];
+    let [_, o, oh, ow] = [y.shape[0], y.shape[1], y.shape[2], y.shape[3]];
+    let (cg, og) = (c / ct.groups, o / ct.groups);
+    y.data.fill(0.0);
+    for b in 0..n {
+        for ic in 0..c {
+            let g = ic / cg;
+            for iy in 0..h {
+                for ix in 0..w {
+                    let xv = x.at(&[b, ic, iy, ix]);
+                    for ocg in 0..og {
+                        for ky in 0..ct.kernel[0] {
+                            for kx in 0..ct.kernel[1] {
+                                let oy = (iy * ct.stride[0] + ky * ct.dilation[0]) as i64
+                                    - ct.padding[0] as i64;
+                                let ox = (ix * ct.stride[1] + kx * ct.dilation[1]) as i64
+                                    - ct.padding[1] as i64;
+                                if oy < 0 || ox < 0 || oy >= oh as i64 || ox >= ow as i64 {
+                                    continue;
+                                }
+                                let at =
+                                    ravel(&[b, g * og + ocg, oy as usize, ox as usize], &y.shape);
+                                y.data[at] += xv * params[0].at(&[ic, ocg, ky, kx]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if ct.bias {
+        for (i, v) in y.data.iter_mut().enumerate() {
+            *v += params[1].data[(i / (oh * ow)) % o];
         }
     }
 }

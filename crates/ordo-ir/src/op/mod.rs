@@ -8,6 +8,7 @@
 //! rules (see `doc/costgraph.md`).
 
 mod conv;
+mod conv_transpose;
 mod einsum;
 mod elementwise;
 mod grad;
@@ -28,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::fact::{DType, TensorFact};
 
 pub use conv::Conv2d;
+pub use conv_transpose::ConvTranspose2d;
 pub use einsum::Einsum;
 pub use elementwise::{ActivationKind, UnaryOp, broadcast_shapes};
 pub use grad::{Grad, Optimizer, Saved, Update, Wrt};
@@ -76,6 +78,8 @@ pub enum Op {
     Parameter,
     /// 2-D convolution (NCHW).
     Conv2d(Conv2d),
+    /// 2-D transposed convolution (the input gradient of a convolution, as a layer).
+    ConvTranspose2d(ConvTranspose2d),
     /// Batch normalisation over dim 1, with running-statistics buffers.
     BatchNorm(BatchNorm),
     /// Layer normalisation over the trailing dimensions.
@@ -320,6 +324,7 @@ impl Op {
             Op::Input => "Input",
             Op::Parameter => "Parameter",
             Op::Conv2d(_) => "Conv2d",
+            Op::ConvTranspose2d(_) => "ConvTranspose2d",
             Op::BatchNorm(_) => "BatchNorm",
             Op::LayerNorm(_) => "LayerNorm",
             Op::Unary { func } => func.name(),
@@ -410,6 +415,7 @@ impl Op {
             Op::Grad(g) => g.infer(inputs),
             Op::Update(_) => Update::infer(inputs),
             Op::Conv2d(c) => c.infer(inputs),
+            Op::ConvTranspose2d(c) => c.infer(inputs),
             Op::BatchNorm(_) => norm::infer_batch_norm(inputs),
             Op::LayerNorm(l) => l.infer(inputs),
             Op::Unary { .. }
@@ -481,6 +487,7 @@ impl Op {
     pub fn param_specs(&self, inputs: &[&TensorFact]) -> Vec<ParamSpec> {
         match self {
             Op::Conv2d(c) => c.param_specs(inputs),
+            Op::ConvTranspose2d(c) => c.param_specs(inputs),
             Op::BatchNorm(_) => norm::batch_norm_params(inputs),
             Op::LayerNorm(l) => l.param_specs(),
             Op::Linear(l) => l.param_specs(inputs),
@@ -498,6 +505,7 @@ impl Op {
             Op::Grad(g) => g.flops,
             Op::Update(u) => u.optimizer.flops_per_element() * out_elems,
             Op::Conv2d(c) => c.flops(inputs, outputs),
+            Op::ConvTranspose2d(c) => c.flops(inputs, outputs),
             Op::BatchNorm(_) | Op::LayerNorm(_) => 10 * out_elems,
             Op::Unary { func } => func.flops_per_element() * out_elems,
             Op::Activation { .. } => 4 * out_elems,

@@ -40,7 +40,7 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
     let out = f.output.numel();
     let input = |i: usize| f.inputs.get(i).map_or(0, |x| x.numel());
     match f.op {
-        Op::Conv2d(_) | Op::Linear(_) => rule(vec![], true, f.flops),
+        Op::Conv2d(_) | Op::ConvTranspose2d(_) | Op::Linear(_) => rule(vec![], true, f.flops),
         Op::MatMul => rule(vec![Input(1 - k.min(1))], false, f.flops),
         Op::BatchNorm(_) | Op::LayerNorm(_) => rule(vec![Input(0)], true, f.flops * 3 / 2),
         Op::Unary { func } => {
@@ -137,7 +137,9 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
 pub(crate) fn param_gradient(f: &Forward) -> Option<Rule> {
     use Saved::{Input, Output};
     match f.op {
-        Op::Conv2d(_) | Op::Linear(_) => rule(vec![Input(0)], false, f.flops),
+        Op::Conv2d(_) | Op::ConvTranspose2d(_) | Op::Linear(_) => {
+            rule(vec![Input(0)], false, f.flops)
+        }
         Op::BatchNorm(_) | Op::LayerNorm(_) => rule(vec![Input(0)], false, 4 * f.output.numel()),
         Op::Embedding(_) => rule(vec![Input(0)], false, f.output.numel()),
         Op::Lstm(_) => rule(vec![Input(0), Output], false, f.flops),

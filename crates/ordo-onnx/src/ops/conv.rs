@@ -1,6 +1,6 @@
 //! `Conv` (1-D and 2-D) and the padding rules shared with pooling.
 
-use ordo_ir::op::Conv2d;
+use ordo_ir::op::{Conv2d, ConvTranspose2d};
 use ordo_ir::{Op, TensorFact};
 
 use super::{Outputs, one};
@@ -174,6 +174,83 @@ fn conv1d(ctx: &mut Ctx<'_>, node: &Node<'_>, x_fact: &TensorFact) -> OnnxResult
     let y2_fact = ctx.graph.fact(y2).cloned().expect("emitted");
     let out = [n, out_channels, y2_fact.shape[3]];
     one(ctx.emit_value(&format!("{}/as_1d", node.name), reshape(&out), &[y2])?)
+}
+
+/// `ConvTranspose` over NCHW input with weight `[C, out / groups, kh, kw]` (and bias)
+/// parameters: `pads` (symmetric), `output_padding`, or an `output_shape` or `auto_pad` whose
+/// total padding splits evenly.
+pub(crate) fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let x_fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
+    if x_fact.rank() != 4 {
+        return Err(node.unsupported(format!("input {x_fact}: only 2-D transposed convolutions")));
+    }
+    let weight = param_name(ctx, node, 1, "weight")?;
+    let w_fact = ctx.param_fact(&weight).cloned().expect("checked parameter");
+    let &[_, per_group, kh, kw] = &w_fact.shape[..] else {
+        return Err(node.shape_error(format!("weight {w_fact} must have rank 4")));
+    };
+    let bias = node.input(2).map(|_| param_name(ctx, node, 2, "bias")).transpose()?;
+    let groups = usize::try_from(node.int("group", 1)?).map_err(|_| node.malformed("bad group"))?;
+    let pair = |name: &str| -> OnnxResult<[usize; 2]> {
+        match node.ints(name) {
+            None => Ok([0, 0]),
+            Some(v) => match small_uints(node, name, v)?.as_slice() {
+                &[a, b] => Ok([a, b]),
+                _ => Err(node.unsupported(format!("`{name}` {v:?}: expected 2 values"))),
+            },
+        }
+    };
+    let output_padding = pair("output_padding")?;
+    // The window's attributes without padding; the padding follows from the output size when
+    // one is asked for.
+    let auto_pad = node.string("auto_pad", "NOTSET")?;
+    let w = window_nd(node, &x_fact.shape[2..], Some(&[kh, kw]))?;
+    let full = |i: usize| {
+        (x_fact.shape[2 + i].max(1) - 1) * w.stride[i]
+            + w.dilation[i] * (w.kernel[i] - 1)
+            + 1
+            + output_padding[i]
+    };
+    let target = match (node.ints("output_shape"), auto_pad.as_str()) {
+        (Some(shape), _) => Some(small_uints(node, "output_shape", shape)?),
+        (None, "SAME_UPPER" | "SAME_LOWER") => {
+            Some((0..2).map(|i| x_fact.shape[2 + i] * w.stride[i]).collect())
+        }
+        _ => None,
+    };
+    let padding = match target.as_deref() {
+        None => [w.padding[0], w.padding[1]],
+        Some(&[oh, ow]) => {
+            let mut pads = [0; 2];
+            for (i, out) in [oh, ow].into_iter().enumerate() {
+                match full(i).checked_sub(out) {
+                    Some(total) if total % 2 == 0 => pads[i] = total / 2,
+                    _ => {
+                        return Err(node.unsupported(format!(
+                            "output size {out} needs asymmetric or negative padding"
+                        )));
+                    }
+                }
+            }
+            pads
+        }
+        Some(other) => return Err(node.shape_error(format!("output_shape {other:?}"))),
+    };
+    let op = ConvTranspose2d {
+        out_channels: per_group * groups,
+        kernel: [w.kernel[0], w.kernel[1]],
+        stride: [w.stride[0], w.stride[1]],
+        padding,
+        output_padding,
+        dilation: [w.dilation[0], w.dilation[1]],
+        groups,
+        bias: bias.is_some(),
+    };
+    let x = ctx.wire(node, 0)?;
+    let params: Vec<String> = std::iter::once(weight).chain(bias).collect();
+    let out = ctx.emit_with_params(node, Op::ConvTranspose2d(op), &[x], &params)?[0];
+    let fact = ctx.graph.fact(out).cloned().expect("emitted");
+    one(Value::wire(out, fact))
 }
 
 /// The ONNX name of the parameter read by input `i`, which must be a graph input or

@@ -56,6 +56,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Constant",
     "ConstantOfShape",
     "Conv",
+    "ConvTranspose",
     "Cos",
     "Cosh",
     "CumSum",
@@ -195,6 +196,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "MatMul" => linear::matmul,
         "Gather" => sequence::gather,
         "InstanceNormalization" => norm::instance_norm,
+        "ConvTranspose" => conv::conv_transpose,
         "GroupNormalization" => norm::group_norm,
         "GatherElements" => sequence::gather_elements,
         "ScatterND" => sequence::scatter_nd,
@@ -226,7 +228,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
 /// from data in a model exported without its weights.
 pub(crate) fn weight_slots(op_type: &str) -> &'static [usize] {
     match op_type {
-        "Conv" | "LayerNormalization" | "Gemm" => &[1, 2],
+        "Conv" | "ConvTranspose" | "LayerNormalization" | "Gemm" => &[1, 2],
         "BatchNormalization" => &[1, 2, 3, 4],
         "LSTM" | "GRU" | "RNN" => &[1, 2, 3],
         "Gather" => &[0],

@@ -1,6 +1,8 @@
 //! Random small instances of every op, shared by the forward and gradient tests.
 
-use ordo_ir::op::{BatchNorm, Conv2d, Embedding, LayerNorm, Linear, Lstm, Pool2d, UnaryOp};
+use ordo_ir::op::{
+    BatchNorm, Conv2d, ConvTranspose2d, Embedding, LayerNorm, Linear, Lstm, Pool2d, UnaryOp,
+};
 use ordo_ir::op::{Distribution, ScatterReduction};
 use ordo_ir::{DType, Op, TensorFact};
 
@@ -53,6 +55,32 @@ const UNARIES: [UnaryOp; 32] = [
     UnaryOp::Round,
     UnaryOp::Sign,
 ];
+
+/// A random transposed convolution and input: groups, strides, padding, output padding,
+/// dilation.
+pub(crate) fn conv_transpose_case(r: &mut fastrand::Rng, seed: u64) -> Case {
+    let groups = r.usize(1..3);
+    let (cg, og) = (r.usize(1..3), r.usize(1..3));
+    let kernel = [r.usize(1..4), r.usize(1..4)];
+    let stride = [r.usize(1..3), r.usize(1..3)];
+    let dilation = [r.usize(1..3), 1];
+    let output_padding = [r.usize(0..stride[0].max(dilation[0])), 0];
+    // At most half the dilated kernel: the output stays at least the input's size.
+    let padding =
+        [r.usize(0..=dilation[0] * (kernel[0] - 1) / 2), r.usize(0..=(kernel[1] - 1) / 2)];
+    let op = Op::ConvTranspose2d(ConvTranspose2d {
+        out_channels: og * groups,
+        kernel,
+        stride,
+        padding,
+        output_padding,
+        dilation,
+        groups,
+        bias: r.bool(),
+    });
+    let x = rand(&[2, cg * groups, r.usize(2..5), r.usize(2..5)], seed + 60);
+    case(op, vec![x], seed)
+}
 
 /// A random convolution and input: groups 1, 2 or depthwise, strides, padding, dilation.
 pub(crate) fn conv_case(r: &mut fastrand::Rng, seed: u64) -> Case {

@@ -5,7 +5,7 @@ use ordo_ir::{DType, Op, TensorFact};
 use proptest::prelude::*;
 
 use super::super::{KernelContext, Tensor, run};
-use super::cases::{self, conv_case, pool_case};
+use super::cases::{self, conv_case, conv_transpose_case, pool_case};
 use super::{FWD_TOL, assert_close, check_forward, ctx, params_for, rand, run_ref};
 
 #[test]
@@ -129,6 +129,8 @@ proptest! {
     #[test]
     fn convolution_matches_the_reference(seed in 0u64..1_000_000) {
         let c = conv_case(&mut fastrand::Rng::with_seed(seed), seed);
+        check_forward(&c.op, &c.inputs, &c.params);
+        let c = conv_transpose_case(&mut fastrand::Rng::with_seed(seed), seed);
         check_forward(&c.op, &c.inputs, &c.params);
     }
 

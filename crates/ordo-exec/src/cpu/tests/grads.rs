@@ -5,21 +5,21 @@ use ordo_ir::{Op, TensorFact};
 
 use super::super::reference::{self, Dense};
 use super::super::{KernelContext, Tensor, run, supports};
-use super::cases::{self, Case, conv_case};
+use super::cases::{self, Case, conv_case, conv_transpose_case};
 use super::{GRAD_TOL, close, ctx, rand};
 
 /// What the training builder saves for each gradient (mirrors its rules).
 fn saved(op: &Op, wrt: Wrt, inputs: usize) -> Vec<Saved> {
     use Saved::{Input, Output};
     match (op, wrt) {
-        (Op::Conv2d(_) | Op::Linear(_), Wrt::Input(_)) => vec![],
+        (Op::Conv2d(_) | Op::ConvTranspose2d(_) | Op::Linear(_), Wrt::Input(_)) => vec![],
         (Op::MatMul | Op::Mul, Wrt::Input(k)) => vec![Input(1 - k)],
         (Op::Max | Op::Min | Op::Pow | Op::Mod { .. }, _) => vec![Input(0), Input(1)],
         (Op::Clip { .. } | Op::Where | Op::Activation { .. }, _) => vec![Input(0)],
         (Op::Div, Wrt::Input(0)) => vec![Input(1)],
         (Op::Div, Wrt::Input(_)) => vec![Input(0), Input(1)],
         (Op::BatchNorm(_) | Op::LayerNorm(_) | Op::Embedding(_), _) => vec![Input(0)],
-        (Op::Conv2d(_) | Op::Linear(_), Wrt::Params) => vec![Input(0)],
+        (Op::Conv2d(_) | Op::ConvTranspose2d(_) | Op::Linear(_), Wrt::Params) => vec![Input(0)],
         (Op::Unary { func }, _) => match func {
             UnaryOp::Relu
             | UnaryOp::Sigmoid
@@ -78,7 +78,12 @@ fn reads_params(op: &Op, wrt: Wrt) -> bool {
         Wrt::Input(_) => {
             matches!(
                 op,
-                Op::Conv2d(_) | Op::Linear(_) | Op::BatchNorm(_) | Op::LayerNorm(_) | Op::Lstm(_)
+                Op::Conv2d(_)
+                    | Op::ConvTranspose2d(_)
+                    | Op::Linear(_)
+                    | Op::BatchNorm(_)
+                    | Op::LayerNorm(_)
+                    | Op::Lstm(_)
             )
         }
         Wrt::Params => matches!(op, Op::Lstm(_)),
@@ -175,6 +180,8 @@ fn every_gradient_matches_finite_differences() {
 fn convolution_gradients_on_random_geometries() {
     for seed in 0..12 {
         let c = conv_case(&mut fastrand::Rng::with_seed(seed + 50), seed);
+        check(&c, seed);
+        let c = conv_transpose_case(&mut fastrand::Rng::with_seed(seed + 70), seed);
         check(&c, seed);
     }
 }
