@@ -16,6 +16,7 @@ output the logits. The check of one model, with the `ordo` binary:
     python scripts/onnx_models.py list
     python scripts/onnx_models.py export OUT_DIR [NAME ...]
     python scripts/onnx_models.py check [--ordo BIN] [--json OUT] [--ci | NAME ...]
+    python scripts/onnx_models.py table RESULTS.json [MORE.json ...]   # Markdown, later files win
 
 `check` exports each model into a temporary directory, checks it and deletes it (the largest
 files are gigabytes), and prints one line per model; `--json` writes every figure. Needs torch,
@@ -395,6 +396,32 @@ def _selected(names: list[str], ci: bool) -> list[Spec]:
     return [known[n] for n in names]
 
 
+def table(paths: list[str]) -> str:
+    """A Markdown table of `check --json` results; a model in a later file replaces its row."""
+    rows: dict[str, dict] = {}
+    for path in paths:
+        with open(path) as f:
+            rows.update({r["name"]: r for r in json.load(f)})
+    lines = [
+        "| model | library | parameters | IR nodes | import ms | simulated step, 4 devices (ms) "
+        "| CPU step ms, 1 / 3 devices | losses (1 and 3 devices) |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows.values():
+        if "error" in r:
+            lines.append(f"| {r['name']} | {r['library']} | | | | | | error: {r['error'][:120]} |")
+            continue
+        losses = " ".join(f"{x:.4f}" for x in r["losses"])
+        lines.append(
+            f"| {r['name']} | {r['library']} | {r['params']:,} | {r['nodes']} "
+            f"| {r['build_ms']:.0f} | {r['simulated_step_ms']} "
+            f"| {r['step_ms_cpu:1']:.0f} / {r['step_ms_cpu:3']:.0f} | {losses} (equal) |"
+        )
+    passed = sum("error" not in r for r in rows.values())
+    lines.append(f"\n{passed} of {len(rows)} models pass.")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -407,8 +434,13 @@ def main() -> None:
     chk.add_argument("--ci", action="store_true", help="only the models the CI runs")
     chk.add_argument("--ordo", default="target/release/ordo")
     chk.add_argument("--json", help="write every figure to this file")
+    tab = sub.add_parser("table")
+    tab.add_argument("results", nargs="+")
     args = parser.parse_args()
 
+    if args.command == "table":
+        print(table(args.results))
+        return
     if args.command == "list":
         for s in specs():
             print(f"{s.library:13} {s.name}{'  (ci)' if s.name in CI_MODELS else ''}")

@@ -176,37 +176,38 @@ fn conv1d(ctx: &mut Ctx<'_>, node: &Node<'_>, x_fact: &TensorFact) -> OnnxResult
     one(ctx.emit_value(&format!("{}/as_1d", node.name), reshape(&out), &[y2])?)
 }
 
-/// `ConvTranspose` over NCHW input with weight `[C, out / groups, kh, kw]` (and bias)
-/// parameters: `pads` (symmetric), `output_padding`, or an `output_shape` or `auto_pad` whose
-/// total padding splits evenly.
+/// `ConvTranspose` (1-D or 2-D) with weight `[C, out / groups, k...]` (and bias) parameters:
+/// `pads` (symmetric), `output_padding`, or an `output_shape` or `auto_pad` whose total
+/// padding splits evenly. A 1-D one is the IR's 2-D one over a unit height (as `Conv`).
 pub(crate) fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let x_fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
-    if x_fact.rank() != 4 {
-        return Err(node.unsupported(format!("input {x_fact}: only 2-D transposed convolutions")));
+    let dims = x_fact.rank().saturating_sub(2);
+    if !(1..=2).contains(&dims) {
+        return Err(
+            node.unsupported(format!("input {x_fact}: only 1-D and 2-D transposed convolutions"))
+        );
     }
     let weight = param_name(ctx, node, 1, "weight")?;
     let w_fact = ctx.param_fact(&weight).cloned().expect("checked parameter");
-    let &[_, per_group, kh, kw] = &w_fact.shape[..] else {
-        return Err(node.shape_error(format!("weight {w_fact} must have rank 4")));
-    };
+    if w_fact.rank() != dims + 2 {
+        return Err(node.shape_error(format!("weight {w_fact} must have rank {}", dims + 2)));
+    }
+    let per_group = w_fact.shape[1];
     let bias = node.input(2).map(|_| param_name(ctx, node, 2, "bias")).transpose()?;
     let groups = usize::try_from(node.int("group", 1)?).map_err(|_| node.malformed("bad group"))?;
-    let pair = |name: &str| -> OnnxResult<[usize; 2]> {
-        match node.ints(name) {
-            None => Ok([0, 0]),
-            Some(v) => match small_uints(node, name, v)?.as_slice() {
-                &[a, b] => Ok([a, b]),
-                _ => Err(node.unsupported(format!("`{name}` {v:?}: expected 2 values"))),
-            },
+    let spatial = &x_fact.shape[2..];
+    let output_padding = match node.ints("output_padding") {
+        None => vec![0; dims],
+        Some(v) if v.len() == dims => small_uints(node, "output_padding", v)?,
+        Some(v) => {
+            return Err(node.unsupported(format!("`output_padding` {v:?}: expected {dims} values")));
         }
     };
-    let output_padding = pair("output_padding")?;
-    // The window's attributes without padding; the padding follows from the output size when
-    // one is asked for.
+    // The padding follows from the output size when one is asked for.
     let auto_pad = node.string("auto_pad", "NOTSET")?;
-    let w = window_nd(node, &x_fact.shape[2..], Some(&[kh, kw]))?;
+    let w = window_nd(node, spatial, Some(&w_fact.shape[2..]))?;
     let full = |i: usize| {
-        (x_fact.shape[2 + i].max(1) - 1) * w.stride[i]
+        (spatial[i].max(1) - 1) * w.stride[i]
             + w.dilation[i] * (w.kernel[i] - 1)
             + 1
             + output_padding[i]
@@ -214,20 +215,20 @@ pub(crate) fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<O
     let target = match (node.ints("output_shape"), auto_pad.as_str()) {
         (Some(shape), _) => Some(small_uints(node, "output_shape", shape)?),
         (None, "SAME_UPPER" | "SAME_LOWER") => {
-            Some((0..2).map(|i| x_fact.shape[2 + i] * w.stride[i]).collect())
+            Some((0..dims).map(|i| spatial[i] * w.stride[i]).collect())
         }
         _ => None,
     };
-    let padding = match target.as_deref() {
-        None => [w.padding[0], w.padding[1]],
-        Some(&[oh, ow]) => {
-            let mut pads = [0; 2];
-            for (i, out) in [oh, ow].into_iter().enumerate() {
-                match full(i).checked_sub(out) {
+    let padding = match target {
+        None => w.padding.clone(),
+        Some(out) if out.len() == dims => {
+            let mut pads = vec![0; dims];
+            for (i, &size) in out.iter().enumerate() {
+                match full(i).checked_sub(size) {
                     Some(total) if total % 2 == 0 => pads[i] = total / 2,
                     _ => {
                         return Err(node.unsupported(format!(
-                            "output size {out} needs asymmetric or negative padding"
+                            "output size {size} needs asymmetric or negative padding"
                         )));
                     }
                 }
@@ -236,21 +237,47 @@ pub(crate) fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<O
         }
         Some(other) => return Err(node.shape_error(format!("output_shape {other:?}"))),
     };
+    // A 1-D window becomes a 2-D one with a unit first dim.
+    let lift = |v: &[usize], unit: usize| -> [usize; 2] {
+        if dims == 1 { [unit, v[0]] } else { [v[0], v[1]] }
+    };
     let op = ConvTranspose2d {
         out_channels: per_group * groups,
-        kernel: [w.kernel[0], w.kernel[1]],
-        stride: [w.stride[0], w.stride[1]],
-        padding,
-        output_padding,
-        dilation: [w.dilation[0], w.dilation[1]],
+        kernel: lift(&w.kernel, 1),
+        stride: lift(&w.stride, 1),
+        padding: lift(&padding, 0),
+        output_padding: lift(&output_padding, 0),
+        dilation: lift(&w.dilation, 1),
         groups,
         bias: bias.is_some(),
     };
     let x = ctx.wire(node, 0)?;
-    let params: Vec<String> = std::iter::once(weight).chain(bias).collect();
-    let out = ctx.emit_with_params(node, Op::ConvTranspose2d(op), &[x], &params)?[0];
-    let fact = ctx.graph.fact(out).cloned().expect("emitted");
-    one(Value::wire(out, fact))
+    if dims == 2 {
+        let params: Vec<String> = std::iter::once(weight).chain(bias).collect();
+        let out = ctx.emit_with_params(node, Op::ConvTranspose2d(op), &[x], &params)?[0];
+        let fact = ctx.graph.fact(out).cloned().expect("emitted");
+        return one(Value::wire(out, fact));
+    }
+    let as_2d = format!("{weight}/as_2d");
+    let mut shape_2d = w_fact.shape.clone();
+    shape_2d.insert(2, 1);
+    ctx.declare_derived_param(
+        &as_2d,
+        TensorFact::new(w_fact.dtype, shape_2d),
+        ParamSource::Tensor(weight),
+    );
+    let params: Vec<String> = std::iter::once(as_2d).chain(bias).collect();
+    let (n, c, len) = (x_fact.shape[0], x_fact.shape[1], x_fact.shape[2]);
+    let x2 =
+        ctx.emit(&format!("{}/as_2d", node.name), reshape(&[n, c, 1, len]), &[x], Vec::new())?[0];
+    let y2 = ctx.emit_with_params(node, Op::ConvTranspose2d(op), &[x2], &params)?[0];
+    let y_fact = ctx.graph.fact(y2).cloned().expect("emitted");
+    let out = [n, y_fact.shape[1], y_fact.shape[3]];
+    one(ctx.emit_value(&format!("{}/as_1d", node.name), reshape(&out), &[y2])?)
+}
+
+fn reshape(shape: &[usize]) -> Op {
+    Op::Reshape { shape: shape.iter().map(|&d| d as i64).collect() }
 }
 
 /// The ONNX name of the parameter read by input `i`, which must be a graph input or
