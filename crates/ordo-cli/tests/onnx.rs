@@ -343,7 +343,7 @@ fn operators_without_kernels_are_planned_and_named_by_run() {
     let out = ordo(&["inspect", &model]);
     assert!(out.status.success(), "{}", stderr(&out));
     let table = stdout(&out);
-    for row in ["Erf", "f32[4,18]", "TopK", "i64[4,3]", "Einsum", "bool[4,16]", "LpNormalization"] {
+    for row in ["Erf", "f32[4,18]", "TopK", "i64[4,3]", "Einsum", "bool[4,16]", "ScatterElements"] {
         assert!(table.contains(row), "`{row}` in: {table}");
     }
     for command in [&["place", "--devices", "2"][..], &["simulate", "--devices", "2"]] {
@@ -352,11 +352,11 @@ fn operators_without_kernels_are_planned_and_named_by_run() {
     }
     let err = error(&["run", &model, "--train", "--devices", "cpu:2", "--steps", "1"]);
     // Range, Mod and Cast of constants fold at import: no node, nothing to run; every other
-    // operator of the file but LpNormalization and PRelu has a kernel (ops/generic no longer
-    // imports them for planning).
+    // operator of the file but ScatterElements and MeanVarianceNormalization has a kernel
+    // (ops/generic no longer imports them for planning).
     assert!(err.contains("2 operator(s) imported for planning only"), "{err}");
-    assert!(err.contains("LpNormalization (`lpnorm`; and its gradient)"), "{err}");
-    assert!(err.contains("PRelu (`prelu`; and its gradient)"), "{err}");
+    assert!(err.contains("ScatterElements (`scatter`; and its gradient)"), "{err}");
+    assert!(err.contains("MeanVarianceNormalization (`mvn`; and its gradient)"), "{err}");
     let runnable = [
         "Range",
         "Mod",

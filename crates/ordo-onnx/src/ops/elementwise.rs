@@ -499,29 +499,35 @@ pub(crate) fn arg_extreme(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
     one(ctx.emit_value(&node.name, op, &[w])?)
 }
 
-/// `Dropout`: the IR's `Dropout` in training mode, the identity otherwise; the mask output is
-/// not imported.
+/// `Dropout`: the IR's `Dropout` in training mode, the identity otherwise. The mask output is
+/// not imported in training mode; in inference mode it is a constant of trues.
 pub(crate) fn dropout(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
-    let (p, training) = if node.opset < 12 {
-        (node.float("ratio", 0.5)?, node.num_outputs() > 1)
+    let given = |i: usize| node.input(i).is_some_and(|name| !name.is_empty());
+    // Before opset 12 there is no training flag: PyTorch writes a training-mode dropout with
+    // its mask output.
+    let training = if node.opset < 12 {
+        node.num_outputs() > 1
+    } else if given(2) {
+        ctx.const_input(node, 2, "training_mode")?.scalar().unwrap_or(0.0) != 0.0
     } else {
-        let ratio = match node.input(1) {
-            Some(_) => ctx.const_input(node, 1, "the ratio")?.scalar().unwrap_or(0.5),
-            None => 0.5,
-        };
-        let training = match node.input(2) {
-            Some(_) => ctx.const_input(node, 2, "training_mode")?.scalar().unwrap_or(0.0) != 0.0,
-            None => false,
-        };
-        (ratio, training)
+        false
     };
-    let out = if training {
-        let x = ctx.wire(node, 0)?;
-        ctx.emit_value(&node.name, Op::Dropout { p }, &[x])?
+    if !training {
+        // The ratio does not matter (it may even be a run-time input).
+        let x = ctx.input(node, 0)?;
+        let shape = ctx.fact_of(node, &x)?.shape;
+        let mask = ConstTensor { elem: code::BOOL, shape, data: ConstData::Splat(1.0) };
+        return Ok(vec![Some(x), Some(Value::constant(mask))]);
+    }
+    let p = if node.opset < 12 {
+        node.float("ratio", 0.5)?
+    } else if given(1) {
+        ctx.const_input(node, 1, "the ratio")?.scalar().unwrap_or(0.5)
     } else {
-        ctx.input(node, 0)?
+        0.5
     };
-    Ok(vec![Some(out), None])
+    let x = ctx.wire(node, 0)?;
+    Ok(vec![Some(ctx.emit_value(&node.name, Op::Dropout { p }, &[x])?), None])
 }
 
 /// `Trilu` of a constant (a mask), folded.

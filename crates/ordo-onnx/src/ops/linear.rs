@@ -17,13 +17,11 @@ use crate::value::{Base, Step, Value};
 
 /// `Gemm`: `alpha * A' B' + beta * C`, with `alpha = beta = 1` and `A` not transposed.
 pub(crate) fn gemm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
-    if node.float("alpha", 1.0)? != 1.0
-        || (node.input(2).is_some() && node.float("beta", 1.0)? != 1.0)
-    {
-        return Err(node.unsupported("alpha and beta other than 1"));
-    }
-    if node.int("transA", 0)? != 0 {
-        return Err(node.unsupported("a transposed A"));
+    let (alpha, beta) = (node.float("alpha", 1.0)?, node.float("beta", 1.0)?);
+    let trans_a = node.int("transA", 0)? != 0;
+    let plain = alpha == 1.0 && (node.input(2).is_none() || beta == 1.0) && !trans_a;
+    if !plain {
+        return general_gemm(ctx, node, trans_a, alpha, beta);
     }
     let trans_b = node.int("transB", 0)? != 0;
     let b = ctx.input(node, 1)?;
@@ -61,6 +59,46 @@ pub(crate) fn gemm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     }
     let y = ctx.emit(&format!("{}.matmul", node.name), Op::MatMul, &[x, w], Vec::new())?[0];
     let c = ctx.wire(node, 2)?;
+    one(ctx.emit_value(&node.name, Op::Add, &[y, c])?)
+}
+
+/// `alpha * op(A) op(B) + beta * C` as IR ops: transposes, a `MatMul`, `Scale`s and an `Add`.
+fn general_gemm(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    trans_a: bool,
+    alpha: f64,
+    beta: f64,
+) -> OnnxResult<Outputs> {
+    let part = |p: &str| format!("{}.{p}", node.name);
+    let operand = |ctx: &mut Ctx<'_>, i: usize, transposed: bool| -> OnnxResult<_> {
+        let w = ctx.wire(node, i)?;
+        if !transposed {
+            return Ok(w);
+        }
+        let name = part(if i == 0 { "transA" } else { "transB" });
+        Ok(ctx.emit(&name, Op::Transpose { perm: vec![1, 0] }, &[w], Vec::new())?[0])
+    };
+    let a = operand(ctx, 0, trans_a)?;
+    let b = operand(ctx, 1, node.int("transB", 0)? != 0)?;
+    let has_c = node.input(2).is_some_and(|c| !c.is_empty());
+    // The last node takes the ONNX node's name.
+    let (last_product, scaled) = match (has_c, alpha != 1.0) {
+        (true, _) => (part("matmul"), part("alpha")),
+        (false, true) => (part("matmul"), node.name.clone()),
+        (false, false) => (node.name.clone(), String::new()),
+    };
+    let mut y = ctx.emit(&last_product, Op::MatMul, &[a, b], Vec::new())?[0];
+    if alpha != 1.0 {
+        y = ctx.emit(&scaled, Op::Scale { factor: alpha }, &[y], Vec::new())?[0];
+    }
+    if !has_c {
+        return one(Value::wire(y, ctx.graph.fact(y).cloned().expect("emitted")));
+    }
+    let mut c = ctx.wire(node, 2)?;
+    if beta != 1.0 {
+        c = ctx.emit(&part("beta"), Op::Scale { factor: beta }, &[c], Vec::new())?[0];
+    }
     one(ctx.emit_value(&node.name, Op::Add, &[y, c])?)
 }
 

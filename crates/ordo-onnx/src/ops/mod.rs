@@ -5,6 +5,7 @@
 //! no counterpart for (a dropout mask, BatchNorm's updated running statistics, an LSTM's last
 //! states), which is an error only if something reads it.
 
+mod composite;
 mod conv;
 mod einsum;
 mod elementwise;
@@ -60,6 +61,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Cos",
     "Cosh",
     "CumSum",
+    "DepthToSpace",
     "Div",
     "Dropout",
     "Einsum",
@@ -68,6 +70,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Erf",
     "Exp",
     "Expand",
+    "EyeLike",
     "Flatten",
     "Floor",
     "Gather",
@@ -75,6 +78,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Gelu",
     "Gemm",
     "GlobalAveragePool",
+    "GlobalMaxPool",
     "Greater",
     "GreaterOrEqual",
     "GroupNormalization",
@@ -83,6 +87,8 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Hardmax",
     "Identity",
     "InstanceNormalization",
+    "IsInf",
+    "IsNaN",
     "LSTM",
     "LayerNormalization",
     "LeakyRelu",
@@ -90,6 +96,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "LessOrEqual",
     "Log",
     "LogSoftmax",
+    "LpNormalization",
     "MatMul",
     "Max",
     "MaxPool",
@@ -102,6 +109,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "NegativeLogLikelihoodLoss",
     "Not",
     "Or",
+    "PRelu",
     "Pad",
     "Pow",
     "RMSNormalization",
@@ -137,6 +145,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "SoftmaxCrossEntropyLoss",
     "Softplus",
     "Softsign",
+    "SpaceToDepth",
     "Split",
     "Sqrt",
     "Squeeze",
@@ -196,6 +205,12 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "MatMul" => linear::matmul,
         "Gather" => sequence::gather,
         "InstanceNormalization" => norm::instance_norm,
+        "GlobalMaxPool" => composite::global_max_pool,
+        "IsNaN" | "IsInf" => composite::is_special,
+        "PRelu" => composite::prelu,
+        "LpNormalization" => composite::lp_normalization,
+        "DepthToSpace" | "SpaceToDepth" => composite::depth_space,
+        "EyeLike" => composite::eye_like,
         "ConvTranspose" => conv::conv_transpose,
         "GroupNormalization" => norm::group_norm,
         "GatherElements" => sequence::gather_elements,

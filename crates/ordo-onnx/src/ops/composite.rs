@@ -1,0 +1,194 @@
+//! Operators written as a few IR ops: `GlobalMaxPool` (a max over the spatial dims), `IsNaN`
+//! and `IsInf` (comparisons), `PRelu` (a `Where`), `LpNormalization` (a division by an L1 or
+//! L2 norm), `DepthToSpace` and `SpaceToDepth` (reshapes around a transpose), and `EyeLike`
+//! (a constant: its values depend on its input's shape only). Their gradients are those of
+//! the IR ops.
+
+use ordo_ir::op::{CompareKind, LogicKind, Reduce, ReduceKind};
+use ordo_ir::{Op, OutletId};
+
+use super::{Outputs, one, resolve_axis};
+use crate::ctx::Ctx;
+use crate::error::OnnxResult;
+use crate::node::Node;
+use crate::tensor::{ConstData, ConstTensor, code, onnx_code};
+use crate::value::Value;
+
+/// One IR node named `node.part` (or the node's own name for the last).
+fn emit(ctx: &mut Ctx<'_>, name: &str, op: Op, inputs: &[OutletId]) -> OnnxResult<OutletId> {
+    Ok(ctx.emit(name, op, inputs, Vec::new())?[0])
+}
+
+fn part(node: &Node<'_>, p: &str) -> String {
+    format!("{}.{p}", node.name)
+}
+
+fn wire_value(ctx: &Ctx<'_>, w: OutletId) -> Value {
+    Value::wire(w, ctx.graph.fact(w).cloned().expect("emitted"))
+}
+
+/// A float scalar constant as a buffer.
+fn scalar(ctx: &mut Ctx<'_>, node: &Node<'_>, p: &str, v: f64) -> OnnxResult<OutletId> {
+    let c = ConstTensor { elem: code::FLOAT, shape: vec![], data: ConstData::Float(vec![v]) };
+    ctx.buffer(node, &part(node, p), &c)
+}
+
+/// Input 0 as a float wire with its shape.
+fn float_input(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<(OutletId, Vec<usize>)> {
+    let x = ctx.wire(node, 0)?;
+    let fact = ctx.graph.fact(x).cloned().expect("emitted");
+    if !fact.dtype.is_float() {
+        return Err(node.unsupported(format!("input {fact}: the IR computes these on floats")));
+    }
+    Ok((x, fact.shape))
+}
+
+/// `GlobalMaxPool`: the maximum over every spatial dim, kept as size 1.
+pub(crate) fn global_max_pool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let (x, shape) = float_input(ctx, node)?;
+    let op = Op::Reduce(Reduce {
+        kind: ReduceKind::Max,
+        axes: (2..shape.len()).collect(),
+        keepdims: true,
+    });
+    one(ctx.emit_value(&node.name, op, &[x])?)
+}
+
+/// `IsNaN`: `x != x`; `IsInf`: `x == inf` or `x == -inf` (as `detect_positive` and
+/// `detect_negative` say).
+pub(crate) fn is_special(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let (x, _) = float_input(ctx, node)?;
+    let equal = Op::Compare(CompareKind::Equal);
+    if node.op_type() == "IsNaN" {
+        let same = emit(ctx, &part(node, "equal"), equal, &[x, x])?;
+        return one(ctx.emit_value(&node.name, Op::Not, &[same])?);
+    }
+    let signs: Vec<f64> = [
+        (node.int("detect_positive", 1)?, f64::INFINITY),
+        (node.int("detect_negative", 1)?, f64::NEG_INFINITY),
+    ]
+    .into_iter()
+    .filter(|&(on, _)| on != 0)
+    .map(|(_, v)| v)
+    .collect();
+    let out = match signs[..] {
+        [] => {
+            // Neither sign: all false, as `x != x && x == x`.
+            let same = emit(ctx, &part(node, "equal"), equal.clone(), &[x, x])?;
+            let differ = emit(ctx, &part(node, "differ"), Op::Not, &[same])?;
+            emit(ctx, &node.name, Op::Logic(LogicKind::And), &[same, differ])?
+        }
+        [v] => {
+            let inf = scalar(ctx, node, "inf", v)?;
+            emit(ctx, &node.name, equal, &[x, inf])?
+        }
+        _ => {
+            let (pos, neg) = (
+                scalar(ctx, node, "inf", f64::INFINITY)?,
+                scalar(ctx, node, "neg_inf", f64::NEG_INFINITY)?,
+            );
+            let a = emit(ctx, &part(node, "positive"), equal.clone(), &[x, pos])?;
+            let b = emit(ctx, &part(node, "negative"), equal, &[x, neg])?;
+            emit(ctx, &node.name, Op::Logic(LogicKind::Or), &[a, b])?
+        }
+    };
+    one(wire_value(ctx, out))
+}
+
+/// `PRelu`: `x < 0 ? slope * x : x`, the slope broadcast to `x`.
+pub(crate) fn prelu(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let (x, _) = float_input(ctx, node)?;
+    let slope = ctx.wire(node, 1)?;
+    let zero = scalar(ctx, node, "zero", 0.0)?;
+    let negative = emit(ctx, &part(node, "negative"), Op::Compare(CompareKind::Less), &[x, zero])?;
+    let scaled = emit(ctx, &part(node, "scaled"), Op::Mul, &[x, slope])?;
+    one(ctx.emit_value(&node.name, Op::Where, &[negative, scaled, x])?)
+}
+
+/// `LpNormalization`: `x / ||x||_p` along `axis`, p 1 or 2 (0 where the norm is 0).
+pub(crate) fn lp_normalization(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let (x, shape) = float_input(ctx, node)?;
+    let axis = resolve_axis(node, node.int("axis", -1)?, shape.len())?;
+    let kind = match node.int("p", 2)? {
+        1 => ReduceKind::L1,
+        2 => ReduceKind::L2,
+        p => return Err(node.malformed(format!("p = {p}: expected 1 or 2"))),
+    };
+    let norm = emit(
+        ctx,
+        &part(node, "norm"),
+        Op::Reduce(Reduce { kind, axes: vec![axis], keepdims: true }),
+        &[x],
+    )?;
+    // A zero norm (an all-zero lane) divides by 1 instead: the lane stays 0, as in onnx's
+    // reference, and no 0 / 0 reaches the gradient.
+    let (zero, one_) = (scalar(ctx, node, "zero", 0.0)?, scalar(ctx, node, "one", 1.0)?);
+    let empty = emit(ctx, &part(node, "empty"), Op::Compare(CompareKind::Equal), &[norm, zero])?;
+    let divisor = emit(ctx, &part(node, "divisor"), Op::Where, &[empty, one_, norm])?;
+    one(ctx.emit_value(&node.name, Op::Div, &[x, divisor])?)
+}
+
+/// `DepthToSpace` (`DCR` or `CRD` order) and `SpaceToDepth` of `[N, C, H, W]` with block `b`:
+/// a reshape to six dims, a transpose, a reshape back.
+pub(crate) fn depth_space(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let x = ctx.wire(node, 0)?;
+    let fact = ctx.graph.fact(x).cloned().expect("emitted");
+    let b = usize::try_from(node.int("blocksize", 0)?)
+        .ok()
+        .filter(|&b| b > 0)
+        .ok_or_else(|| node.malformed("blocksize must be positive"))?;
+    let &[n, c, h, w] = &fact.shape[..] else {
+        return Err(node.shape_error(format!("input {fact}: expected [N, C, H, W]")));
+    };
+    let (split, perm, out) = if node.op_type() == "DepthToSpace" {
+        if c % (b * b) != 0 {
+            return Err(
+                node.shape_error(format!("{c} channels do not split into {b} x {b} blocks"))
+            );
+        }
+        let c_out = c / (b * b);
+        match node.string("mode", "DCR")?.as_str() {
+            "DCR" => {
+                (vec![n, b, b, c_out, h, w], vec![0, 3, 4, 1, 5, 2], vec![n, c_out, h * b, w * b])
+            }
+            "CRD" => {
+                (vec![n, c_out, b, b, h, w], vec![0, 1, 4, 2, 5, 3], vec![n, c_out, h * b, w * b])
+            }
+            other => return Err(node.malformed(format!("mode `{other}`: expected DCR or CRD"))),
+        }
+    } else {
+        if h % b != 0 || w % b != 0 {
+            return Err(node.shape_error(format!("{h} x {w} does not split into {b} x {b} blocks")));
+        }
+        (vec![n, c, h / b, b, w / b, b], vec![0, 3, 5, 1, 2, 4], vec![n, c * b * b, h / b, w / b])
+    };
+    let shape = |s: Vec<usize>| Op::Reshape { shape: s.into_iter().map(|d| d as i64).collect() };
+    let blocks = emit(ctx, &part(node, "blocks"), shape(split), &[x])?;
+    let moved = emit(ctx, &part(node, "moved"), Op::Transpose { perm }, &[blocks])?;
+    one(ctx.emit_value(&node.name, shape(out), &[moved])?)
+}
+
+/// `EyeLike`: ones on diagonal `k` of a matrix shaped like the input, a constant.
+pub(crate) fn eye_like(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let input = ctx.input(node, 0)?;
+    let (elem, shape) = match &input {
+        Value::Const(c) => (c.elem, c.shape.clone()),
+        other => {
+            let fact = ctx.fact_of(node, other)?;
+            (onnx_code(fact.dtype), fact.shape)
+        }
+    };
+    let &[rows, cols] = &shape[..] else {
+        return Err(node.shape_error(format!("input of shape {shape:?}: expected a matrix")));
+    };
+    let elem = if node.has_attr("dtype") { node.int("dtype", 0)? as i32 } else { elem };
+    let k = node.int("k", 0)?;
+    let on = |i: usize, j: usize| j as i64 - i as i64 == k;
+    let cells = (0..rows).flat_map(|i| (0..cols).map(move |j| (i, j)));
+    let data = if matches!(elem, code::FLOAT | code::FLOAT16 | code::BFLOAT16 | code::DOUBLE) {
+        ConstData::Float(cells.map(|(i, j)| f64::from(u8::from(on(i, j)))).collect())
+    } else {
+        ConstData::Int(cells.map(|(i, j)| i64::from(on(i, j))).collect())
+    };
+    one(Value::constant(ConstTensor { elem, shape, data }))
+}
