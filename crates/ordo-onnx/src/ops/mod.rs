@@ -5,6 +5,7 @@
 //! no counterpart for (a dropout mask, BatchNorm's updated running statistics, an LSTM's last
 //! states), which is an error only if something reads it.
 
+mod attention;
 mod composite;
 mod conv;
 mod einsum;
@@ -41,6 +42,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "And",
     "ArgMax",
     "ArgMin",
+    "Attention",
     "Asin",
     "Asinh",
     "Atan",
@@ -205,6 +207,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "MatMul" => linear::matmul,
         "Gather" => sequence::gather,
         "InstanceNormalization" => norm::instance_norm,
+        "Attention" => attention::attention,
         "GlobalMaxPool" => composite::global_max_pool,
         "IsNaN" | "IsInf" => composite::is_special,
         "PRelu" => composite::prelu,
