@@ -66,7 +66,7 @@ impl Builder<'_, '_> {
         heads: usize,
     ) -> OnnxResult<OutletId> {
         let s = self.shape(ctx, x);
-        if heads == 0 || s[2] % heads != 0 {
+        if heads == 0 || !s[2].is_multiple_of(heads) {
             return Err(self
                 .node
                 .shape_error(format!("{part} {s:?} does not split into {heads} heads")));
