@@ -8,7 +8,8 @@ output the logits. The check of one model, with the `ordo` binary:
 
 1. `ordo inspect --json`: the import's trainable parameter count equals the exporter's
    (`sum(p.numel() for p in model.parameters() if p.requires_grad)`; the parameters that do
-   not train are named with `--freeze`, as ONNX does not record it), and its build time;
+   not train and the float buffers are named with `--freeze`, as ONNX does not record which
+   tensors train), and its build time;
 2. `ordo simulate --train --devices 4`: placed on 4 devices and simulated;
 3. `ordo run --train --loss cross-entropy --steps 2` on 1 and on 3 CPU devices: bitwise the
    same two losses.
@@ -281,8 +282,10 @@ def export(spec: Spec, path: str) -> dict:
     model = spec.build()
     model.train()
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    # ONNX does not record which weights train: ordo is told (`--freeze`).
+    # ONNX does not record which weights train: ordo is told (`--freeze`) of the frozen
+    # parameters and the float buffers (Swin V2's coordinate tables) that the file holds.
     frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
+    frozen += [name for name, b in model.named_buffers() if b.is_floating_point()]
     inputs = spec.inputs()
     start = time.perf_counter()
     with warnings.catch_warnings():
@@ -298,9 +301,12 @@ def export(spec: Spec, path: str) -> dict:
             input_names=spec.input_names,
             output_names=["logits"],
         )
+    import onnx
+
+    stored = {t.name for t in onnx.load(path, load_external_data=False).graph.initializer}
     return {
         "params": params,
-        "frozen": frozen,
+        "frozen": [name for name in frozen if name in stored],
         "export_s": round(time.perf_counter() - start, 2),
         "file_mb": round(_size(path) / 2**20, 1),
     }
