@@ -202,3 +202,19 @@ def test_symbolic_dimensions_of_an_onnx_file_take_sizes_by_name():
     assert c.peak_memory_bytes[0] * 2 == a.peak_memory_bytes[0], "N=3 holds half of N=6"
     with pytest.raises(ordo.OrdoError, match="not one"):
         ordo.Model.load("resnet50", dims={"N": 6})
+
+
+def test_frozen_weights_of_an_onnx_file_train_as_the_command_line_says():
+    fixtures = ROOT / "crates" / "ordo-onnx" / "tests" / "fixtures"
+    path = str(fixtures / "convnet.onnx")
+    expected = run_cli("inspect", path, "--freeze", "conv2.weight", "--json")["params"]
+    assert run_cli("inspect", path, "--json")["params"] - expected == 16 * 8 * 3 * 3
+    # masks.onnx ends in its loss: its one weight frozen, nothing is left to train.
+    masks = str(fixtures / "masks.onnx")
+    assert ordo.Model.load(masks).training().is_training
+    with pytest.raises(ordo.OrdoError, match="no trainable parameters"):
+        ordo.Model.load(masks, frozen={"w"}).training()
+    with pytest.raises(ordo.OrdoError, match="did you mean `conv2.weight`"):
+        ordo.Model.load(path, frozen={"conv2.weigth"})
+    with pytest.raises(ordo.OrdoError, match="not one"):
+        ordo.Model.load("resnet50", frozen={"fc.weight"})
