@@ -330,9 +330,11 @@ fn declare_inputs(
     };
     for input in inputs {
         if let Some(c) = options.constant_inputs.get(input.name()) {
-            let data = crate::tensor::ConstData::Int(c.values.clone());
-            let value =
-                crate::tensor::ConstTensor { elem: code::INT64, shape: c.shape.clone(), data };
+            let (elem, data) = match &c.floats {
+                Some(v) => (code::FLOAT, crate::tensor::ConstData::Float(v.clone())),
+                None => (code::INT64, crate::tensor::ConstData::Int(c.values.clone())),
+            };
+            let value = crate::tensor::ConstTensor { elem, shape: c.shape.clone(), data };
             ctx.set(input.name(), Value::constant(value));
             continue;
         }

@@ -65,7 +65,7 @@ pub use values::{
 };
 
 /// Options of [`import`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ImportOptions {
     /// Names of the graph inputs that are data (every other non-initializer float input is a
     /// parameter). `None` guesses as described in the crate documentation.
@@ -92,13 +92,16 @@ pub struct ImportOptions {
     pub frozen: std::collections::BTreeSet<String>,
 }
 
-/// The value of an integer graph input, given at import ([`ImportOptions::constant_inputs`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The value of a graph input given at import ([`ImportOptions::constant_inputs`]): integers,
+/// or floats where a float input sets a shape (`Resize`'s scales).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ConstantInput {
     /// Shape.
     pub shape: Vec<usize>,
     /// Elements, row-major.
     pub values: Vec<i64>,
+    /// Float elements instead of `values` (an `f32` input).
+    pub floats: Option<Vec<f64>>,
 }
 
 /// What an import produced, beyond the graph.

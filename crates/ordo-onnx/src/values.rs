@@ -263,6 +263,9 @@ pub struct ModelInfo {
     pub inputs: Vec<String>,
     /// The graph outputs, in order.
     pub outputs: Vec<String>,
+    /// The graph inputs that some node reads where an export writes a constant that sets a
+    /// shape (`Resize`'s roi, scales and sizes, `Upsample`'s scales, `OneHot`'s depth).
+    pub shape_inputs: Vec<String>,
 }
 
 /// Reads the op types, inputs and outputs of a model's graph.
@@ -290,5 +293,17 @@ pub fn model_info(model: &[u8]) -> OnnxResult<ModelInfo> {
             .filter(|n| !inits.contains(n.as_str()))
             .collect(),
         outputs: graph.output.iter().map(|o| o.name().to_string()).collect(),
+        shape_inputs: graph
+            .node
+            .iter()
+            .flat_map(|n| {
+                let slots: &[usize] = match n.op_type() {
+                    "Resize" => &[1, 2, 3],
+                    "Upsample" | "OneHot" => &[1],
+                    _ => &[],
+                };
+                slots.iter().filter_map(|&s| n.input.get(s)).filter(|s| !s.is_empty()).cloned()
+            })
+            .collect(),
     })
 }

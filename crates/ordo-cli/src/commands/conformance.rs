@@ -281,7 +281,8 @@ fn check(
     Ok(Outcome::Pass)
 }
 
-/// `options` with the case's integer and bool inputs given their test values as constants.
+/// `options` with the case's integer and bool inputs, and its float inputs that set shapes,
+/// given their test values as constants.
 fn with_integer_inputs_constant(
     mut options: ordo_onnx::ImportOptions,
     info: &ordo_onnx::ModelInfo,
@@ -291,12 +292,16 @@ fn with_integer_inputs_constant(
         // An input of a type that cannot be read (strings, 4-bit) is not an integer constant.
         let Ok(bytes) = std::fs::read(data.join(format!("input_{k}.pb"))) else { continue };
         let Ok(value) = ordo_onnx::read_tensor(&bytes) else { continue };
-        let values = match value.values {
-            ordo_onnx::Values::I64(values) => values,
-            ordo_onnx::Values::Bool(values) => values.into_iter().map(i64::from).collect(),
+        let (values, floats) = match value.values {
+            ordo_onnx::Values::I64(values) => (values, None),
+            ordo_onnx::Values::Bool(values) => (values.into_iter().map(i64::from).collect(), None),
+            // Floats only where they set a shape (`Resize`'s scales): float data stays data.
+            ordo_onnx::Values::F32(v) if info.shape_inputs.contains(name) => {
+                (Vec::new(), Some(v.into_iter().map(f64::from).collect()))
+            }
             ordo_onnx::Values::F32(_) => continue,
         };
-        let constant = ordo_onnx::ConstantInput { shape: value.shape, values };
+        let constant = ordo_onnx::ConstantInput { shape: value.shape, values, floats };
         options.constant_inputs.insert(name.clone(), constant);
         if let Some(data_inputs) = options.data_inputs.as_mut() {
             data_inputs.retain(|d| d != name);

@@ -11,6 +11,7 @@ mod conv;
 mod einsum;
 mod elementwise;
 pub(crate) mod generic;
+mod interpolate;
 mod linear;
 mod logic;
 mod loss;
@@ -132,6 +133,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "ReduceSumSquare",
     "Relu",
     "Reshape",
+    "Resize",
     "Round",
     "ScatterND",
     "Selu",
@@ -208,6 +210,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "Gather" => sequence::gather,
         "InstanceNormalization" => norm::instance_norm,
         "Attention" => attention::attention,
+        "Resize" => interpolate::resize,
         "GlobalMaxPool" => composite::global_max_pool,
         "IsNaN" | "IsInf" => composite::is_special,
         "PRelu" => composite::prelu,
