@@ -130,6 +130,29 @@ pub(super) fn fold_constants(
             };
             Ok(Some(fold::scatter_nd(data, indices, updates, reduce).map_err(bad)?))
         }
+        "Clip" => {
+            // Bounds by position: inputs 1 and 2 when given (opset 11), else attributes.
+            let Some(x) = consts.first() else { return Ok(None) };
+            let bound = |i: usize, attr: &str, default: f64| -> OnnxResult<f64> {
+                if node.opset < 11 {
+                    return node.float(attr, default);
+                }
+                match ins.get(i).and_then(Option::as_ref).and_then(|b| b.value.as_ref()) {
+                    Some(c) => c.scalar().ok_or_else(|| bad(format!("`{attr}` must be a scalar"))),
+                    None => Ok(default),
+                }
+            };
+            let (lo, hi) = (bound(1, "min", f64::NEG_INFINITY)?, bound(2, "max", f64::INFINITY)?);
+            let zero = ConstTensor { elem: x.elem, shape: vec![], data: ConstData::Int(vec![0]) };
+            let folded = fold::binary(
+                &zero,
+                x,
+                move |_, v| v.max(lo).min(hi),
+                move |_, v| Some((v as f64).max(lo).min(hi) as i64),
+            )
+            .map_err(bad)?;
+            Ok(Some(folded))
+        }
         "Tile" => {
             let [data, repeats] = consts[..] else { return Ok(None) };
             let repeats = repeats.to_i64s().ok_or_else(|| bad("too many repeats".into()))?;
