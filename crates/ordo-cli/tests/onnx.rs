@@ -307,30 +307,27 @@ fn symbolic_dimensions_take_batch_or_dim() {
     assert!(err.contains("symbolic dimensions of ONNX files"), "{err}");
 }
 
+/// The losses of `ordo run MODEL --train --steps 3` on `devices` with `extra` options.
+fn train_losses(model: &str, devices: &str, extra: &[&str]) -> Vec<f64> {
+    let args = [
+        &["run", model, "--train", "--steps", "3", "--devices", devices][..],
+        &["--json", "--warmup-seconds", "0"],
+        extra,
+    ]
+    .concat();
+    let v = json(&ordo(&args));
+    v["losses"].as_array().unwrap().iter().map(|l| l.as_f64().unwrap()).collect()
+}
+
 /// Training through the mask and reduction kernels (`fixtures/gen_masks.py`: comparisons,
 /// `Not`, `Where`, `Clip`, `Pow` with a run-time exponent, `Min`, `ReduceMax`, `ReduceL2`,
 /// `ReduceLogSumExp`): the same losses on one and on three CPU devices, and they fall.
 #[test]
 fn training_runs_through_masks_and_reductions_on_any_placement() {
     let model = fixture("masks.onnx");
-    let losses = |devices: &str| -> Vec<f64> {
-        let v = json(&ordo(&[
-            "run",
-            &model,
-            "--train",
-            "--devices",
-            devices,
-            "--steps",
-            "3",
-            "--json",
-            "--warmup-seconds",
-            "0",
-        ]));
-        v["losses"].as_array().unwrap().iter().map(|l| l.as_f64().unwrap()).collect()
-    };
-    let one = losses("cpu:1");
+    let one = train_losses(&model, "cpu:1", &[]);
     assert_eq!(one.len(), 3);
-    assert_eq!(one, losses("cpu:3"), "bitwise the same losses on 1 and 3 devices");
+    assert_eq!(one, train_losses(&model, "cpu:3", &[]), "bitwise the same on 1 and 3 devices");
     assert!(one[2] < one[0], "{one:?}");
 }
 
@@ -428,23 +425,8 @@ fn onnx_node_tests_agree_on_shapes_and_the_folded_attention_runs() {
 /// exported without randomness (so the draws act).
 #[test]
 fn stochastic_depth_trains_the_same_on_any_placement() {
-    let losses = |file: &str, devices: &str| -> Vec<f64> {
-        let v = json(&ordo(&[
-            "run",
-            &fixture(file),
-            "--train",
-            "--loss",
-            "cross-entropy",
-            "--devices",
-            devices,
-            "--steps",
-            "3",
-            "--json",
-            "--warmup-seconds",
-            "0",
-        ]));
-        v["losses"].as_array().unwrap().iter().map(|l| l.as_f64().unwrap()).collect()
-    };
+    let cross_entropy = ["--loss", "cross-entropy"];
+    let losses = |file: &str, devices| train_losses(&fixture(file), devices, &cross_entropy);
     let one = losses("stochastic_depth.onnx", "cpu:1");
     assert_eq!(one, losses("stochastic_depth.onnx", "cpu:3"), "the same on 1 and 3 devices");
     let eval = losses("stochastic_depth_eval.onnx", "cpu:1");
@@ -465,15 +447,8 @@ fn frozen_initializers_do_not_train() {
             .unwrap()
     };
     assert_eq!(params(&[]) - params(&["--freeze", "conv2.weight"]), 16 * 8 * 3 * 3);
-    let losses = |extra: &[&str]| -> Vec<f64> {
-        let args = [
-            &["run", model.as_str(), "--train", "--loss", "cross-entropy", "--steps", "3"][..],
-            &["--json", "--warmup-seconds", "0"],
-            extra,
-        ]
-        .concat();
-        let v = json(&ordo(&args));
-        v["losses"].as_array().unwrap().iter().map(|l| l.as_f64().unwrap()).collect()
+    let losses = |extra: &[&str]| {
+        train_losses(&model, "cpu:1", &[&["--loss", "cross-entropy"], extra].concat())
     };
     let (all, frozen) = (losses(&[]), losses(&["--freeze", "conv2.weight", "--freeze", "fc.bias"]));
     assert_eq!(all[0], frozen[0], "the same first step");

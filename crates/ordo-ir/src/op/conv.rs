@@ -84,16 +84,7 @@ impl Conv2d {
         let x = inputs[0];
         expect_rank("input", x, 4)?;
         expect_float("input", x)?;
-        if self.groups == 0 || self.stride.contains(&0) || self.dilation.contains(&0) {
-            return Err("groups, stride and dilation must be at least 1".into());
-        }
-        let c = x.shape[1];
-        if !c.is_multiple_of(self.groups) || !self.out_channels.is_multiple_of(self.groups) {
-            return Err(format!(
-                "{c} input and {} output channels are not divisible by {} groups",
-                self.out_channels, self.groups
-            ));
-        }
+        check_window(x.shape[1], self.out_channels, self.groups, self.stride, self.dilation)?;
         let mut out = vec![x.shape[0], self.out_channels, 0, 0];
         for i in 0..2 {
             out[2 + i] = conv_out_len(
@@ -125,6 +116,26 @@ impl Conv2d {
         let out = outputs[0].numel();
         out * per_out + if self.bias { out } else { 0 }
     }
+}
+
+/// Checks a (transposed) convolution's groups, stride and dilation, and that both channel
+/// counts divide into the groups.
+pub(crate) fn check_window(
+    c: usize,
+    out_channels: usize,
+    groups: usize,
+    stride: [usize; 2],
+    dilation: [usize; 2],
+) -> Result<(), String> {
+    if groups == 0 || stride.contains(&0) || dilation.contains(&0) {
+        return Err("groups, stride and dilation must be at least 1".into());
+    }
+    if !c.is_multiple_of(groups) || !out_channels.is_multiple_of(groups) {
+        return Err(format!(
+            "{c} input and {out_channels} output channels are not divisible by {groups} groups"
+        ));
+    }
+    Ok(())
 }
 
 /// Output length of a convolution or pooling window along one dimension, `None` when the window

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::conv::check_window;
 use super::{Conv2d, ParamSpec, expect_float, expect_inputs, expect_rank};
 use crate::fact::TensorFact;
 
@@ -50,16 +51,7 @@ impl ConvTranspose2d {
         let x = inputs[0];
         expect_rank("input", x, 4)?;
         expect_float("input", x)?;
-        if self.groups == 0 || self.stride.contains(&0) || self.dilation.contains(&0) {
-            return Err("groups, stride and dilation must be at least 1".into());
-        }
-        let c = x.shape[1];
-        if !c.is_multiple_of(self.groups) || !self.out_channels.is_multiple_of(self.groups) {
-            return Err(format!(
-                "{c} input and {} output channels are not divisible by {} groups",
-                self.out_channels, self.groups
-            ));
-        }
+        check_window(x.shape[1], self.out_channels, self.groups, self.stride, self.dilation)?;
         let mut out = vec![x.shape[0], self.out_channels, 0, 0];
         for i in 0..2 {
             if self.output_padding[i] >= self.stride[i].max(self.dilation[i]) {
