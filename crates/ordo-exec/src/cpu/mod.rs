@@ -261,7 +261,13 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::Cast { to } => Box::new(move |c| random::cast(op, *to, c)),
         Op::RandomLike(d) => Box::new(move |c| random::random_like(op, d, c)),
         Op::Bernoulli => Box::new(move |c| random::bernoulli(op, c)),
-        Op::ScatterNd { reduction } => Box::new(move |c| scatter::scatter_nd(op, *reduction, c)),
+        Op::ScatterNd { reduction } => {
+            Box::new(move |c| scatter::scatter(op, scatter::Layout::Nd, *reduction, c))
+        }
+        Op::ScatterElements { axis, reduction } => {
+            let layout = scatter::Layout::Elements(*axis);
+            Box::new(move |c| scatter::scatter(op, layout, *reduction, c))
+        }
         Op::Where => Box::new(move |c| logic::select(op, c)),
         Op::Reduce(r) => Box::new(move |c| reduce::reduce(op, r, c)),
         Op::MaxPool2d(p) => Box::new(move |c| pool::max_pool(op, p, c)),
@@ -440,7 +446,18 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
             (vec![], Box::new(move |c| gather::expand_grad(g, c)))
         }
         (Op::ScatterNd { reduction }, Wrt::Input(k @ (0 | 2))) => {
-            (vec![Input(1)], Box::new(move |c| scatter::scatter_nd_grad(*reduction, k == 2, g, c)))
+            let layout = scatter::Layout::Nd;
+            (
+                vec![Input(1)],
+                Box::new(move |c| scatter::scatter_grad(layout, *reduction, k == 2, g, c)),
+            )
+        }
+        (Op::ScatterElements { axis, reduction }, Wrt::Input(k @ (0 | 2))) => {
+            let layout = scatter::Layout::Elements(*axis);
+            (
+                vec![Input(1)],
+                Box::new(move |c| scatter::scatter_grad(layout, *reduction, k == 2, g, c)),
+            )
         }
         (Op::Gather { axis }, Wrt::Input(0)) => {
             (vec![Input(1)], Box::new(move |c| gather::gather_grad(false, *axis, g, c)))

@@ -682,6 +682,23 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 };
             }
         }
+        Op::ScatterElements { axis, reduction } => {
+            // Element by element of the indices: its own coordinates, the axis one replaced.
+            let (data, indices, updates) = (&inputs[0], &inputs[1], &inputs[2]);
+            let a = axis_of(*axis, data.shape.len());
+            y.dtype = data.dtype;
+            y.data = data.data.clone();
+            for e in 0..indices.data.len() {
+                let mut j = unravel(e, &indices.shape);
+                let i = indices.data[e] as i64;
+                j[a] = (if i < 0 { i + data.shape[a] as i64 } else { i }) as usize;
+                let flat = ravel(&j, &data.shape);
+                y.data[flat] = match reduction {
+                    ordo_ir::op::ScatterReduction::None => updates.data[e],
+                    ordo_ir::op::ScatterReduction::Add => y.data[flat] + updates.data[e],
+                };
+            }
+        }
         Op::NllLoss(n) => {
             // Each target element by its multi-index: its class's value, weighted.
             use ordo_ir::op::LossReduction;

@@ -1,6 +1,8 @@
-//! `ScatterND` and its gradients. Each row of the indices (`[..., k]`) addresses a slice of
-//! the data (its first `k` coordinates, negative from the end); the slice's elements are
-//! contiguous, so a row is one offset into the data and the slice length `inner`.
+//! `ScatterND`, `ScatterElements` and their gradients, one code over a list of targets: each
+//! update "row" lands on a contiguous run of `inner` data elements at an offset. For
+//! `ScatterND` a row of the indices (`[..., k]`) addresses a slice of the data (its first `k`
+//! coordinates, negative from the end); for `ScatterElements` every index is a row of one
+//! element, at its own position with the axis coordinate replaced by the index.
 
 use ordo_ir::op::{Grad, Op, ScatterReduction};
 
@@ -8,8 +10,55 @@ use super::error::KernelResult;
 use super::tensor::{Data, Tensor};
 use super::util::{Call, numel, tensor};
 
-/// The offset into data of `shape` of each index row of input 1, and the slice length.
-fn targets(c: &Call, shape: &[usize]) -> KernelResult<(Vec<usize>, usize)> {
+/// Where the updates of a scatter land.
+#[derive(Clone, Copy)]
+pub(crate) enum Layout {
+    /// `ScatterND`: index rows address slices.
+    Nd,
+    /// `ScatterElements` along an axis.
+    Elements(i64),
+}
+
+/// The offset into data of `shape` of each update row, and the row length.
+fn targets(layout: Layout, c: &Call, shape: &[usize]) -> KernelResult<(Vec<usize>, usize)> {
+    match layout {
+        Layout::Nd => nd_targets(c, shape),
+        Layout::Elements(axis) => element_targets(axis, c, shape),
+    }
+}
+
+/// `ScatterElements`: index `p` lands at `p` with its axis coordinate replaced by the index.
+fn element_targets(axis: i64, c: &Call, shape: &[usize]) -> KernelResult<(Vec<usize>, usize)> {
+    let indices = c.input_i64(1)?;
+    let index_shape = c.inputs[1].shape().to_vec();
+    let axis = super::util::resolve_axis(c, axis, shape.len())?;
+    if index_shape.len() != shape.len() {
+        return Err(c.shape_err(format!("indices {index_shape:?} for data {shape:?}")));
+    }
+    let mut strides = vec![1; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1] * shape[d + 1];
+    }
+    let n = shape[axis] as i64;
+    let mut offsets = Vec::with_capacity(indices.len());
+    for (flat, &i) in indices.iter().enumerate() {
+        let j = if i < 0 { i + n } else { i };
+        if !(0..n).contains(&j) {
+            return Err(c.value_err(format!("index {i} out of range for axis {axis} of size {n}")));
+        }
+        let (mut rest, mut offset) = (flat, 0);
+        for d in (0..shape.len()).rev() {
+            let coordinate = if d == axis { j as usize } else { rest % index_shape[d] };
+            rest /= index_shape[d].max(1);
+            offset += coordinate * strides[d];
+        }
+        offsets.push(offset);
+    }
+    Ok((offsets, 1))
+}
+
+/// `ScatterND`: the offset of each index row of input 1, and the slice length.
+fn nd_targets(c: &Call, shape: &[usize]) -> KernelResult<(Vec<usize>, usize)> {
     let indices = c.input_i64(1)?;
     let Some(&k) = c.inputs[1].shape().last().filter(|&&k| k <= shape.len()) else {
         return Err(c.shape_err(format!("indices {:?} for data {shape:?}", c.inputs[1].shape())));
@@ -39,16 +88,17 @@ fn targets(c: &Call, shape: &[usize]) -> KernelResult<(Vec<usize>, usize)> {
     Ok((offsets, inner))
 }
 
-/// `ScatterND` of f32 or i64 data.
-pub(crate) fn scatter_nd(
+/// `ScatterND` or `ScatterElements` of f32 or i64 data.
+pub(crate) fn scatter(
     op: &Op,
+    layout: Layout,
     reduction: ScatterReduction,
     c: Call,
 ) -> KernelResult<Vec<Tensor>> {
     c.expect_inputs(3)?;
     c.expect_params(0)?;
     let out = c.infer(op, &c.input_facts())?.shape;
-    let (offsets, inner) = targets(&c, &out)?;
+    let (offsets, inner) = targets(layout, &c, &out)?;
     fn apply<T: Copy + std::ops::Add<Output = T>>(
         y: &mut [T],
         updates: &[T],
@@ -79,11 +129,12 @@ pub(crate) fn scatter_nd(
     }])
 }
 
-/// The gradient of `ScatterND` with respect to the data (`wrt_updates` false) or the updates:
+/// The gradient of a scatter with respect to the data (`wrt_updates` false) or the updates:
 /// inputs are the upstream gradient and the indices. The data's is the upstream gradient,
 /// zero where an update replaced the element; an update's is the upstream gradient where it
 /// landed, unless (replacing) a later row overwrote it.
-pub(crate) fn scatter_nd_grad(
+pub(crate) fn scatter_grad(
+    layout: Layout,
     reduction: ScatterReduction,
     wrt_updates: bool,
     g: &Grad,
@@ -92,7 +143,7 @@ pub(crate) fn scatter_nd_grad(
     c.expect_inputs(2)?;
     let dy = c.input_f32(0)?;
     let data_shape = c.inputs[0].shape().to_vec();
-    let (offsets, inner) = targets(&c, &data_shape)?;
+    let (offsets, inner) = targets(layout, &c, &data_shape)?;
     let replaced = reduction == ScatterReduction::None;
     if !wrt_updates {
         let mut dx = dy.to_vec();

@@ -209,6 +209,14 @@ pub enum Op {
         /// How an update combines with the element it lands on.
         reduction: ScatterReduction,
     },
+    /// `ScatterElements(data, indices, updates)`: `data` with the element that each index
+    /// names along `axis` replaced by (or added to) the update at the index's position.
+    ScatterElements {
+        /// The axis the indices index.
+        axis: i64,
+        /// How an update combines with the element it lands on.
+        reduction: ScatterReduction,
+    },
     /// Reshape; one entry may be -1 (inferred).
     Reshape {
         /// Target shape.
@@ -349,6 +357,7 @@ impl Op {
             Op::RandomLike(Distribution::Normal { .. }) => "RandomNormalLike",
             Op::Bernoulli => "Bernoulli",
             Op::ScatterNd { .. } => "ScatterND",
+            Op::ScatterElements { .. } => "ScatterElements",
             Op::Where => "Where",
             Op::Reduce(r) => r.kind.onnx_name(),
             Op::MaxPool2d(_) => "MaxPool2d",
@@ -432,6 +441,7 @@ impl Op {
             Op::RandomLike(d) => random::infer_random_like(d, inputs),
             Op::Bernoulli => random::infer_bernoulli(inputs),
             Op::ScatterNd { .. } => scatter::infer_scatter_nd(inputs),
+            Op::ScatterElements { axis, .. } => scatter::infer_scatter_elements(*axis, inputs),
             Op::Where => logic::infer_where(inputs),
             Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.infer(inputs),
             Op::Pool(p) => p.infer(inputs),
@@ -535,6 +545,7 @@ impl Op {
             | Op::Gather { .. }
             | Op::GatherElements { .. }
             | Op::ScatterNd { .. }
+            | Op::ScatterElements { .. }
             | Op::Pad { .. }
             | Op::Tile { .. } => 0,
             Op::Hardmax { .. } | Op::CumSum { .. } => out_elems,

@@ -1,5 +1,6 @@
-//! `ScatterND`: a copy of the data with the slices that index rows address replaced by (or
-//! added to) updates. Exporters write it for in-place writes to tensors (`x[idx] = v`), e.g.
+//! `ScatterND` and `ScatterElements`: a copy of the data with the slices that index rows
+//! address (or the elements each index names along an axis) replaced by (or added to)
+//! updates. Exporters write it for in-place writes to tensors (`x[idx] = v`), e.g.
 //! the attention masks of shifted windows. The gradient goes to the data where no update
 //! replaced it, and to each update from where it landed (a replaced update that a later row
 //! overwrote gets none).
@@ -40,6 +41,26 @@ pub(crate) fn infer_scatter_nd(inputs: &[&TensorFact]) -> Result<Vec<TensorFact>
             "updates {updates}: expected {}{want:?} for data {data} and indices {indices}",
             data.dtype
         ));
+    }
+    Ok(vec![data.clone()])
+}
+
+/// `ScatterElements(data, indices, updates)` along `axis`: indices of the data's rank, no
+/// larger than the data off the axis, updates shaped like the indices.
+pub(crate) fn infer_scatter_elements(
+    axis: i64,
+    inputs: &[&TensorFact],
+) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 3)?;
+    let (data, indices, updates) = (inputs[0], inputs[1], inputs[2]);
+    let axis = crate::op::resolve_axis(axis, data.rank())?;
+    let fits = indices.rank() == data.rank()
+        && (0..data.rank()).all(|d| d == axis || indices.shape[d] <= data.shape[d]);
+    if indices.dtype != DType::I64 || !fits {
+        return Err(format!("indices {indices} for data {data} along axis {axis}"));
+    }
+    if updates.shape != indices.shape || updates.dtype != data.dtype {
+        return Err(format!("updates {updates}: expected the indices' shape and {}", data.dtype));
     }
     Ok(vec![data.clone()])
 }

@@ -103,8 +103,10 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         Op::Gather { .. } | Op::GatherElements { .. } => None,
         // The data where no update replaced it, each update from where it landed: both read
         // the indices (the data's gradient copies the upstream one otherwise).
-        Op::ScatterNd { .. } if k == 0 || k == 2 => rule(vec![Input(1)], false, out),
-        Op::ScatterNd { .. } => None,
+        Op::ScatterNd { .. } | Op::ScatterElements { .. } if k == 0 || k == 2 => {
+            rule(vec![Input(1)], false, out)
+        }
+        Op::ScatterNd { .. } | Op::ScatterElements { .. } => None,
         // The targets (and the class weights) pick where the upstream gradient goes.
         Op::NllLoss(_) if k == 0 => {
             rule((1..f.inputs.len()).map(Input).collect(), false, input(0) + 2 * input(1))

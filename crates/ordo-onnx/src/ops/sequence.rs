@@ -103,8 +103,9 @@ pub(crate) fn gather_elements(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<
     gather_op(ctx, node, axis)
 }
 
-/// `ScatterND` with `reduction` none or add onto run-time data or updates (all constants fold
-/// through the generic rule; mul, max and min import for planning only).
+/// `ScatterND` and `ScatterElements` with `reduction` none or add onto run-time data or updates
+/// (`ScatterND` of constants folds through the generic rule; mul, max and min import for
+/// planning only).
 pub(crate) fn scatter_nd(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let inputs = (0..3).map(|i| ctx.input(node, i)).collect::<OnnxResult<Vec<_>>>()?;
     if inputs.iter().all(|v| matches!(v, Value::Const(_))) {
@@ -115,8 +116,13 @@ pub(crate) fn scatter_nd(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outpu
         "add" => ScatterReduction::Add,
         other => return Err(node.unsupported(format!("reduction `{other}` of run-time tensors"))),
     };
+    let op = if node.op_type() == "ScatterElements" {
+        Op::ScatterElements { axis: node.int("axis", 0)?, reduction }
+    } else {
+        Op::ScatterNd { reduction }
+    };
     let wires = (0..3).map(|i| ctx.wire(node, i)).collect::<OnnxResult<Vec<_>>>()?;
-    one(ctx.emit_value(&node.name, Op::ScatterNd { reduction }, &wires)?)
+    one(ctx.emit_value(&node.name, op, &wires)?)
 }
 
 /// `LSTM`, forward or bidirectional, with default activations, zero initial states and no

@@ -310,6 +310,11 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
             cases.push(case(op.clone(), vec![data, rows, updates], s));
             let (data, updates) = (rand(&[3, 4], s + 57), rand(&[2, 1, 4], s + 58));
             cases.push(case(op, vec![data, idx(&mut g, &[2, 1, 1], 3), updates], s));
+            for (axis, len) in [(0, 3), (-1, 4)] {
+                let op = Op::ScatterElements { axis, reduction };
+                let (data, updates) = (rand(&[3, 4], s + 59), rand(&[2, 3], s + 61));
+                cases.push(case(op, vec![data, idx(&mut g, &[2, 3], len), updates], s));
+            }
         }
     }
     {

@@ -43,7 +43,13 @@ fn saved(op: &Op, wrt: Wrt, inputs: usize) -> Vec<Saved> {
         }
         (Op::CrossEntropyLoss, _) => vec![Input(0), Input(1)],
         (Op::NllLoss(_), _) => (1..inputs).map(Input).collect(),
-        (Op::Gather { .. } | Op::GatherElements { .. } | Op::ScatterNd { .. }, _) => vec![Input(1)],
+        (
+            Op::Gather { .. }
+            | Op::GatherElements { .. }
+            | Op::ScatterNd { .. }
+            | Op::ScatterElements { .. },
+            _,
+        ) => vec![Input(1)],
         (Op::Pool(p), _) if p.max => vec![Input(0)],
         (Op::TopK { .. }, _) => vec![Input(0)],
         (Op::Einsum(_), Wrt::Input(k)) => (0..inputs).filter(|&j| j != k).map(Input).collect(),
@@ -68,7 +74,7 @@ fn has_gradient(op: &Op, wrt: Wrt) -> bool {
         ) | (Op::TopK { indices: true, .. }, _)
             | (Op::Where, Wrt::Input(0))
             | (Op::NllLoss(_), Wrt::Input(2))
-            | (Op::ScatterNd { .. }, Wrt::Input(1))
+            | (Op::ScatterNd { .. } | Op::ScatterElements { .. }, Wrt::Input(1))
     )
 }
 
