@@ -305,6 +305,7 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::Mod { fmod } => Box::new(move |c| modulo::modulo(op, *fmod, c)),
         Op::Gather { axis } => Box::new(move |c| gather::gather(op, false, *axis, c)),
         Op::GatherElements { axis } => Box::new(move |c| gather::gather(op, true, *axis, c)),
+        Op::GatherNd => Box::new(move |c| scatter::gather_nd(op, c)),
         Op::Update(u) => Box::new(move |c| optim::update(u.optimizer, c)),
         Op::Grad(g) => select_grad(g)?,
         Op::Opaque(_) => return Err(planning_only(op)),
@@ -464,6 +465,9 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
         }
         (Op::GatherElements { axis }, Wrt::Input(0)) => {
             (vec![Input(1)], Box::new(move |c| gather::gather_grad(true, *axis, g, c)))
+        }
+        (Op::GatherNd, Wrt::Input(0)) => {
+            (vec![Input(1)], Box::new(move |c| scatter::gather_nd_grad(g, c)))
         }
         // The targets, and the class weights when the loss has them.
         (Op::NllLoss(n), Wrt::Input(0)) => {

@@ -682,6 +682,25 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 };
             }
         }
+        Op::GatherNd => {
+            // Each output element: its row's index prefix, then its own trailing coordinates.
+            let (data, indices) = (&inputs[0], &inputs[1]);
+            let rank = indices.shape.len();
+            let k = indices.shape[rank - 1];
+            y.dtype = data.dtype;
+            each(&mut y, &|idx| {
+                let mut j: Vec<usize> = (0..k)
+                    .map(|d| {
+                        let mut at = idx[..rank - 1].to_vec();
+                        at.push(d);
+                        let i = indices.at(&at) as i64;
+                        (if i < 0 { i + data.shape[d] as i64 } else { i }) as usize
+                    })
+                    .collect();
+                j.extend_from_slice(&idx[rank - 1..]);
+                data.at(&j)
+            });
+        }
         Op::ScatterElements { axis, reduction } => {
             // Element by element of the indices: its own coordinates, the axis one replaced.
             let (data, indices, updates) = (&inputs[0], &inputs[1], &inputs[2]);

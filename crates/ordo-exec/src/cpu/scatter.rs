@@ -2,7 +2,8 @@
 //! update "row" lands on a contiguous run of `inner` data elements at an offset. For
 //! `ScatterND` a row of the indices (`[..., k]`) addresses a slice of the data (its first `k`
 //! coordinates, negative from the end); for `ScatterElements` every index is a row of one
-//! element, at its own position with the axis coordinate replaced by the index.
+//! element, at its own position with the axis coordinate replaced by the index. `GatherND`
+//! reads the rows that `ScatterND` writes; its gradient adds them back.
 
 use ordo_ir::op::{Grad, Op, ScatterReduction};
 
@@ -168,4 +169,42 @@ pub(crate) fn scatter_grad(
         du[r * inner..(r + 1) * inner].copy_from_slice(&dy[base..base + inner]);
     }
     Ok(vec![tensor(&shape, du)?])
+}
+
+/// `GatherND` of f32 or i64 data: the slices that the index rows address, one after another.
+pub(crate) fn gather_nd(op: &Op, c: Call) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(2)?;
+    c.expect_params(0)?;
+    let out = c.infer(op, &c.input_facts())?.shape;
+    let (offsets, inner) = nd_targets(&c, c.inputs[0].shape())?;
+    fn rows<T: Copy>(x: &[T], offsets: &[usize], inner: usize) -> Vec<T> {
+        offsets.iter().flat_map(|&base| x[base..base + inner].iter().copied()).collect()
+    }
+    Ok(vec![match c.inputs[0].data() {
+        Data::F32(x) => tensor(&out, rows(x, &offsets, inner))?,
+        Data::I64(x) => Tensor::from_i64(&out, rows(x, &offsets, inner))?,
+        Data::Bool(x) => Tensor::from_bool(&out, rows(x, &offsets, inner))?,
+    }])
+}
+
+/// `GatherND`'s gradient: the upstream rows added back where they were read (inputs: the
+/// upstream gradient and the indices).
+pub(crate) fn gather_nd_grad(g: &Grad, c: Call) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(2)?;
+    let shape = c.produced(g, 0)?.shape.clone();
+    let (offsets, inner) = nd_targets(&c, &shape)?;
+    let dy = c.input_f32(0)?;
+    if dy.len() != offsets.len() * inner {
+        return Err(c.shape_err(format!(
+            "{} upstream gradients for {} rows",
+            dy.len(),
+            offsets.len()
+        )));
+    }
+    let mut dx = vec![0.0f32; numel(&shape)];
+    for (r, &base) in offsets.iter().enumerate() {
+        let row = &dy[r * inner..(r + 1) * inner];
+        dx[base..base + inner].iter_mut().zip(row).for_each(|(d, &v)| *d += v);
+    }
+    Ok(vec![tensor(&shape, dx)?])
 }

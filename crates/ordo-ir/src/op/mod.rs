@@ -307,6 +307,9 @@ pub enum Op {
         /// The axis (negative counts from the end).
         axis: i64,
     },
+    /// `GatherND(data, indices)` without batch dims: the slices that the rows of `indices`
+    /// (`[..., k]`) address.
+    GatherNd,
     /// Negative log-likelihood of log-probabilities (classes second) against integer targets.
     NllLoss(NllLoss),
     /// Mean cross-entropy of logits (classes last) against integer targets.
@@ -393,6 +396,7 @@ impl Op {
             Op::Tile { .. } => "Tile",
             Op::Gather { .. } => "Gather",
             Op::GatherElements { .. } => "GatherElements",
+            Op::GatherNd => "GatherND",
             Op::Fill { .. } => "Fill",
             Op::Grad(g) => match g.wrt {
                 Wrt::Input(_) => "GradInput",
@@ -441,6 +445,7 @@ impl Op {
             Op::RandomLike(d) => random::infer_random_like(d, inputs),
             Op::Bernoulli => random::infer_bernoulli(inputs),
             Op::ScatterNd { .. } => scatter::infer_scatter_nd(inputs),
+            Op::GatherNd => scatter::infer_gather_nd(inputs),
             Op::ScatterElements { axis, .. } => scatter::infer_scatter_elements(*axis, inputs),
             Op::Where => logic::infer_where(inputs),
             Op::MaxPool2d(p) | Op::AvgPool2d(p) => p.infer(inputs),
@@ -546,6 +551,7 @@ impl Op {
             | Op::GatherElements { .. }
             | Op::ScatterNd { .. }
             | Op::ScatterElements { .. }
+            | Op::GatherNd
             | Op::Pad { .. }
             | Op::Tile { .. } => 0,
             Op::Hardmax { .. } | Op::CumSum { .. } => out_elems,

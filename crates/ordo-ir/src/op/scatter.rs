@@ -64,3 +64,18 @@ pub(crate) fn infer_scatter_elements(
     }
     Ok(vec![data.clone()])
 }
+
+/// `GatherND(data, indices)` (no batch dims): `indices` is `[..., k]` (i64), the output
+/// `indices.shape[..-1] ++ data.shape[k..]`, each row the slice its index prefix addresses.
+pub(crate) fn infer_gather_nd(inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 2)?;
+    let (data, indices) = (inputs[0], inputs[1]);
+    let Some((&k, rows)) = indices.shape.split_last() else {
+        return Err("indices of rank 0".into());
+    };
+    let Some(slice) = data.shape.get(k..).filter(|_| indices.dtype == DType::I64) else {
+        return Err(format!("indices {indices} for data {data}"));
+    };
+    let shape: Vec<usize> = rows.iter().chain(slice).copied().collect();
+    Ok(vec![TensorFact::new(data.dtype, shape)])
+}

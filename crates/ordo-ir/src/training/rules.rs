@@ -99,8 +99,10 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         // Summed back over the broadcast dims, the copies, the padded positions.
         Op::Expand { .. } | Op::Tile { .. } | Op::Pad { .. } => rule(vec![], false, out),
         // Scattered back to the gathered positions (the indices get no gradient).
-        Op::Gather { .. } | Op::GatherElements { .. } if k == 0 => rule(vec![Input(1)], false, out),
-        Op::Gather { .. } | Op::GatherElements { .. } => None,
+        Op::Gather { .. } | Op::GatherElements { .. } | Op::GatherNd if k == 0 => {
+            rule(vec![Input(1)], false, out)
+        }
+        Op::Gather { .. } | Op::GatherElements { .. } | Op::GatherNd => None,
         // The data where no update replaced it, each update from where it landed: both read
         // the indices (the data's gradient copies the upstream one otherwise).
         Op::ScatterNd { .. } | Op::ScatterElements { .. } if k == 0 || k == 2 => {

@@ -125,6 +125,18 @@ pub(crate) fn scatter_nd(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outpu
     one(ctx.emit_value(&node.name, op, &wires)?)
 }
 
+/// `GatherND` without batch dims of run-time data (constants import by the generic rule).
+pub(crate) fn gather_nd(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    if node.int("batch_dims", 0)? != 0 {
+        return Err(node.unsupported("batch_dims other than 0"));
+    }
+    if matches!(ctx.input(node, 0)?, Value::Const(_)) {
+        return Err(node.unsupported("a constant: imported by the generic rule"));
+    }
+    let (data, indices) = (ctx.wire(node, 0)?, ctx.wire(node, 1)?);
+    one(ctx.emit_value(&node.name, Op::GatherNd, &[data, indices])?)
+}
+
 /// `LSTM`, forward or bidirectional, with default activations, zero initial states and no
 /// sequence lengths. Its weights may be parameters used directly (`W [dirs, 4H, I]`, ...) or
 /// slices and concatenations of per-direction parameters (PyTorch's export reorders the gates

@@ -310,6 +310,15 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
             cases.push(case(op.clone(), vec![data, rows, updates], s));
             let (data, updates) = (rand(&[3, 4], s + 57), rand(&[2, 1, 4], s + 58));
             cases.push(case(op, vec![data, idx(&mut g, &[2, 1, 1], 3), updates], s));
+            if reduction == ScatterReduction::None {
+                let data = rand(&[3, 4, 2], s + 62);
+                let rows = Tensor::from_i64(
+                    &[2, 2, 2],
+                    (0..4).flat_map(|_| [g.i64(-3..3), g.i64(-4..4)]).collect(),
+                )
+                .unwrap();
+                cases.push(case(Op::GatherNd, vec![data, rows], s));
+            }
             for (axis, len) in [(0, 3), (-1, 4)] {
                 let op = Op::ScatterElements { axis, reduction };
                 let (data, updates) = (rand(&[3, 4], s + 59), rand(&[2, 3], s + 61));

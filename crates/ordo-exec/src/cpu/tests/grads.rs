@@ -47,7 +47,8 @@ fn saved(op: &Op, wrt: Wrt, inputs: usize) -> Vec<Saved> {
             Op::Gather { .. }
             | Op::GatherElements { .. }
             | Op::ScatterNd { .. }
-            | Op::ScatterElements { .. },
+            | Op::ScatterElements { .. }
+            | Op::GatherNd,
             _,
         ) => vec![Input(1)],
         (Op::Pool(p), _) if p.max => vec![Input(0)],
