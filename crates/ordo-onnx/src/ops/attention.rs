@@ -112,6 +112,9 @@ pub(crate) fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
         true => node.float("scale", 1.0)?,
         false => 1.0 / (qs[3] as f64).sqrt(),
     };
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(node.malformed(format!("scale {scale}: expected a positive number")));
+    }
     let root = scale.sqrt();
     let q = b.emit(ctx, "q_scaled", Op::Scale { factor: root }, &[q])?;
     // The caches: past then new along the sequence.
