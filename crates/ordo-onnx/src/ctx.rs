@@ -353,6 +353,23 @@ impl<'a> Ctx<'a> {
         Ok(Value::wire(out, fact))
     }
 
+    /// Emits a node with one output and no parameters, named `<ONNX node>.<part>` (one of
+    /// the IR nodes an ONNX node maps to), and returns its wire.
+    pub fn emit_part(
+        &mut self,
+        node: &Node<'_>,
+        part: &str,
+        op: Op,
+        inputs: &[OutletId],
+    ) -> OnnxResult<OutletId> {
+        Ok(self.emit(&format!("{}.{part}", node.name), op, inputs, Vec::new())?[0])
+    }
+
+    /// An emitted wire as a value, with its fact.
+    pub fn wire_value(&self, w: OutletId) -> Value {
+        Value::wire(w, self.graph.fact(w).cloned().expect("emitted"))
+    }
+
     fn input_facts(&self, inputs: &[OutletId]) -> Vec<TensorFact> {
         inputs.iter().map(|&o| self.graph.fact(o).cloned().expect("outlet of this graph")).collect()
     }

@@ -221,10 +221,15 @@ impl Geom {
 
     /// `db = sum(dy)` per output channel.
     pub(super) fn bias_grad(&self, dy: &[f32]) -> Vec<f32> {
-        let mut db = vec![0.0f32; self.o];
-        for (i, plane) in dy.chunks_exact(self.ohw().max(1)).enumerate() {
-            db[i % self.o] += plane.iter().sum::<f32>();
-        }
-        db
+        channel_sums(dy, self.o, self.ohw())
     }
+}
+
+/// The sums of an `[N, C, plane]` tensor's values per channel: a bias's gradient.
+pub(super) fn channel_sums(dy: &[f32], channels: usize, plane: usize) -> Vec<f32> {
+    let mut sums = vec![0.0f32; channels];
+    for (i, values) in dy.chunks_exact(plane.max(1)).enumerate() {
+        sums[i % channels] += values.iter().sum::<f32>();
+    }
+    sums
 }

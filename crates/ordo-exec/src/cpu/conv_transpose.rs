@@ -6,7 +6,7 @@
 use ordo_ir::Op;
 use ordo_ir::op::{ConvTranspose2d, Grad};
 
-use super::conv::Geom;
+use super::conv::{Geom, channel_sums};
 use super::error::KernelResult;
 use super::linear::check_products;
 use super::tensor::Tensor;
@@ -66,11 +66,7 @@ pub(crate) fn grad_params(
     let mut out = vec![tensor(&g.produces[0].shape, geo.weight_grad(dy, c.input_f32(1)?))?];
     if ct.bias {
         let plane: usize = c.inputs[0].shape()[2..].iter().product();
-        let mut db = vec![0.0f32; ct.out_channels];
-        for (i, values) in dy.chunks_exact(plane.max(1)).enumerate() {
-            db[i % ct.out_channels] += values.iter().sum::<f32>();
-        }
-        out.push(tensor(&[ct.out_channels], db)?);
+        out.push(tensor(&[ct.out_channels], channel_sums(dy, ct.out_channels, plane))?);
     }
     Ok(out)
 }

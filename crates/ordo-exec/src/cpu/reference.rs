@@ -662,19 +662,8 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
             let (data, indices, updates) = (&inputs[0], &inputs[1], &inputs[2]);
             y.dtype = data.dtype;
             y.data = data.data.clone();
-            let k = *indices.shape.last().unwrap_or(&0);
-            let rank = indices.shape.len();
             for e in 0..updates.data.len() {
-                let u = unravel(e, &updates.shape);
-                let mut j: Vec<usize> = (0..k)
-                    .map(|d| {
-                        let mut at = u[..rank - 1].to_vec();
-                        at.push(d);
-                        let i = indices.at(&at) as i64;
-                        (if i < 0 { i + data.shape[d] as i64 } else { i }) as usize
-                    })
-                    .collect();
-                j.extend_from_slice(&u[rank - 1..]);
+                let j = nd_coordinates(indices, &unravel(e, &updates.shape), &data.shape);
                 let flat = ravel(&j, &data.shape);
                 y.data[flat] = match reduction {
                     ordo_ir::op::ScatterReduction::None => updates.data[e],
@@ -685,21 +674,8 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
         Op::GatherNd => {
             // Each output element: its row's index prefix, then its own trailing coordinates.
             let (data, indices) = (&inputs[0], &inputs[1]);
-            let rank = indices.shape.len();
-            let k = indices.shape[rank - 1];
             y.dtype = data.dtype;
-            each(&mut y, &|idx| {
-                let mut j: Vec<usize> = (0..k)
-                    .map(|d| {
-                        let mut at = idx[..rank - 1].to_vec();
-                        at.push(d);
-                        let i = indices.at(&at) as i64;
-                        (if i < 0 { i + data.shape[d] as i64 } else { i }) as usize
-                    })
-                    .collect();
-                j.extend_from_slice(&idx[rank - 1..]);
-                data.at(&j)
-            });
+            each(&mut y, &|idx| data.at(&nd_coordinates(indices, idx, &data.shape)));
         }
         Op::ScatterElements { axis, reduction } => {
             // Element by element of the indices: its own coordinates, the axis one replaced.
@@ -848,6 +824,22 @@ fn conv(cv: &Conv2d, x: &Dense, params: &[Dense], y: &mut Dense) {
             }
         }
     }
+}
+
+/// The data coordinates of element `at` of a `GatherND` output or `ScatterND` update: the index
+/// row of `at`'s leading coordinates (negative from the end), then `at`'s trailing ones.
+fn nd_coordinates(indices: &Dense, at: &[usize], data_shape: &[usize]) -> Vec<usize> {
+    let rank = indices.shape.len();
+    let mut j: Vec<usize> = (0..indices.shape[rank - 1])
+        .map(|d| {
+            let mut row = at[..rank - 1].to_vec();
+            row.push(d);
+            let i = indices.at(&row) as i64;
+            (if i < 0 { i + data_shape[d] as i64 } else { i }) as usize
+        })
+        .collect();
+    j.extend_from_slice(&at[rank - 1..]);
+    j
 }
 
 /// Each input element scattered through the kernel: `y[oc, iy * s - p + ky * d, ...] +=

@@ -14,23 +14,12 @@ use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
 use crate::tensor::{ConstData, ConstTensor, code};
-use crate::value::Value;
 
 struct Builder<'n, 'a> {
     node: &'n Node<'a>,
 }
 
 impl Builder<'_, '_> {
-    fn emit(
-        &self,
-        ctx: &mut Ctx<'_>,
-        part: &str,
-        op: Op,
-        inputs: &[OutletId],
-    ) -> OnnxResult<OutletId> {
-        Ok(ctx.emit(&format!("{}.{part}", self.node.name), op, inputs, Vec::new())?[0])
-    }
-
     fn shape(&self, ctx: &Ctx<'_>, w: OutletId) -> Vec<usize> {
         ctx.graph.fact(w).expect("emitted").shape.clone()
     }
@@ -54,7 +43,7 @@ impl Builder<'_, '_> {
         shape: &[usize],
     ) -> OnnxResult<OutletId> {
         let op = Op::Reshape { shape: shape.iter().map(|&d| d as i64).collect() };
-        self.emit(ctx, part, op, &[x])
+        ctx.emit_part(self.node, part, op, &[x])
     }
 
     /// `[B, S, H * D]` to `[B, H, S, D]`.
@@ -73,7 +62,12 @@ impl Builder<'_, '_> {
         }
         let split =
             self.reshape(ctx, &format!("{part}_heads"), x, &[s[0], s[1], heads, s[2] / heads])?;
-        self.emit(ctx, &format!("{part}_bhsd"), Op::Transpose { perm: vec![0, 2, 1, 3] }, &[split])
+        ctx.emit_part(
+            self.node,
+            &format!("{part}_bhsd"),
+            Op::Transpose { perm: vec![0, 2, 1, 3] },
+            &[split],
+        )
     }
 }
 
@@ -116,7 +110,7 @@ pub(crate) fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
         return Err(node.malformed(format!("scale {scale}: expected a positive number")));
     }
     let root = scale.sqrt();
-    let q = b.emit(ctx, "q_scaled", Op::Scale { factor: root }, &[q])?;
+    let q = ctx.emit_part(node, "q_scaled", Op::Scale { factor: root }, &[q])?;
     // The caches: past then new along the sequence.
     let mut past_len = 0;
     let (present_k, present_v) = match (given(4), given(5)) {
@@ -125,14 +119,14 @@ pub(crate) fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
             past_len = b.shape(ctx, pk)[2];
             let concat = Op::Concat { axis: 2 };
             (
-                b.emit(ctx, "present_key", concat.clone(), &[pk, k])?,
-                b.emit(ctx, "present_value", concat, &[pv, v])?,
+                ctx.emit_part(node, "present_key", concat.clone(), &[pk, k])?,
+                ctx.emit_part(node, "present_value", concat, &[pv, v])?,
             )
         }
         (false, false) => (k, v),
         _ => return Err(node.malformed("past_key and past_value go together")),
     };
-    let mut k_all = b.emit(ctx, "k_scaled", Op::Scale { factor: root }, &[present_k])?;
+    let mut k_all = ctx.emit_part(node, "k_scaled", Op::Scale { factor: root }, &[present_k])?;
     let mut v_all = present_v;
     // Grouped-query attention: each key/value head repeated for its group of query heads.
     let (hq, hk) = (qs[1], ks[1]);
@@ -144,8 +138,8 @@ pub(crate) fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
             let s = b.shape(ctx, *w);
             let one =
                 b.reshape(ctx, &format!("{part}_unsqueeze"), *w, &[s[0], s[1], 1, s[2], s[3]])?;
-            let wide = b.emit(
-                ctx,
+            let wide = ctx.emit_part(
+                node,
                 &format!("{part}_expand"),
                 Op::Expand { shape: vec![s[0], s[1], hq / hk, s[2], s[3]] },
                 &[one],
@@ -153,14 +147,19 @@ pub(crate) fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
             *w = b.reshape(ctx, part, wide, &[s[0], hq, s[2], s[3]])?;
         }
     }
-    let kt = b.emit(ctx, "k_t", Op::Transpose { perm: vec![0, 1, 3, 2] }, &[k_all])?;
-    let mut scores = b.emit(ctx, "scores", Op::MatMul, &[q, kt])?;
+    let kt = ctx.emit_part(node, "k_t", Op::Transpose { perm: vec![0, 1, 3, 2] }, &[k_all])?;
+    let mut scores = ctx.emit_part(node, "scores", Op::MatMul, &[q, kt])?;
     let softcap = node.float("softcap", 0.0)?;
     if softcap > 0.0 {
-        let s = b.emit(ctx, "softcap_in", Op::Scale { factor: 1.0 / softcap }, &[scores])?;
-        let t =
-            b.emit(ctx, "softcap_tanh", Op::Unary { func: ordo_ir::op::UnaryOp::Tanh }, &[s])?;
-        scores = b.emit(ctx, "softcapped", Op::Scale { factor: softcap }, &[t])?;
+        let s =
+            ctx.emit_part(node, "softcap_in", Op::Scale { factor: 1.0 / softcap }, &[scores])?;
+        let t = ctx.emit_part(
+            node,
+            "softcap_tanh",
+            Op::Unary { func: ordo_ir::op::UnaryOp::Tanh },
+            &[s],
+        )?;
+        scores = ctx.emit_part(node, "softcapped", Op::Scale { factor: softcap }, &[t])?;
     }
     let (sq, skv) = (qs[2], b.shape(ctx, k_all)[2]);
     let mut bias: Option<OutletId> = None;
@@ -170,7 +169,7 @@ pub(crate) fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
         if fact.dtype == DType::Bool {
             let zero = b.constant(ctx, "mask_zero", vec![], vec![0.0])?;
             let neg = b.constant(ctx, "mask_neg_inf", vec![], vec![f64::NEG_INFINITY])?;
-            mask = b.emit(ctx, "mask_bias", Op::Where, &[mask, zero, neg])?;
+            mask = ctx.emit_part(node, "mask_bias", Op::Where, &[mask, zero, neg])?;
         } else if fact.dtype != DType::F32 {
             return Err(node.unsupported(format!("attn_mask {fact}")));
         }
@@ -181,7 +180,7 @@ pub(crate) fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
             pads[2 * rank - 1] = (skv - last) as i64;
             let pad =
                 Op::Pad { pads, mode: ordo_ir::op::PadMode::Constant, value: f64::NEG_INFINITY };
-            mask = b.emit(ctx, "mask_padded", pad, &[mask])?;
+            mask = ctx.emit_part(node, "mask_padded", pad, &[mask])?;
         }
         bias = Some(mask);
     }
@@ -195,19 +194,20 @@ pub(crate) fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
             .collect();
         let causal = b.constant(ctx, "causal", vec![sq, skv], values)?;
         bias = Some(match bias {
-            Some(m) => b.emit(ctx, "bias", Op::Add, &[m, causal])?,
+            Some(m) => ctx.emit_part(node, "bias", Op::Add, &[m, causal])?,
             None => causal,
         });
     }
     let biased = match bias {
-        Some(m) => b.emit(ctx, "biased", Op::Add, &[scores, m])?,
+        Some(m) => ctx.emit_part(node, "biased", Op::Add, &[scores, m])?,
         None => scores,
     };
-    let probs = b.emit(ctx, "probs", Op::Softmax { axis: -1 }, &[biased])?;
-    let mut y = b.emit(ctx, "context", Op::MatMul, &[probs, v_all])?;
+    let probs = ctx.emit_part(node, "probs", Op::Softmax { axis: -1 }, &[biased])?;
+    let mut y = ctx.emit_part(node, "context", Op::MatMul, &[probs, v_all])?;
     if three_d {
         let s = b.shape(ctx, y);
-        let t = b.emit(ctx, "context_bshd", Op::Transpose { perm: vec![0, 2, 1, 3] }, &[y])?;
+        let t =
+            ctx.emit_part(node, "context_bshd", Op::Transpose { perm: vec![0, 2, 1, 3] }, &[y])?;
         y = b.reshape(ctx, "context_merged", t, &[s[0], s[2], s[1] * s[3]])?;
     }
     let qk = match node.int("qk_matmul_output_mode", 0)? {
@@ -216,12 +216,8 @@ pub(crate) fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
         3 => probs,
         m => return Err(node.malformed(format!("qk_matmul_output_mode {m}"))),
     };
-    let value =
-        |ctx: &Ctx<'_>, w: OutletId| Value::wire(w, ctx.graph.fact(w).cloned().expect("emitted"));
-    let mut outputs = vec![Some(value(ctx, y))];
-    for w in [present_k, present_v, qk] {
-        outputs.push(Some(value(ctx, w)));
-    }
+    let outputs = [y, present_k, present_v, qk].map(|w| Some(ctx.wire_value(w)));
+    let mut outputs = outputs.to_vec();
     outputs.truncate(node.num_outputs().max(1));
     Ok(outputs)
 }

@@ -14,17 +14,18 @@ use crate::node::Node;
 use crate::tensor::{ConstData, ConstTensor, code, onnx_code};
 use crate::value::Value;
 
-/// One IR node named `node.part` (or the node's own name for the last).
-fn emit(ctx: &mut Ctx<'_>, name: &str, op: Op, inputs: &[OutletId]) -> OnnxResult<OutletId> {
-    Ok(ctx.emit(name, op, inputs, Vec::new())?[0])
+/// One IR node named after the ONNX node itself (the last of its IR nodes).
+fn emit_last(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    op: Op,
+    inputs: &[OutletId],
+) -> OnnxResult<OutletId> {
+    Ok(ctx.emit(&node.name, op, inputs, Vec::new())?[0])
 }
 
 fn part(node: &Node<'_>, p: &str) -> String {
     format!("{}.{p}", node.name)
-}
-
-fn wire_value(ctx: &Ctx<'_>, w: OutletId) -> Value {
-    Value::wire(w, ctx.graph.fact(w).cloned().expect("emitted"))
 }
 
 /// A float scalar constant as a buffer.
@@ -60,7 +61,7 @@ pub(crate) fn is_special(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outpu
     let (x, _) = float_input(ctx, node)?;
     let equal = Op::Compare(CompareKind::Equal);
     if node.op_type() == "IsNaN" {
-        let same = emit(ctx, &part(node, "equal"), equal, &[x, x])?;
+        let same = ctx.emit_part(node, "equal", equal, &[x, x])?;
         return one(ctx.emit_value(&node.name, Op::Not, &[same])?);
     }
     let signs: Vec<f64> = [
@@ -74,25 +75,25 @@ pub(crate) fn is_special(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outpu
     let out = match signs[..] {
         [] => {
             // Neither sign: all false, as `x != x && x == x`.
-            let same = emit(ctx, &part(node, "equal"), equal.clone(), &[x, x])?;
-            let differ = emit(ctx, &part(node, "differ"), Op::Not, &[same])?;
-            emit(ctx, &node.name, Op::Logic(LogicKind::And), &[same, differ])?
+            let same = ctx.emit_part(node, "equal", equal.clone(), &[x, x])?;
+            let differ = ctx.emit_part(node, "differ", Op::Not, &[same])?;
+            emit_last(ctx, node, Op::Logic(LogicKind::And), &[same, differ])?
         }
         [v] => {
             let inf = scalar(ctx, node, "inf", v)?;
-            emit(ctx, &node.name, equal, &[x, inf])?
+            emit_last(ctx, node, equal, &[x, inf])?
         }
         _ => {
             let (pos, neg) = (
                 scalar(ctx, node, "inf", f64::INFINITY)?,
                 scalar(ctx, node, "neg_inf", f64::NEG_INFINITY)?,
             );
-            let a = emit(ctx, &part(node, "positive"), equal.clone(), &[x, pos])?;
-            let b = emit(ctx, &part(node, "negative"), equal, &[x, neg])?;
-            emit(ctx, &node.name, Op::Logic(LogicKind::Or), &[a, b])?
+            let a = ctx.emit_part(node, "positive", equal.clone(), &[x, pos])?;
+            let b = ctx.emit_part(node, "negative", equal, &[x, neg])?;
+            emit_last(ctx, node, Op::Logic(LogicKind::Or), &[a, b])?
         }
     };
-    one(wire_value(ctx, out))
+    one(ctx.wire_value(out))
 }
 
 /// `PRelu`: `x < 0 ? slope * x : x`, the slope broadcast to `x`.
@@ -100,8 +101,8 @@ pub(crate) fn prelu(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let (x, _) = float_input(ctx, node)?;
     let slope = ctx.wire(node, 1)?;
     let zero = scalar(ctx, node, "zero", 0.0)?;
-    let negative = emit(ctx, &part(node, "negative"), Op::Compare(CompareKind::Less), &[x, zero])?;
-    let scaled = emit(ctx, &part(node, "scaled"), Op::Mul, &[x, slope])?;
+    let negative = ctx.emit_part(node, "negative", Op::Compare(CompareKind::Less), &[x, zero])?;
+    let scaled = ctx.emit_part(node, "scaled", Op::Mul, &[x, slope])?;
     one(ctx.emit_value(&node.name, Op::Where, &[negative, scaled, x])?)
 }
 
@@ -114,17 +115,17 @@ pub(crate) fn lp_normalization(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult
         2 => ReduceKind::L2,
         p => return Err(node.malformed(format!("p = {p}: expected 1 or 2"))),
     };
-    let norm = emit(
-        ctx,
-        &part(node, "norm"),
+    let norm = ctx.emit_part(
+        node,
+        "norm",
         Op::Reduce(Reduce { kind, axes: vec![axis], keepdims: true }),
         &[x],
     )?;
     // A zero norm (an all-zero lane) divides by 1 instead: the lane stays 0, as in onnx's
     // reference, and no 0 / 0 reaches the gradient.
     let (zero, one_) = (scalar(ctx, node, "zero", 0.0)?, scalar(ctx, node, "one", 1.0)?);
-    let empty = emit(ctx, &part(node, "empty"), Op::Compare(CompareKind::Equal), &[norm, zero])?;
-    let divisor = emit(ctx, &part(node, "divisor"), Op::Where, &[empty, one_, norm])?;
+    let empty = ctx.emit_part(node, "empty", Op::Compare(CompareKind::Equal), &[norm, zero])?;
+    let divisor = ctx.emit_part(node, "divisor", Op::Where, &[empty, one_, norm])?;
     one(ctx.emit_value(&node.name, Op::Div, &[x, divisor])?)
 }
 
@@ -163,8 +164,8 @@ pub(crate) fn depth_space(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
         (vec![n, c, h / b, b, w / b, b], vec![0, 3, 5, 1, 2, 4], vec![n, c * b * b, h / b, w / b])
     };
     let shape = |s: Vec<usize>| Op::Reshape { shape: s.into_iter().map(|d| d as i64).collect() };
-    let blocks = emit(ctx, &part(node, "blocks"), shape(split), &[x])?;
-    let moved = emit(ctx, &part(node, "moved"), Op::Transpose { perm }, &[blocks])?;
+    let blocks = ctx.emit_part(node, "blocks", shape(split), &[x])?;
+    let moved = ctx.emit_part(node, "moved", Op::Transpose { perm }, &[blocks])?;
     one(ctx.emit_value(&node.name, shape(out), &[moved])?)
 }
 

@@ -85,10 +85,10 @@ fn normalized(
         false => None,
     };
     let y = affine(ctx, node, stats.normed, scale, bias)?;
-    let mut outputs = vec![Some(wire_value(ctx, y))];
+    let mut outputs = vec![Some(ctx.wire_value(y))];
     if let Some(mu) = stats.mean {
-        outputs.push(Some(wire_value(ctx, mu)));
-        outputs.push(Some(wire_value(ctx, stats.inv_std)));
+        outputs.push(Some(ctx.wire_value(mu)));
+        outputs.push(Some(ctx.wire_value(stats.inv_std)));
     }
     outputs.resize(node.num_outputs().max(1), None);
     outputs.truncate(node.num_outputs().max(1));
@@ -109,7 +109,7 @@ pub(crate) fn instance_norm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Ou
     let scale = reshaped(ctx, node, 1, "scale", &per_channel)?;
     let bias = reshaped(ctx, node, 2, "bias", &per_channel)?;
     let y = affine(ctx, node, stats.normed, scale, Some(bias))?;
-    one(wire_value(ctx, y))
+    one(ctx.wire_value(y))
 }
 
 /// `GroupNormalization`: the channels split into `num_groups` groups, each (sample, group)
@@ -136,8 +136,8 @@ pub(crate) fn group_norm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outpu
     let y = if per_group {
         let scale = reshaped(ctx, node, 1, "scale", &[groups, 1])?;
         let bias = reshaped(ctx, node, 2, "bias", &[groups, 1])?;
-        let scaled = emit(ctx, node, "scaled", Op::Mul, &[stats.normed, scale])?;
-        let shifted = emit(ctx, node, "shifted", Op::Add, &[scaled, bias])?;
+        let scaled = ctx.emit_part(node, "scaled", Op::Mul, &[stats.normed, scale])?;
+        let shifted = ctx.emit_part(node, "shifted", Op::Add, &[scaled, bias])?;
         ctx.emit(&node.name, reshape_op(&fact.shape), &[shifted], Vec::new())?[0]
     } else {
         let back = emit_reshape(ctx, node, "ungrouped", stats.normed, &fact.shape)?;
@@ -146,7 +146,7 @@ pub(crate) fn group_norm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outpu
         let bias = reshaped(ctx, node, 2, "bias", &per_channel)?;
         affine(ctx, node, back, scale, Some(bias))?
     };
-    one(wire_value(ctx, y))
+    one(ctx.wire_value(y))
 }
 
 /// `[c, 1, ..., 1]` of `rank` dims: a per-channel tensor that broadcasts over `[N, C, ...]`.
@@ -185,20 +185,20 @@ fn standardize(
 ) -> OnnxResult<Standardized> {
     let mean = || Op::Reduce(Reduce { kind: ReduceKind::Mean, axes: axes.clone(), keepdims: true });
     let (d, mu) = if centered {
-        let mu = emit(ctx, node, "mean", mean(), &[x])?;
-        let neg = emit(ctx, node, "neg_mean", Op::Scale { factor: -1.0 }, &[mu])?;
-        (emit(ctx, node, "centered", Op::Add, &[x, neg])?, Some(mu))
+        let mu = ctx.emit_part(node, "mean", mean(), &[x])?;
+        let neg = ctx.emit_part(node, "neg_mean", Op::Scale { factor: -1.0 }, &[mu])?;
+        (ctx.emit_part(node, "centered", Op::Add, &[x, neg])?, Some(mu))
     } else {
         (x, None)
     };
-    let sq = emit(ctx, node, "square", Op::Mul, &[d, d])?;
-    let var = emit(ctx, node, "variance", mean(), &[sq])?;
+    let sq = ctx.emit_part(node, "square", Op::Mul, &[d, d])?;
+    let var = ctx.emit_part(node, "variance", mean(), &[sq])?;
     let eps_value =
         ConstTensor { elem: code::FLOAT, shape: vec![], data: ConstData::Float(vec![eps]) };
     let eps_wire = ctx.buffer(node, &format!("{}.epsilon", node.name), &eps_value)?;
-    let shifted = emit(ctx, node, "variance_eps", Op::Add, &[var, eps_wire])?;
-    let inv_std = emit(ctx, node, "inv_std", Op::Unary { func: UnaryOp::Rsqrt }, &[shifted])?;
-    let normed = emit(ctx, node, "normalized", Op::Mul, &[d, inv_std])?;
+    let shifted = ctx.emit_part(node, "variance_eps", Op::Add, &[var, eps_wire])?;
+    let inv_std = ctx.emit_part(node, "inv_std", Op::Unary { func: UnaryOp::Rsqrt }, &[shifted])?;
+    let normed = ctx.emit_part(node, "normalized", Op::Mul, &[d, inv_std])?;
     Ok(Standardized { normed, mean: mu, inv_std })
 }
 
@@ -212,7 +212,7 @@ fn affine(
 ) -> OnnxResult<OutletId> {
     Ok(match bias {
         Some(bias) => {
-            let scaled = emit(ctx, node, "scaled", Op::Mul, &[normed, scale])?;
+            let scaled = ctx.emit_part(node, "scaled", Op::Mul, &[normed, scale])?;
             ctx.emit(&node.name, Op::Add, &[scaled, bias], Vec::new())?[0]
         }
         None => ctx.emit(&node.name, Op::Mul, &[normed, scale], Vec::new())?[0],
@@ -246,20 +246,5 @@ fn emit_reshape(
     x: OutletId,
     shape: &[usize],
 ) -> OnnxResult<OutletId> {
-    emit(ctx, node, part, reshape_op(shape), &[x])
-}
-
-/// One IR node named `node.part`.
-fn emit(
-    ctx: &mut Ctx<'_>,
-    node: &Node<'_>,
-    part: &str,
-    op: Op,
-    inputs: &[OutletId],
-) -> OnnxResult<OutletId> {
-    Ok(ctx.emit(&format!("{}.{part}", node.name), op, inputs, Vec::new())?[0])
-}
-
-fn wire_value(ctx: &Ctx<'_>, w: OutletId) -> Value {
-    Value::wire(w, ctx.graph.fact(w).cloned().expect("emitted"))
+    ctx.emit_part(node, part, reshape_op(shape), &[x])
 }

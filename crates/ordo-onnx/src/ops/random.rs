@@ -11,7 +11,7 @@ use super::{Outputs, one};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
-use crate::tensor::{ConstData, ConstTensor, check_shape, code, elem_name, ir_dtype};
+use crate::tensor::{ConstData, ConstTensor, check_shape, code};
 use crate::value::Value;
 
 /// The distribution of a `RandomUniform*` or `RandomNormal*` node from its attributes.
@@ -35,13 +35,7 @@ fn distribution(node: &Node<'_>) -> OnnxResult<Distribution> {
 /// The `dtype` attribute must be float (the runtime's one float type) when given; without it
 /// the output takes `default`'s type.
 fn expect_float_output(node: &Node<'_>, default: DType) -> OnnxResult<()> {
-    let dtype = match node.has_attr("dtype") {
-        true => {
-            let code = node.int("dtype", 0)? as i32;
-            ir_dtype(code).ok_or_else(|| node.unsupported(format!("dtype {}", elem_name(code))))?
-        }
-        false => default,
-    };
+    let dtype = super::generic::dtype_attr(node, "dtype", default)?;
     if dtype != DType::F32 {
         return Err(node.unsupported(format!("{dtype} output: random values are float32")));
     }

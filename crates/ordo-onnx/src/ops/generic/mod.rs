@@ -19,6 +19,8 @@ mod rules;
 use ordo_ir::TensorFact;
 use ordo_ir::op::Opaque;
 
+pub(crate) use own::dtype_attr;
+
 use super::Outputs;
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;

@@ -13,7 +13,7 @@ use crate::node::Node;
 use crate::ops::resolve_axis;
 use crate::tensor::ir_dtype;
 
-fn dtype_attr(node: &Node<'_>, name: &str, default: DType) -> OnnxResult<DType> {
+pub(crate) fn dtype_attr(node: &Node<'_>, name: &str, default: DType) -> OnnxResult<DType> {
     if !node.has_attr(name) {
         return Ok(default);
     }
