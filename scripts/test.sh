@@ -13,8 +13,8 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 # torch (CPU is enough; the default wheel also runs on a GPU) for ordo.torch's tests, with
 # torchvision's and Hugging Face's models to profile and distribute, and onnx for PyTorch's
-# exporter (the public model list, scripts/onnx_models.py).
-"$venv/bin/python" -m pip install -q --disable-pip-version-check "maturin>=1.8,<2" "pytest>=7" \
+# exporter (the public model list, scripts/onnx_models.py). No pip cache: the wheels would take the disk twice.
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir "maturin>=1.8,<2" "pytest>=7" \
     "ruff>=0.6" "torch>=2.1" torchvision "transformers>=4.40" numpy networkx onnx
 python_sources=(crates/ordo-py scripts/onnx_models.py scripts/bench_onnx_import.py)
 "$venv/bin/ruff" check --config crates/ordo-py/pyproject.toml "${python_sources[@]}"
