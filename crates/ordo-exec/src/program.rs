@@ -20,6 +20,8 @@ pub struct NodeCall {
     /// The parameters its kernel reads, in order. For an `Lstm`'s parameter gradient these are
     /// the forward node's weights, which the IR's dW node does not list.
     pub params: Vec<ParamId>,
+    /// The facts of the wires it reads, in order (their declared element types).
+    pub input_facts: Vec<TensorFact>,
     /// For a gradient, the facts of its forward node's inputs.
     pub forward_inputs: Vec<TensorFact>,
     /// The node whose id seeds its random numbers: its forward layer, or itself.
@@ -136,6 +138,12 @@ impl Program {
                 };
                 NodeCall {
                     inputs: node.inputs.clone(),
+                    input_facts: node
+                        .inputs
+                        .iter()
+                        .filter_map(|&o| graph.fact(o))
+                        .cloned()
+                        .collect(),
                     params,
                     forward_inputs,
                     seed_node: node.layer.unwrap_or(node.id),
@@ -242,6 +250,7 @@ impl Program {
         let step = step + call.step_offset;
         let ctx = KernelContext {
             outputs: &node.outputs,
+            inputs: &call.input_facts,
             forward_inputs: &call.forward_inputs,
             step,
             seed: node_seed(settings.seed, call.seed_node.0, step),
@@ -283,6 +292,7 @@ pub fn scale_backward_seed(graph: &mut Graph, factor: f64) {
 /// it: the operators imported for planning only first (by their framework's name, gradients
 /// counted with their op), then any other op the kernels lack. `None` when all can run.
 pub fn missing_kernels(graph: &Graph) -> Option<String> {
+    use ordo_ir::DType::U64;
     use std::collections::BTreeMap;
     let mut planning: BTreeMap<String, (Vec<&str>, bool)> = BTreeMap::new();
     let mut other: BTreeMap<String, Vec<&str>> = BTreeMap::new();
@@ -308,6 +318,10 @@ pub fn missing_kernels(graph: &Graph) -> Option<String> {
         }
         if let Err(e) = cpu::supports(&n.op) {
             other.entry(e.to_string()).or_default().push(&n.name);
+        }
+        let reads_u64 = n.inputs.iter().any(|&o| graph.fact(o).is_some_and(|f| f.dtype == U64));
+        if reads_u64 && !cpu::reads_u64(&n.op) {
+            other.entry(format!("u64 inputs of {}", n.op.label())).or_default().push(&n.name);
         }
         for fact in n.outputs.iter().filter(|f| !cpu::has_kernels_for(f.dtype)) {
             other.entry(format!("element type {}", fact.dtype)).or_default().push(&n.name);

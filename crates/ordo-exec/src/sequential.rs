@@ -40,12 +40,8 @@ pub(crate) fn fed<'a>(
         name: name.to_string(),
         message: "no tensor is fed to it".into(),
     })?;
-    // An `I32` fact is held widened to `i64` (see [`Tensor`]).
-    let held = match fact.dtype {
-        ordo_ir::DType::I32 => ordo_ir::DType::I64,
-        dtype => dtype,
-    };
-    if t.shape() != fact.shape.as_slice() || t.dtype() != held {
+    // An f16 is held in `f32` storage, an i32 or u8 in `i64` (see [`crate::cpu::held_as`]).
+    if t.shape() != fact.shape.as_slice() || crate::cpu::held_as(fact.dtype) != Some(t.dtype()) {
         return Err(ExecError::Feed {
             name: name.to_string(),
             message: format!("fed {}, expects {fact}", t.fact()),

@@ -263,9 +263,13 @@ pub struct ModelInfo {
     pub inputs: Vec<String>,
     /// The graph outputs, in order.
     pub outputs: Vec<String>,
-    /// The graph inputs that some node reads where an export writes a constant that sets a
-    /// shape (`Resize`'s roi, scales and sizes, `Upsample`'s scales, `OneHot`'s depth).
+    /// The graph inputs that some node reads where an export writes a constant: one that sets
+    /// a shape (`Resize`'s roi, scales and sizes, `Upsample`'s scales, `OneHot`'s depth) or
+    /// stands for an attribute (`OneHot`'s off and on values, `Pad`'s constant value).
     pub shape_inputs: Vec<String>,
+    /// The graph inputs that some node reads as its first operand (the data an op works on,
+    /// where later operands are often axes, pads or sizes).
+    pub first_operands: Vec<String>,
 }
 
 /// Reads the op types, inputs and outputs of a model's graph.
@@ -299,11 +303,14 @@ pub fn model_info(model: &[u8]) -> OnnxResult<ModelInfo> {
             .flat_map(|n| {
                 let slots: &[usize] = match n.op_type() {
                     "Resize" => &[1, 2, 3],
-                    "Upsample" | "OneHot" => &[1],
+                    "Upsample" => &[1],
+                    "OneHot" => &[1, 2],
+                    "Pad" => &[2],
                     _ => &[],
                 };
                 slots.iter().filter_map(|&s| n.input.get(s)).filter(|s| !s.is_empty()).cloned()
             })
             .collect(),
+        first_operands: graph.node.iter().filter_map(|n| n.input.first()).cloned().collect(),
     })
 }

@@ -201,15 +201,19 @@ fn check(
     let all_data =
         ordo_onnx::ImportOptions { data_inputs: Some(info.inputs.clone()), ..Default::default() };
     let data = dir.join("test_data_set_0");
-    let constants = || with_integer_inputs_constant(all_data.clone(), info, &data);
+    // The node tests feed shapes, axes and sizes as inputs, which an export writes as
+    // constants: the retries bind integer inputs to their test values, first those that no
+    // node reads as its data (its first operand), then all.
+    let operands = || with_integer_inputs_constant(all_data.clone(), info, &data, false);
+    let constants = || with_integer_inputs_constant(all_data.clone(), info, &data, true);
     let mut bound = false;
     let mut import = match ordo_onnx::import(model, &ordo_onnx::ImportOptions::default()) {
         Ok(import) => import,
         Err(e) => match ordo_onnx::import(model, &all_data) {
             Ok(import) => import,
-            // The node tests feed shapes, axes and sizes as inputs, which an export writes as
-            // constants: retry with the integer inputs as constants (their test values).
-            Err(_) => match ordo_onnx::import(model, &constants()) {
+            Err(_) => match ordo_onnx::import(model, &operands())
+                .or_else(|_| ordo_onnx::import(model, &constants()))
+            {
                 Ok(import) => {
                     bound = true;
                     import
@@ -225,12 +229,17 @@ fn check(
     // runtime's own check, before any test data is read. An op may need its integer inputs
     // as the constants an export writes to have a kernel (`Trilu`'s `k`): retry so.
     if let Some(missing) = ordo_exec::missing_kernels(&import.graph) {
-        match ordo_onnx::import(model, &constants()) {
-            Ok(retried) if ordo_exec::missing_kernels(&retried.graph).is_none() => {
+        let runs = |options: ordo_onnx::ImportOptions| {
+            ordo_onnx::import(model, &options)
+                .ok()
+                .filter(|retried| ordo_exec::missing_kernels(&retried.graph).is_none())
+        };
+        match runs(operands()).or_else(|| runs(constants())) {
+            Some(retried) => {
                 import = retried;
                 bound = true;
             }
-            _ => return Ok(Outcome::Unsupported(missing)),
+            None => return Ok(Outcome::Unsupported(missing)),
         }
     }
     // Random ops draw from ordo's counter-based generator, not the test's NumPy one: their
@@ -281,21 +290,28 @@ fn check(
     Ok(Outcome::Pass)
 }
 
-/// `options` with the case's integer and bool inputs, and its float inputs that set shapes,
+/// `options` with the case's integer and bool inputs (`operands_too`: also those some node
+/// reads as its first operand), and its float inputs that an export writes as constants,
 /// given their test values as constants.
 fn with_integer_inputs_constant(
     mut options: ordo_onnx::ImportOptions,
     info: &ordo_onnx::ModelInfo,
     data: &Path,
+    operands_too: bool,
 ) -> ordo_onnx::ImportOptions {
     for (k, name) in info.inputs.iter().enumerate() {
+        if !operands_too && info.first_operands.contains(name) && !info.shape_inputs.contains(name)
+        {
+            continue;
+        }
         // An input of a type that cannot be read (strings, 4-bit) is not an integer constant.
         let Ok(bytes) = std::fs::read(data.join(format!("input_{k}.pb"))) else { continue };
         let Ok(value) = ordo_onnx::read_tensor(&bytes) else { continue };
         let (values, floats) = match value.values {
             ordo_onnx::Values::I64(values) => (values, None),
             ordo_onnx::Values::Bool(values) => (values.into_iter().map(i64::from).collect(), None),
-            // Floats only where they set a shape (`Resize`'s scales): float data stays data.
+            // Floats only where an export writes a constant (`Resize`'s scales, `Pad`'s value):
+            // float data stays data.
             ordo_onnx::Values::F32(v) if info.shape_inputs.contains(name) => {
                 (Vec::new(), Some(v.into_iter().map(f64::from).collect()))
             }

@@ -4,6 +4,7 @@ use ordo_ir::Op;
 use ordo_ir::op::{ActivationKind, Grad, UnaryOp};
 
 use super::error::KernelResult;
+use super::integer;
 use super::tensor::{Data, Tensor};
 use super::util::{
     Call, broadcast_shapes, broadcast_strides, erf, for_each_broadcast, for_each_lane, reduce_to,
@@ -182,6 +183,12 @@ pub(crate) fn activation_grad(
 }
 
 pub(crate) fn scale(op: &Op, factor: f64, c: Call) -> KernelResult<Vec<Tensor>> {
+    if c.inputs.first().is_some_and(|x| x.as_i64().is_some()) {
+        c.expect_inputs(1)?;
+        c.expect_params(0)?;
+        c.infer(op, &c.input_facts())?;
+        return Ok(vec![integer::scale(factor, &c)?]);
+    }
     let x = single_input(op, &c)?;
     let f = factor as f32;
     Ok(vec![tensor(c.inputs[0].shape(), x.iter().map(|&v| v * f).collect())?])
@@ -199,9 +206,12 @@ pub(crate) fn binary(op: &Op, c: Call) -> KernelResult<Vec<Tensor>> {
     c.expect_inputs(2)?;
     c.expect_params(0)?;
     let out = c.infer(op, &c.input_facts())?.shape;
-    let (a, b) = (c.input_f32(0)?, c.input_f32(1)?);
     let sa = broadcast_strides(c.inputs[0].shape(), &out);
     let sb = broadcast_strides(c.inputs[1].shape(), &out);
+    if c.inputs[0].as_i64().is_some() {
+        return Ok(vec![integer::binary(op, &c, &out, &sa, &sb)?]);
+    }
+    let (a, b) = (c.input_f32(0)?, c.input_f32(1)?);
     let mut y = vec![0.0f32; out.iter().product()];
     match op {
         Op::Mul => for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = a[i] * b[j]),
@@ -276,6 +286,12 @@ pub(crate) fn pair_grad(of: &Op, k: usize, g: &Grad, c: Call) -> KernelResult<Ve
 /// `Clip`: `x` clamped to `[min, max]`, `max` everywhere when `min > max` (ONNX's rule); NaN
 /// stays NaN.
 pub(crate) fn clip(op: &Op, min: f64, max: f64, c: Call) -> KernelResult<Vec<Tensor>> {
+    if c.inputs.first().is_some_and(|x| x.as_i64().is_some()) {
+        c.expect_inputs(1)?;
+        c.expect_params(0)?;
+        c.infer(op, &c.input_facts())?;
+        return Ok(vec![integer::clip(min, max, &c)?]);
+    }
     let x = single_input(op, &c)?;
     let (lo, hi) = (min as f32, max as f32);
     let y = x.iter().map(|&v| if v.is_nan() { v } else { v.max(lo).min(hi) }).collect();

@@ -48,9 +48,11 @@ mod axis;
 mod conv;
 mod conv_transpose;
 mod einsum;
+mod element;
 mod elementwise;
 mod error;
 mod gather;
+mod integer;
 mod linear;
 mod logic;
 mod loss;
@@ -77,6 +79,7 @@ mod tests;
 use ordo_ir::op::{Grad, Saved, Wrt};
 use ordo_ir::{Op, TensorFact};
 
+pub use element::{held_as, reads_u64};
 pub use error::{KernelError, KernelResult};
 pub use optim::init_state;
 pub use tensor::{Data, Tensor};
@@ -113,6 +116,10 @@ pub struct KernelContext<'a> {
     /// The node's output facts. Needed by `Fill` (its shape) and checked by `Input`; ignored
     /// by other ops.
     pub outputs: &'a [TensorFact],
+    /// The node's input facts as the graph declares them: their element types where the
+    /// storage widens them (a u64 is held in `i64`; see [`held_as`]). Read by the kernels
+    /// whose result depends on signedness; empty means every input is of its storage type.
+    pub inputs: &'a [TensorFact],
     /// For a gradient node, the facts of its forward node's inputs. Needed by `Concat`'s
     /// input gradient; ignored by other ops.
     pub forward_inputs: &'a [TensorFact],
@@ -130,6 +137,7 @@ impl Default for KernelContext<'_> {
     fn default() -> Self {
         Self {
             outputs: &[],
+            inputs: &[],
             forward_inputs: &[],
             step: 1,
             seed: 0,
@@ -159,12 +167,11 @@ pub fn op_label(op: &Op) -> String {
     }
 }
 
-/// Whether the CPU kernels compute with values of `dtype` (f32 and i64 storage; i32 and bool
-/// read into i64). Other types (f16, bf16, f64, float8, 8- and 16-bit and unsigned integers)
-/// are imported for planning only.
+/// Whether the CPU kernels compute with values of `dtype`: every type but float8, each held
+/// in `f32`, `i64` or `bool` storage and narrowed to its type at each op's output (see
+/// [`held_as`]). Float8 tensors are imported for planning only.
 pub fn has_kernels_for(dtype: ordo_ir::DType) -> bool {
-    use ordo_ir::DType;
-    matches!(dtype, DType::F32 | DType::I64 | DType::I32 | DType::Bool)
+    held_as(dtype).is_some()
 }
 
 /// The error of an op imported for planning only.
@@ -190,7 +197,11 @@ pub fn run(
     ctx: &KernelContext,
 ) -> KernelResult<Vec<Tensor>> {
     let kernel = select(op)?;
-    kernel(Call { label: op_label(op), inputs, params, state, ctx })
+    let mut outputs = kernel(Call { label: op_label(op), inputs, params, state, ctx })?;
+    for (output, fact) in outputs.iter_mut().zip(ctx.outputs) {
+        element::narrow(output, fact.dtype);
+    }
+    Ok(outputs)
 }
 
 /// `output += partial`, element by element: a micro-batch's gradient accumulated into the

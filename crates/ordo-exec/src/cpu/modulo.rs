@@ -3,13 +3,19 @@
 use ordo_ir::Op;
 use ordo_ir::op::Grad;
 
+use super::element::is_u64;
 use super::error::KernelResult;
 use super::tensor::{Data, Tensor};
 use super::util::{Call, broadcast_strides, for_each_broadcast, numel, reduce_to, tensor};
 
-/// Python's integer remainder (the divisor's sign) or C's (`fmod`: the dividend's).
-fn int_rem(a: i64, b: i64, fmod: bool) -> Option<i64> {
-    let r = a.checked_rem(b)?;
+/// Python's integer remainder (the divisor's sign) or C's (`fmod`: the dividend's); of u64
+/// bit patterns when `unsigned`.
+fn int_rem(a: i64, b: i64, fmod: bool, unsigned: bool) -> Option<i64> {
+    if unsigned {
+        return (a as u64).checked_rem(b as u64).map(|r| r as i64);
+    }
+    // i64::MIN % -1 is 0 (checked_rem would call it an overflow).
+    let r = if b == -1 { 0 } else { a.checked_rem(b)? };
     Some(if !fmod && r != 0 && (r < 0) != (b < 0) { r + b } else { r })
 }
 
@@ -31,9 +37,12 @@ pub(crate) fn modulo(op: &Op, fmod: bool, c: Call) -> KernelResult<Vec<Tensor>> 
         (Data::I64(a), Data::I64(b)) => {
             let mut y = vec![0i64; numel(&out)];
             let mut zero = false;
-            for_each_broadcast(&out, &sa, &sb, |o, i, j| match int_rem(a[i], b[j], fmod) {
-                Some(r) => y[o] = r,
-                None => zero = true,
+            let unsigned = is_u64(&c, 0) || is_u64(&c, 1);
+            for_each_broadcast(&out, &sa, &sb, |o, i, j| {
+                match int_rem(a[i], b[j], fmod, unsigned) {
+                    Some(r) => y[o] = r,
+                    None => zero = true,
+                }
             });
             if zero {
                 return Err(c.value_err("integer remainder by zero"));

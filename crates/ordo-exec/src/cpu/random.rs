@@ -6,22 +6,32 @@
 use ordo_ir::DType;
 use ordo_ir::op::{Distribution, Op};
 
+use super::element::{held_as, is_u64};
 use super::elementwise::uniform;
 use super::error::KernelResult;
 use super::tensor::{Data, Tensor};
 use super::util::Call;
 
-/// `Cast`: a float to an integer rounds toward zero (saturating; NaN becomes 0), to bool is
-/// "not zero", bool to a number is 0 or 1.
+/// `Cast` between storages: a float to an integer rounds toward zero (saturating; NaN becomes
+/// 0), to bool is "not zero", bool to a number is 0 or 1, a u64 input converts as unsigned.
+/// Within one storage the values pass through: [`super::run`] then narrows them to the target
+/// type (an f32 rounded to f16, an i64 wrapped to u8).
 pub(crate) fn cast(op: &Op, to: DType, c: Call) -> KernelResult<Vec<Tensor>> {
     c.expect_inputs(1)?;
     c.expect_params(0)?;
     let out = c.infer(op, &c.input_facts())?.shape;
     let x = &c.inputs[0];
-    Ok(vec![match (x.data(), to) {
+    let unsigned = is_u64(&c, 0);
+    let Some(storage) = held_as(to) else {
+        return Err(c.value_err(format!("no cast to {to}")));
+    };
+    Ok(vec![match (x.data(), storage) {
         (Data::F32(v), DType::I64) => Tensor::from_i64(&out, v.iter().map(|&f| f as i64).collect()),
         (Data::F32(v), DType::Bool) => {
             Tensor::from_bool(&out, v.iter().map(|&f| f != 0.0).collect())
+        }
+        (Data::I64(v), DType::F32) if unsigned => {
+            Tensor::from_f32(&out, v.iter().map(|&i| i as u64 as f32).collect())
         }
         (Data::I64(v), DType::F32) => Tensor::from_f32(&out, v.iter().map(|&i| i as f32).collect()),
         (Data::I64(v), DType::Bool) => Tensor::from_bool(&out, v.iter().map(|&i| i != 0).collect()),
@@ -31,11 +41,8 @@ pub(crate) fn cast(op: &Op, to: DType, c: Call) -> KernelResult<Vec<Tensor>> {
         (Data::Bool(v), DType::I64) => {
             Tensor::from_i64(&out, v.iter().map(|&b| i64::from(b)).collect())
         }
-        // A cast to its own type (the importer passes those through; kept for completeness).
-        (Data::F32(_), DType::F32) | (Data::I64(_), DType::I64) | (Data::Bool(_), DType::Bool) => {
-            Ok(Tensor::clone(x))
-        }
-        _ => return Err(c.value_err(format!("no cast to {to}"))),
+        // Within one storage (f32 to f16, i64 to u8): the values, narrowed after the kernel.
+        _ => Ok(Tensor::clone(x)),
     }?])
 }
 

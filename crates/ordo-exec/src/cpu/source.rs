@@ -2,6 +2,7 @@
 
 use ordo_ir::op::Grad;
 
+use super::element::{held_as, narrow};
 use super::error::{KernelError, KernelResult};
 use super::tensor::Tensor;
 use super::util::Call;
@@ -14,10 +15,20 @@ pub(crate) fn input(c: Call) -> KernelResult<Vec<Tensor>> {
     c.expect_params(0)?;
     let fed = c.inputs[0];
     if let Some(fact) = c.ctx.outputs.first() {
-        let same_kind = fact.dtype.is_float() == fed.dtype().is_float();
-        if fact.shape != fed.shape() || !same_kind {
+        if fact.shape != fed.shape() || held_as(fact.dtype) != Some(fed.dtype()) {
             return Err(c.shape_err(format!("fed {}, the input is {fact}", fed.fact())));
         }
+        // A narrow integer type's values must be in its range: wrapping them would change
+        // the data silently.
+        let mut narrowed = fed.clone();
+        narrow(&mut narrowed, fact.dtype);
+        if fact.dtype.is_integer()
+            && let (Some(got), Some(held)) = (fed.as_i64(), narrowed.as_i64())
+            && let Some(v) = got.iter().zip(held).find(|(a, b)| a != b).map(|(a, _)| a)
+        {
+            return Err(c.value_err(format!("fed value {v} is not a {}", fact.dtype)));
+        }
+        return Ok(vec![narrowed]);
     }
     Ok(vec![fed.clone()])
 }

@@ -5,8 +5,8 @@ use ordo_ir::{DType, TensorFact};
 use super::error::{KernelError, KernelResult};
 
 /// The storage of a [`Tensor`]: `f32` for floating-point tensors, `i64` for integer tensors
-/// (token ids, class labels; `I32` facts are held widened to `i64`), `bool` for masks and
-/// comparisons.
+/// (token ids, class labels), `bool` for masks and comparisons. Other element types are held
+/// in one of these ([`super::held_as`]: an f16 in `f32`, an i32 or u8 in `i64`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Data {
     /// Floating-point values.
@@ -70,17 +70,20 @@ fn length_error(shape: &[usize], len: usize) -> KernelError {
 }
 
 impl Tensor {
-    /// A tensor of `fact`'s shape filled with zeros.
+    /// A tensor of `fact`'s shape filled with zeros, in the storage of its element type.
     ///
     /// # Errors
-    /// [`KernelError::UnsupportedDType`] for element types without kernels (`F16`, `BF16`, ...); [`KernelError::Value`]
+    /// [`KernelError::UnsupportedDType`] for element types without kernels (float8); [`KernelError::Value`]
     /// when the element count overflows or the memory cannot be had.
     pub fn zeros(fact: &TensorFact) -> KernelResult<Self> {
-        let data = match fact.dtype {
-            DType::F32 => Data::F32(filled(&fact.shape, 0.0)?),
-            DType::I64 | DType::I32 => Data::I64(filled(&fact.shape, 0)?),
-            DType::Bool => Data::Bool(filled(&fact.shape, false)?),
-            dtype => return Err(KernelError::UnsupportedDType { op: "Tensor".into(), dtype }),
+        let data = match super::held_as(fact.dtype) {
+            Some(DType::F32) => Data::F32(filled(&fact.shape, 0.0)?),
+            Some(DType::I64) => Data::I64(filled(&fact.shape, 0)?),
+            Some(DType::Bool) => Data::Bool(filled(&fact.shape, false)?),
+            _ => {
+                let dtype = fact.dtype;
+                return Err(KernelError::UnsupportedDType { op: "Tensor".into(), dtype });
+            }
         };
         Ok(Self { shape: fact.shape.clone(), data })
     }
@@ -171,7 +174,7 @@ impl Tensor {
         &self.shape
     }
 
-    /// The element type: [`DType::F32`], [`DType::I64`] or [`DType::Bool`].
+    /// The storage's element type: [`DType::F32`], [`DType::I64`] or [`DType::Bool`].
     pub fn dtype(&self) -> DType {
         match self.data {
             Data::F32(_) => DType::F32,

@@ -267,6 +267,27 @@ pub(crate) fn infer_unary(inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, Str
     Ok(vec![inputs[0].clone()])
 }
 
+/// `Scale`: any float tensor, or an integer one when the factor is an integer (`Sub` of
+/// integers imports as an `Add` of a `Scale` by -1).
+pub(crate) fn infer_scale(factor: f64, inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 1)?;
+    let x = inputs[0];
+    if x.dtype.is_integer() && factor.fract() == 0.0 && factor.abs() < 2f64.powi(63) {
+        return Ok(vec![x.clone()]);
+    }
+    expect_float("input", x)?;
+    Ok(vec![x.clone()])
+}
+
+/// `Clip`: a float or an integer tensor (its bounds then rounded inwards).
+pub(crate) fn infer_clip(inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 1)?;
+    if !inputs[0].dtype.is_integer() {
+        expect_float("input", inputs[0])?;
+    }
+    Ok(vec![inputs[0].clone()])
+}
+
 pub(crate) fn infer_binary(inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
     expect_inputs(inputs, 2)?;
     let (a, b) = (inputs[0], inputs[1]);

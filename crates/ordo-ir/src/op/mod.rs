@@ -98,7 +98,7 @@ pub enum Op {
         /// Its second parameter (unused by some kinds).
         beta: f64,
     },
-    /// Multiplication by a constant.
+    /// Multiplication by a constant (of a float tensor, or of an integer one by an integer).
     Scale {
         /// The constant.
         factor: f64,
@@ -431,11 +431,11 @@ impl Op {
             Op::ConvTranspose2d(c) => c.infer(inputs),
             Op::BatchNorm(_) => norm::infer_batch_norm(inputs),
             Op::LayerNorm(l) => l.infer(inputs),
-            Op::Unary { .. }
-            | Op::Activation { .. }
-            | Op::Scale { .. }
-            | Op::Dropout { .. }
-            | Op::Clip { .. } => ew::infer_unary(inputs),
+            Op::Unary { .. } | Op::Activation { .. } | Op::Dropout { .. } => {
+                ew::infer_unary(inputs)
+            }
+            Op::Scale { factor } => ew::infer_scale(*factor, inputs),
+            Op::Clip { .. } => ew::infer_clip(inputs),
             Op::Add | Op::Mul | Op::Div | Op::Max | Op::Min | Op::Pow => ew::infer_binary(inputs),
             Op::Reduce(r) => r.infer(inputs),
             Op::Compare(_) => logic::infer_compare(inputs),

@@ -140,7 +140,8 @@ pub(crate) fn binary(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
         }
         "Mul" => mul(ctx, node),
         "Div" => match &b {
-            Value::Const(c) => {
+            // A float divided by a constant: times its inverse.
+            Value::Const(c) if ctx.fact_of(node, &a)?.dtype.is_float() => {
                 let one_c = ConstTensor {
                     elem: code::FLOAT,
                     shape: vec![],
@@ -151,11 +152,7 @@ pub(crate) fn binary(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
                 scale_or_mul(ctx, node, 0, inv)
             }
             _ => {
-                // A run-time divisor: the IR's Div divides floats (integer division imports
-                // for planning, through the generic fallback).
-                if !ctx.fact_of(node, &b)?.dtype.is_float() {
-                    return Err(node.unsupported("integer division of run-time tensors"));
-                }
+                // The IR's Div: of floats, or of integers truncating toward zero.
                 let x = operand(ctx, node, 0, Some(&b))?;
                 let y = operand(ctx, node, 1, Some(&a))?;
                 one(ctx.emit_value(&node.name, Op::Div, &[x, y])?)
@@ -232,7 +229,9 @@ fn scale_or_mul(
 fn pow(ctx: &mut Ctx<'_>, node: &Node<'_>, p: &Value) -> OnnxResult<Outputs> {
     let scalar = p.as_const().and_then(ConstTensor::scalar);
     let base = ctx.input(node, 0)?;
-    match scalar {
+    // The shortcuts keep the base's type: integer bases (and 1) only where that is right.
+    let float_base = ctx.fact_of(node, &base)?.dtype.is_float();
+    match scalar.filter(|&s| float_base || s == 1.0 || s == 2.0) {
         Some(1.0) => return one(base),
         Some(2.0) => {
             let x = ctx.wire(node, 0)?;
@@ -244,16 +243,31 @@ fn pow(ctx: &mut Ctx<'_>, node: &Node<'_>, p: &Value) -> OnnxResult<Outputs> {
         }
         _ => {}
     }
-    // Any other power of floats: the IR's Pow (a constant operand becomes a buffer of the
-    // other's type). Integer powers import for planning.
-    for v in [&base, p] {
-        if !ctx.fact_of(node, v)?.dtype.is_float() {
-            return Err(node.unsupported("powers of integers"));
-        }
-    }
+    // Any other power: the IR's Pow, of operands of one type (a constant exponent becomes a
+    // buffer of the base's type). ONNX lets the exponent's type differ: an exponent of
+    // another type is cast to the base's, except an integer base to a float power, which
+    // NumPy computes in floats and casts back (truncating).
     let x = operand(ctx, node, 0, Some(p))?;
     let y = operand(ctx, node, 1, Some(&base))?;
-    one(ctx.emit_value(&node.name, Op::Pow, &[x, y])?)
+    let fact = |ctx: &Ctx<'_>, o| ctx.graph.fact(o).map(|f| f.dtype);
+    let (xt, yt) = (fact(ctx, x), fact(ctx, y));
+    if xt == yt {
+        return one(ctx.emit_value(&node.name, Op::Pow, &[x, y])?);
+    }
+    let (Some(xt), Some(yt)) = (xt, yt) else {
+        return Err(node.malformed("an operand without a type"));
+    };
+    let cast = |ctx: &mut Ctx<'_>, suffix: &str, w, to| {
+        ctx.emit(&format!("{}.{suffix}", node.name), Op::Cast { to }, &[w], Vec::new())
+            .map(|o| o[0])
+    };
+    if xt.is_integer() && yt.is_float() {
+        let xf = cast(ctx, "base", x, yt)?;
+        let pf = ctx.emit(&format!("{}.pow", node.name), Op::Pow, &[xf, y], Vec::new())?[0];
+        return one(ctx.emit_value(&node.name, Op::Cast { to: xt }, &[pf])?);
+    }
+    let yc = cast(ctx, "exponent", y, xt)?;
+    one(ctx.emit_value(&node.name, Op::Pow, &[x, yc])?)
 }
 
 /// An activation with constant parameters, of a run-time float tensor.
@@ -287,9 +301,6 @@ pub(crate) fn extreme(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
     let Some(like) = inputs.iter().find(|v| !matches!(v, Value::Const(_))).cloned() else {
         return Err(node.unsupported("constants only (folded)"));
     };
-    if inputs.iter().any(|v| ctx.fact_of(node, v).map_or(true, |f| !f.dtype.is_float())) {
-        return Err(node.unsupported("integer extremes import for planning"));
-    }
     if inputs.len() == 1 {
         return one(like);
     }
@@ -314,8 +325,8 @@ pub(crate) fn extreme(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
 /// equal to a bound gets half the gradient there, `torch.maximum`'s rule).
 pub(crate) fn clip(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let x = ctx.input(node, 0)?;
-    if matches!(x, Value::Const(_)) || !ctx.fact_of(node, &x)?.dtype.is_float() {
-        return Err(node.unsupported("the IR clips run-time float tensors"));
+    if matches!(x, Value::Const(_)) || ctx.fact_of(node, &x)?.dtype == ordo_ir::DType::Bool {
+        return Err(node.unsupported("the IR clips run-time numbers"));
     }
     // Each bound: absent (its default), a constant, or a run-time input.
     enum Bound {
@@ -578,7 +589,7 @@ pub(crate) fn cum_sum(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
     one(ctx.emit_value(&node.name, op, &[w])?)
 }
 
-/// `Mod` of run-time tensors (floats with `fmod = 1`; 64- and 32-bit integers either way).
+/// `Mod` of run-time tensors (floats with `fmod = 1`; integers either way).
 pub(crate) fn modulo(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let (a, b) = (ctx.input(node, 0)?, ctx.input(node, 1)?);
     if matches!((&a, &b), (Value::Const(_), Value::Const(_))) {
@@ -587,11 +598,7 @@ pub(crate) fn modulo(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
     let fmod = node.int("fmod", 0)? != 0;
     let like = if matches!(a, Value::Const(_)) { &b } else { &a };
     let dtype = ctx.fact_of(node, like)?.dtype;
-    let supported = if dtype.is_float() {
-        fmod
-    } else {
-        matches!(dtype, ordo_ir::DType::I64 | ordo_ir::DType::I32)
-    };
+    let supported = if dtype.is_float() { fmod } else { dtype.is_integer() };
     if !supported {
         return Err(node.unsupported(format!("Mod of {dtype} with fmod = {}", u8::from(fmod))));
     }

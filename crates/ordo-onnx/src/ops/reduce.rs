@@ -1,8 +1,9 @@
-//! ONNX's `Reduce*` operators of float tensors over constant axes: the IR's `Reduce`. Run-time
-//! axes and integer inputs import for planning (the generic fallback).
+//! ONNX's `Reduce*` operators of float tensors over constant axes: the IR's `Reduce`; the
+//! maximum and minimum of a bool tensor (any, all) as that of its 0s and 1s. Run-time axes and
+//! integer inputs import for planning (the generic fallback).
 
-use ordo_ir::Op;
 use ordo_ir::op::{Reduce, ReduceKind};
+use ordo_ir::{DType, Op};
 
 use super::{Outputs, one, resolve_axis};
 use crate::ctx::Ctx;
@@ -15,7 +16,8 @@ pub(crate) fn reduce(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
     };
     let x = ctx.input(node, 0)?;
     let fact = ctx.fact_of(node, &x)?;
-    if !fact.dtype.is_float() || x.as_const().is_some() {
+    let bools = fact.dtype == DType::Bool && matches!(kind, ReduceKind::Max | ReduceKind::Min);
+    if !(fact.dtype.is_float() || bools) || x.as_const().is_some() {
         return Err(node.unsupported("the IR reduces run-time float tensors"));
     }
     let axes: Option<Vec<i64>> = match node.ints("axes") {
@@ -42,6 +44,13 @@ pub(crate) fn reduce(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
     axes.sort_unstable();
     axes.dedup();
     let keepdims = node.int("keepdims", 1)? != 0;
+    let reduce = Op::Reduce(Reduce { kind, axes, keepdims });
     let w = ctx.wire(node, 0)?;
-    one(ctx.emit_value(&node.name, Op::Reduce(Reduce { kind, axes, keepdims }), &[w])?)
+    if bools {
+        let cast = Op::Cast { to: DType::F32 };
+        let numbers = ctx.emit(&format!("{}.numbers", node.name), cast, &[w], Vec::new())?[0];
+        let r = ctx.emit(&format!("{}.reduce", node.name), reduce, &[numbers], Vec::new())?[0];
+        return one(ctx.emit_value(&node.name, Op::Cast { to: DType::Bool }, &[r])?);
+    }
+    one(ctx.emit_value(&node.name, reduce, &[w])?)
 }

@@ -103,7 +103,7 @@ fn cast_to(ctx: &mut Ctx<'_>, node: &Node<'_>, to: i32) -> OnnxResult<Outputs> {
         return one(ctx.emit_value(&node.name, Op::Cast { to }, &[x])?);
     }
     Err(node.unsupported(format!(
-        "no cast kernel from {} to {} (casts convert f32, i64 and bool)",
+        "no cast kernel from {} to {} (float8 formats have none)",
         fact.dtype,
         crate::tensor::elem_name(to)
     )))

@@ -10,6 +10,7 @@ mod errors;
 mod forward;
 mod grads;
 mod optim;
+mod types;
 
 use ordo_ir::{Op, TensorFact};
 

@@ -1,0 +1,128 @@
+//! Element types beyond the three storages of [`Tensor`]: which storage holds each type, and
+//! how a kernel's output becomes a value of its node's declared type.
+//!
+//! Kernels compute in the storage: `f32` for f32, f16, bf16 and f64, `i64` for every integer
+//! type, `bool` for bool. After a kernel, [`super::run`] narrows each output to the type its
+//! node declares ([`narrow`]):
+//!
+//! - f16 and bf16 round to the nearest value of the type (ties to even, the `half` crate's
+//!   IEEE conversion), so each op's result is what the narrow type holds, as a framework
+//!   computing in f32 and storing f16 has it;
+//! - f64 is computed in f32: its values keep f32's precision and range (a documented
+//!   approximation; ONNX exports use f64 for few, small tensors);
+//! - 8-, 16- and 32-bit integers wrap to their type (two's complement, NumPy's and PyTorch's
+//!   rule for overflow);
+//! - u64 is held as its bit pattern in `i64`. Addition, subtraction, multiplication and data
+//!   movement give the same bits either way; the kernels whose result depends on the sign
+//!   (division, remainder, extremes, comparisons, casts) read the declared input types from
+//!   [`super::KernelContext::inputs`] ([`is_u64`]), and every other op refuses a u64 input
+//!   ([`reads_u64`]).
+//!
+//! Float8 types (several formats under one IR type) have no storage: they are planned by size
+//! only.
+
+use half::{bf16, f16};
+use ordo_ir::{DType, Op};
+
+use super::tensor::Tensor;
+use super::util::Call;
+
+/// The storage type that holds values of `dtype`: [`DType::F32`], [`DType::I64`] or
+/// [`DType::Bool`]; `None` for a type without kernels (float8).
+pub fn held_as(dtype: DType) -> Option<DType> {
+    match dtype {
+        DType::F32 | DType::F16 | DType::BF16 | DType::F64 => Some(DType::F32),
+        DType::I64
+        | DType::I32
+        | DType::I16
+        | DType::I8
+        | DType::U64
+        | DType::U32
+        | DType::U16
+        | DType::U8 => Some(DType::I64),
+        DType::Bool => Some(DType::Bool),
+        DType::F8 => None,
+    }
+}
+
+/// `v` wrapped to integer type `dtype` (two's complement), as the `i64` that holds it. Types
+/// of 64 bits and non-integer types leave it as it is.
+pub(crate) fn wrap(v: i64, dtype: DType) -> i64 {
+    match dtype {
+        DType::I32 => i64::from(v as i32),
+        DType::I16 => i64::from(v as i16),
+        DType::I8 => i64::from(v as i8),
+        DType::U32 => i64::from(v as u32),
+        DType::U16 => i64::from(v as u16),
+        DType::U8 => i64::from(v as u8),
+        _ => v,
+    }
+}
+
+/// Makes `t`'s elements values of `dtype`, which its storage holds (see the module
+/// documentation); a tensor of another storage is left as it is (the caller's checks name
+/// that mismatch).
+pub(crate) fn narrow(t: &mut Tensor, dtype: DType) {
+    match dtype {
+        DType::F16 => {
+            if let Some(v) = t.as_f32_mut() {
+                v.iter_mut().for_each(|x| *x = f16::from_f32(*x).to_f32());
+            }
+        }
+        DType::BF16 => {
+            if let Some(v) = t.as_f32_mut() {
+                v.iter_mut().for_each(|x| *x = bf16::from_f32(*x).to_f32());
+            }
+        }
+        DType::I32 | DType::I16 | DType::I8 | DType::U32 | DType::U16 | DType::U8 => {
+            if let Some(v) = t.as_i64_mut() {
+                v.iter_mut().for_each(|x| *x = wrap(*x, dtype));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether input `k` of the call is declared u64 (held as its bit pattern in `i64`).
+pub(crate) fn is_u64(c: &Call, k: usize) -> bool {
+    c.ctx.inputs.get(k).is_some_and(|f| f.dtype == DType::U64)
+}
+
+/// Whether `op`'s kernel reads u64 inputs right: data movement and wrapping arithmetic, which
+/// give the same bits for a u64 and the `i64` holding it, and the sign-dependent kernels that
+/// ask [`is_u64`].
+pub fn reads_u64(op: &Op) -> bool {
+    use ordo_ir::op::ScatterReduction;
+    matches!(
+        op,
+        Op::Input
+            | Op::Parameter
+            | Op::Add
+            | Op::Mul
+            | Op::Scale { .. }
+            | Op::Div
+            | Op::Max
+            | Op::Min
+            | Op::Mod { .. }
+            | Op::Compare(_)
+            | Op::Where
+            | Op::Cast { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::Expand { .. }
+            | Op::Concat { .. }
+            | Op::Gather { .. }
+            | Op::GatherElements { .. }
+            | Op::GatherNd
+            | Op::Tile { .. }
+            | Op::ScatterNd { reduction: ScatterReduction::None }
+            | Op::ScatterElements { reduction: ScatterReduction::None, .. }
+    )
+}
+
+/// `x` held as a u64's bit pattern, mapped so that `i64`'s order is u64's (the sign bit
+/// flipped): comparisons and extremes of u64 values compare these.
+pub(crate) fn u64_order(x: i64) -> i64 {
+    x ^ i64::MIN
+}

@@ -1,0 +1,242 @@
+//! Element types held in a wider storage: integer kernels against arithmetic in `i128`
+//! wrapped by hand, u64 bit patterns against `u64` arithmetic, f16 and bf16 rounding against
+//! their bit layouts, and the errors of values a type cannot hold.
+
+use ordo_ir::op::{CompareKind, Reduce, ReduceKind};
+use ordo_ir::{DType, Op, TensorFact};
+
+use super::super::{KernelContext, Tensor, held_as, run};
+
+const INTEGERS: [DType; 8] =
+    [DType::I8, DType::U8, DType::I16, DType::U16, DType::I32, DType::U32, DType::I64, DType::U64];
+
+/// `v` wrapped to `dtype` through `i128` (a second path to the kernels' `as` chains): the
+/// value as the `i64` storage holds it.
+fn wrapped(v: i128, dtype: DType) -> i64 {
+    let bits = match dtype {
+        DType::I8 | DType::U8 => 8,
+        DType::I16 | DType::U16 => 16,
+        DType::I32 | DType::U32 => 32,
+        _ => 64,
+    };
+    let m = v.rem_euclid(1i128 << bits);
+    let signed = !matches!(dtype, DType::U8 | DType::U16 | DType::U32 | DType::U64);
+    let v = if signed && m >= 1i128 << (bits - 1) { m - (1i128 << bits) } else { m };
+    // u64 values past i64::MAX are held as their bit pattern.
+    v as u64 as i64
+}
+
+/// The value an `i64` holding `dtype` stands for.
+fn value(v: i64, dtype: DType) -> i128 {
+    if dtype == DType::U64 { i128::from(v as u64) } else { i128::from(v) }
+}
+
+/// Values of `dtype` spread over its range, both ends included.
+fn samples(dtype: DType) -> Vec<i64> {
+    let raw: [i128; 10] =
+        [0, 1, -1, 2, 7, -7, 100, -128, i128::from(i64::MAX), i128::from(u64::MAX) - 5];
+    raw.iter().map(|&v| wrapped(v, dtype)).collect()
+}
+
+fn int_tensor(v: &[i64]) -> Tensor {
+    Tensor::from_i64(&[v.len()], v.to_vec()).unwrap()
+}
+
+/// Runs `op` on `inputs` declared of `input_types`, its output declared `out`.
+fn run_typed(
+    op: &Op,
+    inputs: &[Tensor],
+    input_types: &[DType],
+    out: DType,
+) -> Result<Tensor, String> {
+    let facts: Vec<TensorFact> = inputs
+        .iter()
+        .zip(input_types)
+        .map(|(t, &d)| TensorFact::new(d, t.shape().to_vec()))
+        .collect();
+    let shape = if inputs.is_empty() { vec![] } else { inputs[0].shape().to_vec() };
+    let outputs = [TensorFact::new(out, shape)];
+    let ctx = KernelContext { inputs: &facts, outputs: &outputs, ..KernelContext::default() };
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    run(op, &refs, &[], &mut [], &ctx).map(|mut o| o.remove(0)).map_err(|e| e.to_string())
+}
+
+#[test]
+fn integer_arithmetic_wraps_to_every_type_as_i128_arithmetic_does() {
+    for dtype in INTEGERS {
+        let xs = samples(dtype);
+        // Every pair, as two flat tensors.
+        let a: Vec<i64> = xs.iter().flat_map(|&x| xs.iter().map(move |_| x)).collect();
+        let b: Vec<i64> = xs.iter().flat_map(|_| xs.iter().copied()).collect();
+        let (ta, tb) = (int_tensor(&a), int_tensor(&b));
+        type Expect = fn(i128, i128) -> Option<i128>;
+        let ops: [(Op, Expect); 5] = [
+            (Op::Add, |x, y| Some(x + y)),
+            // Modulo 2^128 keeps every product's bits modulo 2^64.
+            (Op::Mul, |x, y| Some(x.wrapping_mul(y))),
+            // Truncating division, C's and ONNX's; zero divisors are checked apart.
+            (Op::Div, |x, y| (y != 0).then(|| x / y)),
+            (Op::Max, |x, y| Some(x.max(y))),
+            (Op::Min, |x, y| Some(x.min(y))),
+        ];
+        for (op, expect) in ops {
+            let has_zero = b.contains(&0);
+            let got = run_typed(&op, &[ta.clone(), tb.clone()], &[dtype, dtype], dtype);
+            if op == Op::Div && has_zero {
+                let e = got.expect_err("division by zero");
+                assert!(e.contains("by zero"), "{e}");
+                continue;
+            }
+            let got = got.unwrap();
+            let got = got.as_i64().unwrap();
+            for k in 0..a.len() {
+                let want = expect(value(a[k], dtype), value(b[k], dtype)).unwrap();
+                assert_eq!(
+                    got[k],
+                    wrapped(want, dtype),
+                    "{dtype} {} of {} and {}",
+                    op.name(),
+                    value(a[k], dtype),
+                    value(b[k], dtype)
+                );
+            }
+        }
+        // Division without zero divisors.
+        let nonzero: Vec<i64> = b.iter().map(|&v| if v == 0 { 3 } else { v }).collect();
+        let got = run_typed(&Op::Div, &[ta.clone(), int_tensor(&nonzero)], &[dtype, dtype], dtype)
+            .unwrap();
+        for (k, &g) in got.as_i64().unwrap().iter().enumerate() {
+            let want = value(a[k], dtype) / value(nonzero[k], dtype);
+            assert_eq!(g, wrapped(want, dtype), "{dtype} Div");
+        }
+    }
+}
+
+#[test]
+fn u64_values_past_i64_compare_divide_and_cast_as_unsigned() {
+    let big = u64::MAX - 1; // held as -2
+    let a = int_tensor(&[big as i64, 5, big as i64]);
+    let b = int_tensor(&[3, big as i64, 7]);
+    let u = [DType::U64, DType::U64];
+    let less = run_typed(&Op::Compare(CompareKind::Less), &[a.clone(), b.clone()], &u, DType::Bool)
+        .unwrap();
+    assert_eq!(less.as_bool().unwrap(), &[false, true, false]);
+    let max = run_typed(&Op::Max, &[a.clone(), b.clone()], &u, DType::U64).unwrap();
+    assert_eq!(max.as_i64().unwrap(), &[big as i64, big as i64, big as i64]);
+    let div = run_typed(&Op::Div, &[a.clone(), b.clone()], &u, DType::U64).unwrap();
+    let want = [big / 3, 0, big / 7].map(|v| v as i64);
+    assert_eq!(div.as_i64().unwrap(), &want);
+    let rem = run_typed(&Op::Mod { fmod: false }, &[a.clone(), b], &u, DType::U64).unwrap();
+    assert_eq!(rem.as_i64().unwrap(), &[(big % 3) as i64, 5, (big % 7) as i64]);
+    let cast = run_typed(&Op::Cast { to: DType::F32 }, &[a], &[DType::U64], DType::F32).unwrap();
+    assert_eq!(cast.as_f32().unwrap(), &[big as f32, 5.0, big as f32]);
+    // The same bits declared i64 are negative.
+    let signed = int_tensor(&[big as i64]);
+    let cast =
+        run_typed(&Op::Cast { to: DType::F32 }, &[signed], &[DType::I64], DType::F32).unwrap();
+    assert_eq!(cast.as_f32().unwrap(), &[-2.0]);
+}
+
+#[test]
+fn half_types_round_each_output_to_nearest_even() {
+    // 1 + 2^-11 lies halfway between two f16s (1 and 1 + 2^-10): ties go to the even one, 1;
+    // 1 + 3 * 2^-11 goes to 1 + 2^-9. 65520 is past f16's largest (65504): infinity.
+    let x = Tensor::from_f32(
+        &[4],
+        vec![1.0 + 2f32.powi(-11), 1.0 + 3.0 * 2f32.powi(-11), 65520.0, 0.1],
+    )
+    .unwrap();
+    let zero = Tensor::from_f32(&[4], vec![0.0; 4]).unwrap();
+    let add = |out| {
+        run_typed(&Op::Add, &[x.clone(), zero.clone()], &[out, out], out)
+            .unwrap()
+            .as_f32()
+            .unwrap()
+            .to_vec()
+    };
+    let h = add(DType::F16);
+    assert_eq!(h[..3], [1.0, 1.0 + 2f32.powi(-9), f32::INFINITY]);
+    // 0.1 in f16: 0x2E66, sign 0, exponent 11 (2^-4), mantissa 0x266.
+    assert_eq!(h[3], (1.0 + 0x266 as f32 / 1024.0) * 2f32.powi(-4));
+    // bf16 keeps 8 bits of mantissa: 0.1 is 0x3DCD.
+    let b = add(DType::BF16);
+    assert_eq!(b[3], f32::from_bits(0x3DCD_0000));
+    assert_eq!(b[2], 65536.0);
+    // f32 and f64 (held in f32) keep every bit.
+    assert_eq!(add(DType::F32), x.as_f32().unwrap());
+    assert_eq!(add(DType::F64), x.as_f32().unwrap());
+}
+
+#[test]
+fn casts_narrow_to_the_target_type() {
+    let x = Tensor::from_f32(&[4], vec![300.7, -1.5, 1e10, f32::NAN]).unwrap();
+    let to_u8 =
+        run_typed(&Op::Cast { to: DType::U8 }, std::slice::from_ref(&x), &[DType::F32], DType::U8);
+    // Truncation toward zero, then wrapping: 300 -> 44, -1 -> 255; 1e10 saturates to i64 first.
+    assert_eq!(to_u8.unwrap().as_i64().unwrap(), &[44, 255, wrapped(10_000_000_000, DType::U8), 0]);
+    let to_i16 = run_typed(
+        &Op::Cast { to: DType::I16 },
+        std::slice::from_ref(&x),
+        &[DType::F32],
+        DType::I16,
+    );
+    assert_eq!(to_i16.unwrap().as_i64().unwrap()[..2], [300, -1]);
+    let to_f16 = run_typed(&Op::Cast { to: DType::F16 }, &[x], &[DType::F32], DType::F16).unwrap();
+    assert_eq!(to_f16.as_f32().unwrap()[..3], [300.75, -1.5, f32::INFINITY]);
+}
+
+#[test]
+fn a_fed_value_outside_its_type_is_an_error() {
+    let fed = int_tensor(&[1, 300]);
+    let facts = [TensorFact::new(DType::U8, vec![2])];
+    let ctx = KernelContext { outputs: &facts, ..KernelContext::default() };
+    let e = run(&Op::Input, &[&fed], &[], &mut [], &ctx).unwrap_err().to_string();
+    assert!(e.contains("300") && e.contains("u8"), "{e}");
+    let fine = int_tensor(&[1, 255]);
+    assert!(run(&Op::Input, &[&fine], &[], &mut [], &ctx).is_ok());
+    // An f16 input's storage is f32; an i64 tensor fed to it is refused.
+    let facts = [TensorFact::new(DType::F16, vec![2])];
+    let ctx = KernelContext { outputs: &facts, ..KernelContext::default() };
+    assert!(run(&Op::Input, &[&fine], &[], &mut [], &ctx).is_err());
+    assert_eq!(held_as(DType::F16), Some(DType::F32));
+    assert_eq!(held_as(DType::F8), None);
+}
+
+#[test]
+fn integer_errors_name_the_operands() {
+    let e =
+        run_typed(&Op::Pow, &[int_tensor(&[2]), int_tensor(&[-1])], &[DType::I32; 2], DType::I32)
+            .unwrap_err();
+    assert!(e.contains("negative power") && e.contains("2 ^ -1"), "{e}");
+    let p = run_typed(
+        &Op::Pow,
+        &[int_tensor(&[3, -2]), int_tensor(&[4, 3])],
+        &[DType::I8; 2],
+        DType::I8,
+    )
+    .unwrap();
+    assert_eq!(p.as_i64().unwrap(), &[wrapped(81, DType::I8), -8]);
+    let e = run_typed(&Op::Scale { factor: 0.5 }, &[int_tensor(&[2])], &[DType::I32], DType::I32)
+        .unwrap_err();
+    assert!(e.starts_with("Scale:"), "{e}");
+}
+
+#[test]
+fn ops_that_would_read_u64_as_signed_are_refused_before_running() {
+    let mut b = ordo_ir::GraphBuilder::new("u64");
+    let x = b.input("x", TensorFact::new(DType::U64, [4])).unwrap();
+    let f = b.op("f", Op::Cast { to: DType::F32 }, &[x]).unwrap();
+    let r = Op::Reduce(Reduce { kind: ReduceKind::Sum, axes: vec![0], keepdims: false });
+    let y = b.op("sum", r, &[f]).unwrap();
+    b.output(y);
+    let graph = b.finish();
+    assert_eq!(crate::missing_kernels(&graph), None);
+    let mut b = ordo_ir::GraphBuilder::new("u64");
+    let x = b.input("x", TensorFact::new(DType::U64, [4, 2])).unwrap();
+    let arg = Op::ArgExtreme { max: true, axis: 1, keepdims: false, select_last: false };
+    let y = b.op("argmax", arg, &[x]).unwrap();
+    b.output(y);
+    let graph = b.finish();
+    let missing = crate::missing_kernels(&graph).expect("refused");
+    assert!(missing.contains("u64 inputs of ArgMax") && missing.contains("`argmax`"), "{missing}");
+}
