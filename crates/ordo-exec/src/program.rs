@@ -288,9 +288,10 @@ pub fn scale_backward_seed(graph: &mut Graph, factor: f64) {
     }
 }
 
-/// Every op and element type without a CPU kernel, each named once with the nodes that use
-/// it: the operators imported for planning only first (by their framework's name, gradients
-/// counted with their op), then any other op the kernels lack. `None` when all can run.
+/// Every op without a CPU kernel, each named once with the nodes that use it: the operators
+/// imported for planning only first (by their framework's name, gradients counted with their
+/// op), then any other op the kernels lack or would read u64 inputs of as signed. `None` when
+/// all can run.
 pub fn missing_kernels(graph: &Graph) -> Option<String> {
     use ordo_ir::DType::U64;
     use std::collections::BTreeMap;
@@ -322,9 +323,6 @@ pub fn missing_kernels(graph: &Graph) -> Option<String> {
         let reads_u64 = n.inputs.iter().any(|&o| graph.fact(o).is_some_and(|f| f.dtype == U64));
         if reads_u64 && !cpu::reads_u64(&n.op) {
             other.entry(format!("u64 inputs of {}", n.op.label())).or_default().push(&n.name);
-        }
-        for fact in n.outputs.iter().filter(|f| !cpu::has_kernels_for(f.dtype)) {
-            other.entry(format!("element type {}", fact.dtype)).or_default().push(&n.name);
         }
     }
     let named = |nodes: &[&str]| {

@@ -41,7 +41,7 @@ pub(crate) fn fed<'a>(
         message: "no tensor is fed to it".into(),
     })?;
     // An f16 is held in `f32` storage, an i32 or u8 in `i64` (see [`crate::cpu::held_as`]).
-    if t.shape() != fact.shape.as_slice() || crate::cpu::held_as(fact.dtype) != Some(t.dtype()) {
+    if t.shape() != fact.shape.as_slice() || crate::cpu::held_as(fact.dtype) != t.dtype() {
         return Err(ExecError::Feed {
             name: name.to_string(),
             message: format!("fed {}, expects {fact}", t.fact()),

@@ -22,8 +22,26 @@ pub enum DType {
     Bool,
     /// 64-bit IEEE float.
     F64,
-    /// An 8-bit float (any of ONNX's float8 formats: planned by size, no kernels).
-    F8,
+    /// float8 e4m3fn: 4 exponent bits, 3 mantissa bits, no infinities (NaN all ones).
+    F8E4M3FN,
+    /// float8 e4m3fnuz: as e4m3fn with bias 8, no negative zero (NaN in its place).
+    F8E4M3FNUZ,
+    /// float8 e5m2: 5 exponent bits, 2 mantissa bits, IEEE's infinities and NaNs.
+    F8E5M2,
+    /// float8 e5m2fnuz: as e5m2 with bias 16, no infinities, no negative zero.
+    F8E5M2FNUZ,
+    /// float8 e8m0: an unsigned power of two (a scale), `2^(bits - 127)`.
+    F8E8M0,
+    /// float4 e2m1: 2 exponent bits, 1 mantissa bit, finite values only.
+    F4E2M1,
+    /// 4-bit signed integer.
+    I4,
+    /// 4-bit unsigned integer.
+    U4,
+    /// 2-bit signed integer.
+    I2,
+    /// 2-bit unsigned integer.
+    U2,
     /// 8-bit signed integer.
     I8,
     /// 8-bit unsigned integer.
@@ -39,19 +57,44 @@ pub enum DType {
 }
 
 impl DType {
-    /// Bytes per element.
+    /// Bytes per element. The 4- and 2-bit types count a whole byte: ONNX packs them two
+    /// and four to a byte, so the planner over-counts their memory rather than under.
     pub fn size_bytes(self) -> u64 {
         match self {
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::I64 | DType::F64 | DType::U64 => 8,
-            DType::Bool | DType::F8 | DType::I8 | DType::U8 => 1,
+            DType::Bool
+            | DType::F8E4M3FN
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0
+            | DType::F4E2M1
+            | DType::I8
+            | DType::U8
+            | DType::I4
+            | DType::U4
+            | DType::I2
+            | DType::U2 => 1,
         }
     }
 
     /// Whether values of this type are floating point.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F16 | DType::BF16 | DType::F64 | DType::F8)
+        matches!(
+            self,
+            DType::F32
+                | DType::F16
+                | DType::BF16
+                | DType::F64
+                | DType::F8E4M3FN
+                | DType::F8E4M3FNUZ
+                | DType::F8E5M2
+                | DType::F8E5M2FNUZ
+                | DType::F8E8M0
+                | DType::F4E2M1
+        )
     }
 
     /// Whether values of this type are integers (usable as indices).
@@ -66,6 +109,10 @@ impl DType {
                 | DType::U16
                 | DType::U32
                 | DType::U64
+                | DType::I4
+                | DType::U4
+                | DType::I2
+                | DType::U2
         )
     }
 }
@@ -80,7 +127,16 @@ impl fmt::Display for DType {
             DType::I32 => "i32",
             DType::Bool => "bool",
             DType::F64 => "f64",
-            DType::F8 => "f8",
+            DType::F8E4M3FN => "f8e4m3fn",
+            DType::F8E4M3FNUZ => "f8e4m3fnuz",
+            DType::F8E5M2 => "f8e5m2",
+            DType::F8E5M2FNUZ => "f8e5m2fnuz",
+            DType::F8E8M0 => "f8e8m0",
+            DType::F4E2M1 => "f4e2m1",
+            DType::I4 => "i4",
+            DType::U4 => "u4",
+            DType::I2 => "i2",
+            DType::U2 => "u2",
             DType::I8 => "i8",
             DType::U8 => "u8",
             DType::I16 => "i16",

@@ -20,6 +20,7 @@
 //! ```
 
 mod builder;
+pub mod element;
 mod error;
 mod fact;
 mod graph;

@@ -385,24 +385,48 @@ pub(crate) fn trilu(c: &ConstTensor, k: i64, upper: bool) -> Result<ConstTensor,
     Ok(c.with(c.shape.clone(), data))
 }
 
-/// Converts to another element type.
-pub(crate) fn cast(c: &ConstTensor, to: i32) -> ConstTensor {
-    let to_int = !matches!(to, code::FLOAT | code::FLOAT16 | code::BFLOAT16 | code::DOUBLE);
+/// `c` cast to ONNX type `to` by `op` (an IR `Cast` to the same type, with its `saturate` and
+/// `round` options): the values the CPU kernel computes ([`ordo_ir::element`]).
+pub(crate) fn cast(c: &ConstTensor, to: i32, op: &ordo_ir::Op) -> Result<ConstTensor, String> {
+    use ordo_ir::DType;
+    use ordo_ir::element::{FloatFormat, e8m0_round, wrap_integer};
+    let ordo_ir::Op::Cast { to: dtype, saturate, round } = *op else {
+        return Err(format!("{} is not a cast", op.name()));
+    };
+    let float8 =
+        matches!(dtype, DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ);
+    let narrow_float = |x: f64| match (dtype, FloatFormat::of(dtype)) {
+        (DType::F32, _) => f64::from(x as f32),
+        (DType::F8E8M0, _) => f64::from(e8m0_round(x as f32, saturate, round)),
+        (_, Some(f)) if float8 && saturate && !x.is_nan() => f.round(x.clamp(-f.max(), f.max())),
+        (_, Some(f)) => f.round(x),
+        _ => x,
+    };
+    let narrow_int =
+        |x: i64| if dtype == DType::Bool { i64::from(x != 0) } else { wrap_integer(x, dtype) };
+    let unsigned = c.elem == code::UINT64;
+    let to_int = dtype.is_integer() || dtype == DType::Bool;
     let data = match (&c.data, to_int) {
-        (ConstData::Splat(x), true) => ConstData::Splat(x.trunc()),
-        (ConstData::Splat(x), false) => ConstData::Splat(*x),
-        (ConstData::Float(v), true) => ConstData::Int(
+        (ConstData::Splat(x), true) if dtype == DType::Bool => {
+            ConstData::Splat(f64::from(u8::from(*x != 0.0)))
+        }
+        (ConstData::Splat(x), true) => ConstData::Splat(narrow_int(*x as i64) as f64),
+        (ConstData::Splat(x), false) => ConstData::Splat(narrow_float(*x)),
+        (ConstData::Float(v), true) if dtype == DType::Bool => {
+            ConstData::Int(v.iter().map(|&x| i64::from(x != 0.0)).collect())
+        }
+        (ConstData::Float(v), true) => {
+            ConstData::Int(v.iter().map(|&x| narrow_int(x as i64)).collect())
+        }
+        (ConstData::Int(v), true) => ConstData::Int(v.iter().map(|&x| narrow_int(x)).collect()),
+        (ConstData::Int(v), false) => ConstData::Float(
             v.iter()
-                .map(|&x| if to == code::BOOL { i64::from(x != 0.0) } else { x as i64 })
+                .map(|&x| narrow_float(if unsigned { x as u64 as f64 } else { x as f64 }))
                 .collect(),
         ),
-        (ConstData::Int(v), true) => ConstData::Int(if to == code::BOOL {
-            v.iter().map(|&x| i64::from(x != 0)).collect()
-        } else {
-            v.clone()
-        }),
-        (ConstData::Int(v), false) => ConstData::Float(v.iter().map(|&x| x as f64).collect()),
-        (ConstData::Float(v), false) => ConstData::Float(v.clone()),
+        (ConstData::Float(v), false) => {
+            ConstData::Float(v.iter().map(|&x| narrow_float(x)).collect())
+        }
     };
-    ConstTensor { elem: to, shape: c.shape.clone(), data }
+    Ok(ConstTensor { elem: to, shape: c.shape.clone(), data })
 }

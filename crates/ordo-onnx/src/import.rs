@@ -300,8 +300,7 @@ fn declare_inputs(
     for t in &graph.initializer {
         let bad = |m: String| OnnxError::MissingShape { tensor: t.name().to_string(), message: m };
         let (elem, shape) = tensor_fact(t).map_err(bad)?;
-        let small_int =
-            !matches!(elem, code::FLOAT | code::FLOAT16 | code::BFLOAT16 | code::DOUBLE);
+        let small_int = !crate::tensor::is_float_code(elem);
         if small_int || shape.is_empty() {
             ctx.set(t.name(), Value::constant(parse_tensor(t).map_err(bad)?));
         } else {

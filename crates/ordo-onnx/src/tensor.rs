@@ -1,5 +1,6 @@
 //! Element types, static shapes and constant tensors read from the protobuf.
 
+use ordo_ir::element::{FloatFormat, e8m0_decode, wrap_integer};
 use ordo_ir::{DType, TensorFact};
 
 use crate::error::{OnnxError, OnnxResult};
@@ -34,6 +35,12 @@ pub(crate) mod code {
     pub const FLOAT8E4M3FNUZ: i32 = 18;
     pub const FLOAT8E5M2: i32 = 19;
     pub const FLOAT8E5M2FNUZ: i32 = 20;
+    pub const UINT4: i32 = 21;
+    pub const INT4: i32 = 22;
+    pub const FLOAT4E2M1: i32 = 23;
+    pub const FLOAT8E8M0: i32 = 24;
+    pub const UINT2: i32 = 25;
+    pub const INT2: i32 = 26;
 }
 
 /// The IR element type of an ONNX element type code, for tensors that become wires.
@@ -46,9 +53,16 @@ pub(crate) fn ir_dtype(elem: i32) -> Option<DType> {
         code::INT32 => DType::I32,
         code::BOOL => DType::Bool,
         code::DOUBLE => DType::F64,
-        code::FLOAT8E4M3FN | code::FLOAT8E4M3FNUZ | code::FLOAT8E5M2 | code::FLOAT8E5M2FNUZ => {
-            DType::F8
-        }
+        code::FLOAT8E4M3FN => DType::F8E4M3FN,
+        code::FLOAT8E4M3FNUZ => DType::F8E4M3FNUZ,
+        code::FLOAT8E5M2 => DType::F8E5M2,
+        code::FLOAT8E5M2FNUZ => DType::F8E5M2FNUZ,
+        code::FLOAT8E8M0 => DType::F8E8M0,
+        code::FLOAT4E2M1 => DType::F4E2M1,
+        code::INT4 => DType::I4,
+        code::UINT4 => DType::U4,
+        code::INT2 => DType::I2,
+        code::UINT2 => DType::U2,
         code::INT8 => DType::I8,
         code::UINT8 => DType::U8,
         code::INT16 => DType::I16,
@@ -59,7 +73,13 @@ pub(crate) fn ir_dtype(elem: i32) -> Option<DType> {
     })
 }
 
-/// The ONNX element type code of an IR element type (`F8`: float8 e4m3fn).
+/// Whether ONNX element type `elem` is a float type (f16 to f64, the float8 and float4
+/// formats).
+pub(crate) fn is_float_code(elem: i32) -> bool {
+    ir_dtype(elem).is_some_and(DType::is_float)
+}
+
+/// The ONNX element type code of an IR element type.
 pub(crate) fn onnx_code(dtype: DType) -> i32 {
     match dtype {
         DType::F32 => code::FLOAT,
@@ -69,7 +89,16 @@ pub(crate) fn onnx_code(dtype: DType) -> i32 {
         DType::I32 => code::INT32,
         DType::Bool => code::BOOL,
         DType::F64 => code::DOUBLE,
-        DType::F8 => code::FLOAT8E4M3FN,
+        DType::F8E4M3FN => code::FLOAT8E4M3FN,
+        DType::F8E4M3FNUZ => code::FLOAT8E4M3FNUZ,
+        DType::F8E5M2 => code::FLOAT8E5M2,
+        DType::F8E5M2FNUZ => code::FLOAT8E5M2FNUZ,
+        DType::F8E8M0 => code::FLOAT8E8M0,
+        DType::F4E2M1 => code::FLOAT4E2M1,
+        DType::I4 => code::INT4,
+        DType::U4 => code::UINT4,
+        DType::I2 => code::INT2,
+        DType::U2 => code::UINT2,
         DType::I8 => code::INT8,
         DType::U8 => code::UINT8,
         DType::I16 => code::INT16,
@@ -181,7 +210,7 @@ impl ConstTensor {
 
     /// Whether the elements are integers (or booleans).
     pub fn is_int(&self) -> bool {
-        !matches!(self.elem, code::FLOAT | code::FLOAT16 | code::BFLOAT16 | code::DOUBLE)
+        !is_float_code(self.elem)
     }
 
     /// Element `i` as a float.
@@ -270,7 +299,7 @@ pub(crate) fn parse_tensor_raw(
     let n = numel as usize;
     let data = match raw {
         Some(raw) => parse_raw(elem, raw, n)?,
-        None => parse_typed(t, elem)?,
+        None => parse_typed(t, elem, n)?,
     };
     let len = match &data {
         ConstData::Int(v) => v.len(),
@@ -284,12 +313,27 @@ pub(crate) fn parse_tensor_raw(
 }
 
 fn parse_raw(elem: i32, raw: &[u8], n: usize) -> Result<ConstData, String> {
-    let Some(size) = elem_size(elem) else {
+    let Some(bits) = elem_bits(elem) else {
         return Err(format!("element type {} cannot be read", elem_name(elem)));
     };
-    if raw.len() != n * size {
-        return Err(format!("raw data has {} bytes, expected {}", raw.len(), n * size));
+    let expected = (n * bits).div_ceil(8);
+    if raw.len() != expected {
+        return Err(format!("raw data has {} bytes, expected {expected}", raw.len()));
     }
+    if bits < 8 {
+        return Ok(parse_packed(elem, raw, n, bits));
+    }
+    if let Some(dtype) = ir_dtype(elem).filter(|_| bits == 8 && elem != code::BOOL) {
+        if let Some(format) = FloatFormat::of(dtype) {
+            return Ok(ConstData::Float(
+                raw.iter().map(|&b| format.decode(u32::from(b))).collect(),
+            ));
+        }
+        if dtype == DType::F8E8M0 {
+            return Ok(ConstData::Float(raw.iter().map(|&b| f64::from(e8m0_decode(b))).collect()));
+        }
+    }
+    let size = bits / 8;
     let chunks = raw.chunks_exact(size);
     let arr = |c: &[u8]| -> [u8; 8] {
         let mut a = [0u8; 8];
@@ -321,8 +365,22 @@ fn parse_raw(elem: i32, raw: &[u8], n: usize) -> Result<ConstData, String> {
     })
 }
 
-fn parse_typed(t: &TensorProto, elem: i32) -> Result<ConstData, String> {
+fn parse_typed(t: &TensorProto, elem: i32, n: usize) -> Result<ConstData, String> {
     Ok(match elem {
+        // One byte per `int32_data` entry: a float8 value, or two 4-bit or four 2-bit values.
+        code::FLOAT8E4M3FN
+        | code::FLOAT8E4M3FNUZ
+        | code::FLOAT8E5M2
+        | code::FLOAT8E5M2FNUZ
+        | code::FLOAT8E8M0
+        | code::UINT4
+        | code::INT4
+        | code::FLOAT4E2M1
+        | code::UINT2
+        | code::INT2 => {
+            let bytes: Vec<u8> = t.int32_data.iter().map(|&x| x as u8).collect();
+            return parse_raw(elem, &bytes, n);
+        }
         code::FLOAT => ConstData::Float(t.float_data.iter().map(|&x| f64::from(x)).collect()),
         code::DOUBLE => ConstData::Float(t.double_data.clone()),
         code::INT64 => ConstData::Int(t.int64_data.clone()),
@@ -339,20 +397,45 @@ fn parse_typed(t: &TensorProto, elem: i32) -> Result<ConstData, String> {
                 .collect(),
         ),
         code::INT32 | code::INT16 | code::INT8 | code::UINT16 | code::UINT8 | code::BOOL => {
-            ConstData::Int(t.int32_data.iter().map(|&x| i64::from(x)).collect())
+            // Whether a writer sign-extends a narrow value or keeps its bits, wrapping to the
+            // type reads it back.
+            let dtype = ir_dtype(elem).expect("an IR type");
+            ConstData::Int(
+                t.int32_data.iter().map(|&x| wrap_integer(i64::from(x), dtype)).collect(),
+            )
         }
         other => return Err(format!("element type {} cannot be read", elem_name(other))),
     })
 }
 
-/// Bytes of one element of a type the readers understand.
-fn elem_size(elem: i32) -> Option<usize> {
+/// Bits of one element of a type the readers understand.
+fn elem_bits(elem: i32) -> Option<usize> {
     match elem {
-        code::BOOL | code::UINT8 | code::INT8 => Some(1),
-        code::UINT16 | code::INT16 | code::FLOAT16 | code::BFLOAT16 => Some(2),
-        code::FLOAT | code::INT32 | code::UINT32 => Some(4),
-        code::INT64 | code::DOUBLE | code::UINT64 => Some(8),
+        code::UINT2 | code::INT2 => Some(2),
+        code::UINT4 | code::INT4 | code::FLOAT4E2M1 => Some(4),
+        code::BOOL
+        | code::UINT8
+        | code::INT8
+        | code::FLOAT8E4M3FN
+        | code::FLOAT8E4M3FNUZ
+        | code::FLOAT8E5M2
+        | code::FLOAT8E5M2FNUZ
+        | code::FLOAT8E8M0 => Some(8),
+        code::UINT16 | code::INT16 | code::FLOAT16 | code::BFLOAT16 => Some(16),
+        code::FLOAT | code::INT32 | code::UINT32 => Some(32),
+        code::INT64 | code::DOUBLE | code::UINT64 => Some(64),
         _ => None,
+    }
+}
+
+/// The `n` elements of a 4- or 2-bit type packed in `raw`, the first in the lowest bits of
+/// each byte (ONNX's packing).
+fn parse_packed(elem: i32, raw: &[u8], n: usize, bits: usize) -> ConstData {
+    let field = |k: usize| u32::from(raw[k * bits / 8] >> (k * bits % 8)) & ((1 << bits) - 1);
+    let dtype = ir_dtype(elem).expect("a packed type");
+    match FloatFormat::of(dtype) {
+        Some(format) => ConstData::Float((0..n).map(|k| format.decode(field(k))).collect()),
+        None => ConstData::Int((0..n).map(|k| wrap_integer(i64::from(field(k)), dtype)).collect()),
     }
 }
 
@@ -367,9 +450,11 @@ pub(crate) fn check_data_length(t: &TensorProto) -> Result<(), String> {
         .iter()
         .try_fold(1u64, |n, &d| n.checked_mul(d as u64))
         .ok_or_else(|| format!("shape {shape:?} has more elements than a tensor can"))?;
-    let Some(size) = elem_size(elem).map(|s| s as u64) else { return Ok(()) };
+    let Some(bits) = elem_bits(elem).map(|s| s as u64) else { return Ok(()) };
     let (held, unit) = match t.raw_data.as_deref() {
         Some(raw) => (raw.len() as u64, "bytes of raw data"),
+        // Typed values of the packed 4- and 2-bit types are not read (parse_typed says so).
+        None if bits < 8 => return Ok(()),
         None => {
             let values = match elem {
                 code::FLOAT => t.float_data.len(),
@@ -378,10 +463,10 @@ pub(crate) fn check_data_length(t: &TensorProto) -> Result<(), String> {
                 code::UINT32 | code::UINT64 => t.uint64_data.len(),
                 _ => t.int32_data.len(),
             };
-            (values as u64 * size, "bytes of values")
+            (values as u64 * bits / 8, "bytes of values")
         }
     };
-    match numel.checked_mul(size) {
+    match numel.checked_mul(bits).map(|b| b.div_ceil(8)) {
         Some(expected) if expected == held => Ok(()),
         expected => Err(format!(
             "shape {shape:?} needs {} bytes, but the tensor holds {held} {unit}",
@@ -392,14 +477,6 @@ pub(crate) fn check_data_length(t: &TensorProto) -> Result<(), String> {
 
 /// IEEE half precision (little-endian bytes) to f64.
 fn f16_to_f64(lo: u8, hi: u8) -> f64 {
-    let bits = u16::from_le_bytes([lo, hi]);
-    let sign = if bits >> 15 == 1 { -1.0 } else { 1.0 };
-    let exp = i32::from((bits >> 10) & 0x1f);
-    let frac = f64::from(bits & 0x3ff);
-    match exp {
-        0 => sign * frac * 2f64.powi(-24),
-        31 if frac == 0.0 => sign * f64::INFINITY,
-        31 => f64::NAN,
-        _ => sign * (1.0 + frac / 1024.0) * 2f64.powi(exp - 15),
-    }
+    let half = FloatFormat::of(DType::F16).expect("f16 is a float format");
+    half.decode(u32::from(u16::from_le_bytes([lo, hi])))
 }

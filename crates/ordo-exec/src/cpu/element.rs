@@ -1,61 +1,41 @@
 //! Element types beyond the three storages of [`Tensor`]: which storage holds each type, and
 //! how a kernel's output becomes a value of its node's declared type.
 //!
-//! Kernels compute in the storage: `f32` for f32, f16, bf16 and f64, `i64` for every integer
-//! type, `bool` for bool. After a kernel, [`super::run`] narrows each output to the type its
-//! node declares ([`narrow`]):
+//! Kernels compute in the storage: `f32` for every float type, `i64` for every integer type,
+//! `bool` for bool. After a kernel, [`super::run`] narrows each output to the type its node
+//! declares ([`narrow`]):
 //!
 //! - f16 and bf16 round to the nearest value of the type (ties to even, the `half` crate's
 //!   IEEE conversion), so each op's result is what the narrow type holds, as a framework
-//!   computing in f32 and storing f16 has it;
+//!   computing in f32 and storing f16 has it; the float8 and float4 formats likewise
+//!   ([`ordo_ir::element::FloatFormat`]: an overflow is infinity or NaN as the format has
+//!   them), float8 e8m0 to a power of two (rounding up, saturating: ONNX's defaults);
 //! - f64 is computed in f32: its values keep f32's precision and range (a documented
 //!   approximation; ONNX exports use f64 for few, small tensors);
-//! - 8-, 16- and 32-bit integers wrap to their type (two's complement, NumPy's and PyTorch's
-//!   rule for overflow);
+//! - integers of 32 bits and fewer wrap to their type (two's complement, NumPy's and
+//!   PyTorch's rule for overflow);
 //! - u64 is held as its bit pattern in `i64`. Addition, subtraction, multiplication and data
 //!   movement give the same bits either way; the kernels whose result depends on the sign
 //!   (division, remainder, extremes, comparisons, casts) read the declared input types from
 //!   [`super::KernelContext::inputs`] ([`is_u64`]), and every other op refuses a u64 input
 //!   ([`reads_u64`]).
-//!
-//! Float8 types (several formats under one IR type) have no storage: they are planned by size
-//! only.
 
 use half::{bf16, f16};
+use ordo_ir::element::{E8m0Rounding, FloatFormat, e8m0_round, wrap_integer};
 use ordo_ir::{DType, Op};
 
 use super::tensor::Tensor;
 use super::util::Call;
 
 /// The storage type that holds values of `dtype`: [`DType::F32`], [`DType::I64`] or
-/// [`DType::Bool`]; `None` for a type without kernels (float8).
-pub fn held_as(dtype: DType) -> Option<DType> {
-    match dtype {
-        DType::F32 | DType::F16 | DType::BF16 | DType::F64 => Some(DType::F32),
+/// [`DType::Bool`].
+pub fn held_as(dtype: DType) -> DType {
+    if dtype == DType::Bool {
+        DType::Bool
+    } else if dtype.is_integer() {
         DType::I64
-        | DType::I32
-        | DType::I16
-        | DType::I8
-        | DType::U64
-        | DType::U32
-        | DType::U16
-        | DType::U8 => Some(DType::I64),
-        DType::Bool => Some(DType::Bool),
-        DType::F8 => None,
-    }
-}
-
-/// `v` wrapped to integer type `dtype` (two's complement), as the `i64` that holds it. Types
-/// of 64 bits and non-integer types leave it as it is.
-pub(crate) fn wrap(v: i64, dtype: DType) -> i64 {
-    match dtype {
-        DType::I32 => i64::from(v as i32),
-        DType::I16 => i64::from(v as i16),
-        DType::I8 => i64::from(v as i8),
-        DType::U32 => i64::from(v as u32),
-        DType::U16 => i64::from(v as u16),
-        DType::U8 => i64::from(v as u8),
-        _ => v,
+    } else {
+        DType::F32
     }
 }
 
@@ -63,23 +43,22 @@ pub(crate) fn wrap(v: i64, dtype: DType) -> i64 {
 /// documentation); a tensor of another storage is left as it is (the caller's checks name
 /// that mismatch).
 pub(crate) fn narrow(t: &mut Tensor, dtype: DType) {
+    if dtype.is_integer() {
+        if let Some(v) = t.as_i64_mut() {
+            v.iter_mut().for_each(|x| *x = wrap_integer(*x, dtype));
+        }
+        return;
+    }
+    let Some(v) = t.as_f32_mut() else { return };
     match dtype {
-        DType::F16 => {
-            if let Some(v) = t.as_f32_mut() {
-                v.iter_mut().for_each(|x| *x = f16::from_f32(*x).to_f32());
+        DType::F16 => v.iter_mut().for_each(|x| *x = f16::from_f32(*x).to_f32()),
+        DType::BF16 => v.iter_mut().for_each(|x| *x = bf16::from_f32(*x).to_f32()),
+        DType::F8E8M0 => v.iter_mut().for_each(|x| *x = e8m0_round(*x, true, E8m0Rounding::Up)),
+        _ => {
+            if let Some(format) = FloatFormat::of(dtype) {
+                v.iter_mut().for_each(|x| *x = format.round(f64::from(*x)) as f32);
             }
         }
-        DType::BF16 => {
-            if let Some(v) = t.as_f32_mut() {
-                v.iter_mut().for_each(|x| *x = bf16::from_f32(*x).to_f32());
-            }
-        }
-        DType::I32 | DType::I16 | DType::I8 | DType::U32 | DType::U16 | DType::U8 => {
-            if let Some(v) = t.as_i64_mut() {
-                v.iter_mut().for_each(|x| *x = wrap(*x, dtype));
-            }
-        }
-        _ => {}
     }
 }
 

@@ -167,13 +167,6 @@ pub fn op_label(op: &Op) -> String {
     }
 }
 
-/// Whether the CPU kernels compute with values of `dtype`: every type but float8, each held
-/// in `f32`, `i64` or `bool` storage and narrowed to its type at each op's output (see
-/// [`held_as`]). Float8 tensors are imported for planning only.
-pub fn has_kernels_for(dtype: ordo_ir::DType) -> bool {
-    held_as(dtype).is_some()
-}
-
 /// The error of an op imported for planning only.
 fn planning_only(op: &Op) -> KernelError {
     KernelError::Unsupported {
@@ -269,7 +262,9 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::Compare(kind) => Box::new(move |c| logic::compare(op, *kind, c)),
         Op::Logic(kind) => Box::new(move |c| logic::logic(op, *kind, c)),
         Op::Not => Box::new(move |c| logic::not(op, c)),
-        Op::Cast { to } => Box::new(move |c| random::cast(op, *to, c)),
+        Op::Cast { to, saturate, round } => {
+            Box::new(move |c| random::cast(op, (*to, *saturate, *round), c))
+        }
         Op::RandomLike(d) => Box::new(move |c| random::random_like(op, d, c)),
         Op::Bernoulli => Box::new(move |c| random::bernoulli(op, c)),
         Op::ScatterNd { reduction } => {

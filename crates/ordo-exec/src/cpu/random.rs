@@ -4,6 +4,7 @@
 //! `(seed, i)` alone, so every placement and schedule draws the same values.
 
 use ordo_ir::DType;
+use ordo_ir::element::{E8m0Rounding, FloatFormat, e8m0_round};
 use ordo_ir::op::{Distribution, Op};
 
 use super::element::{held_as, is_u64};
@@ -14,18 +15,20 @@ use super::util::Call;
 
 /// `Cast` between storages: a float to an integer rounds toward zero (saturating; NaN becomes
 /// 0), to bool is "not zero", bool to a number is 0 or 1, a u64 input converts as unsigned.
-/// Within one storage the values pass through: [`super::run`] then narrows them to the target
-/// type (an f32 rounded to f16, an i64 wrapped to u8).
-pub(crate) fn cast(op: &Op, to: DType, c: Call) -> KernelResult<Vec<Tensor>> {
+/// Within one storage the values pass through, and [`super::run`] then narrows them to the
+/// target type (an f32 rounded to f16, an i64 wrapped to u8). To a float8 format with
+/// `saturate`, values are first clamped to its range; to e8m0, rounded by `round` here.
+pub(crate) fn cast(
+    op: &Op,
+    (to, saturate, round): (DType, bool, E8m0Rounding),
+    c: Call,
+) -> KernelResult<Vec<Tensor>> {
     c.expect_inputs(1)?;
     c.expect_params(0)?;
     let out = c.infer(op, &c.input_facts())?.shape;
     let x = &c.inputs[0];
     let unsigned = is_u64(&c, 0);
-    let Some(storage) = held_as(to) else {
-        return Err(c.value_err(format!("no cast to {to}")));
-    };
-    Ok(vec![match (x.data(), storage) {
+    let mut y = match (x.data(), held_as(to)) {
         (Data::F32(v), DType::I64) => Tensor::from_i64(&out, v.iter().map(|&f| f as i64).collect()),
         (Data::F32(v), DType::Bool) => {
             Tensor::from_bool(&out, v.iter().map(|&f| f != 0.0).collect())
@@ -43,7 +46,20 @@ pub(crate) fn cast(op: &Op, to: DType, c: Call) -> KernelResult<Vec<Tensor>> {
         }
         // Within one storage (f32 to f16, i64 to u8): the values, narrowed after the kernel.
         _ => Ok(Tensor::clone(x)),
-    }?])
+    }?;
+    if let Some(v) = y.as_f32_mut() {
+        let float8 =
+            matches!(to, DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ);
+        if let (true, true, Some(format)) = (float8, saturate, FloatFormat::of(to)) {
+            // ONNX's reference clamps every value, infinities included, to the range.
+            let max = format.max() as f32;
+            v.iter_mut().filter(|x| !x.is_nan()).for_each(|x| *x = x.clamp(-max, max));
+        }
+        if to == DType::F8E8M0 {
+            v.iter_mut().for_each(|x| *x = e8m0_round(*x, saturate, round));
+        }
+    }
+    Ok(vec![y])
 }
 
 /// Element `i` of a draw from `distribution` under `seed`. A normal is the Box-Muller

@@ -205,7 +205,7 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 f64::from(u8::from(holds))
             });
         }
-        Op::Cast { to } => {
+        Op::Cast { to, .. } => {
             y.dtype = *to;
             y.data = inputs[0]
                 .data

@@ -15,7 +15,7 @@ pub(crate) fn input(c: Call) -> KernelResult<Vec<Tensor>> {
     c.expect_params(0)?;
     let fed = c.inputs[0];
     if let Some(fact) = c.ctx.outputs.first() {
-        if fact.shape != fed.shape() || held_as(fact.dtype) != Some(fed.dtype()) {
+        if fact.shape != fed.shape() || held_as(fact.dtype) != fed.dtype() {
             return Err(c.shape_err(format!("fed {}, the input is {fact}", fed.fact())));
         }
         // A narrow integer type's values must be in its range: wrapping them would change

@@ -73,17 +73,13 @@ impl Tensor {
     /// A tensor of `fact`'s shape filled with zeros, in the storage of its element type.
     ///
     /// # Errors
-    /// [`KernelError::UnsupportedDType`] for element types without kernels (float8); [`KernelError::Value`]
+    /// [`KernelError::Value`]
     /// when the element count overflows or the memory cannot be had.
     pub fn zeros(fact: &TensorFact) -> KernelResult<Self> {
         let data = match super::held_as(fact.dtype) {
-            Some(DType::F32) => Data::F32(filled(&fact.shape, 0.0)?),
-            Some(DType::I64) => Data::I64(filled(&fact.shape, 0)?),
-            Some(DType::Bool) => Data::Bool(filled(&fact.shape, false)?),
-            _ => {
-                let dtype = fact.dtype;
-                return Err(KernelError::UnsupportedDType { op: "Tensor".into(), dtype });
-            }
+            DType::I64 => Data::I64(filled(&fact.shape, 0)?),
+            DType::Bool => Data::Bool(filled(&fact.shape, false)?),
+            _ => Data::F32(filled(&fact.shape, 0.0)?),
         };
         Ok(Self { shape: fact.shape.clone(), data })
     }

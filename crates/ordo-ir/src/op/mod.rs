@@ -26,6 +26,7 @@ mod shape;
 
 use serde::{Deserialize, Serialize};
 
+use crate::element::E8m0Rounding;
 use crate::fact::{DType, TensorFact};
 
 pub use conv::Conv2d;
@@ -39,7 +40,7 @@ pub use loss::{LossReduction, NllLoss};
 pub use norm::{BatchNorm, LayerNorm};
 pub use opaque::Opaque;
 pub use pool::{Pool2d, PoolNd};
-pub use random::{Distribution, castable};
+pub use random::Distribution;
 pub use reduce::{Reduce, ReduceKind};
 pub use scatter::ScatterReduction;
 pub use sequence::{Embedding, Lstm};
@@ -191,11 +192,20 @@ pub enum Op {
         /// Drop probability.
         p: f64,
     },
-    /// Converts every element to `to` (f32, i64 or bool): a float to an integer rounds toward
-    /// zero, to bool is "not zero", bool to a number is 0 or 1. No gradient.
+    /// Converts every element to `to`: a float to an integer rounds toward zero (then wraps
+    /// to the type), to bool is "not zero", bool to a number is 0 or 1, a float to a narrower
+    /// float rounds to nearest even ([`crate::element`]). No gradient.
     Cast {
         /// The element type of the output.
         to: DType,
+        /// To a float8 format (but e8m0): values past its largest are the largest (ONNX's
+        /// `saturate`, its default) instead of infinity or NaN. To e8m0: a rounding up past
+        /// the largest exponent stays there.
+        #[serde(default = "yes")]
+        saturate: bool,
+        /// To float8 e8m0: how the exponent rounds.
+        #[serde(default)]
+        round: E8m0Rounding,
     },
     /// Random f32 values shaped like the input, whose values are not read (ONNX's
     /// `RandomUniformLike`, `RandomNormalLike`); drawn from the node's seed. No gradient.
@@ -407,6 +417,11 @@ impl Op {
         }
     }
 
+    /// A `Cast` to `to` with ONNX's defaults (saturating, e8m0 rounding up).
+    pub fn cast(to: DType) -> Op {
+        Op::Cast { to, saturate: true, round: E8m0Rounding::Up }
+    }
+
     /// The op's name as a user reads it: [`Op::name`], or the framework's op type for an
     /// opaque op (`Erf`, `TopK:1`).
     pub fn label(&self) -> &str {
@@ -441,7 +456,7 @@ impl Op {
             Op::Compare(_) => logic::infer_compare(inputs),
             Op::Logic(_) => logic::infer_logic(inputs),
             Op::Not => logic::infer_not(inputs),
-            Op::Cast { to } => random::infer_cast(*to, inputs),
+            Op::Cast { to, .. } => random::infer_cast(*to, inputs),
             Op::RandomLike(d) => random::infer_random_like(d, inputs),
             Op::Bernoulli => random::infer_bernoulli(inputs),
             Op::ScatterNd { .. } => scatter::infer_scatter_nd(inputs),
@@ -575,6 +590,11 @@ impl Op {
 }
 
 /// Checks the number of inputs.
+/// `true`, for serde's defaults.
+fn yes() -> bool {
+    true
+}
+
 pub(crate) fn expect_inputs(inputs: &[&TensorFact], n: usize) -> Result<(), String> {
     if inputs.len() == n {
         Ok(())

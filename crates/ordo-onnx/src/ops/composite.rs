@@ -186,7 +186,7 @@ pub(crate) fn eye_like(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs
     let k = node.int("k", 0)?;
     let on = |i: usize, j: usize| j as i64 - i as i64 == k;
     let cells = (0..rows).flat_map(|i| (0..cols).map(move |j| (i, j)));
-    let data = if matches!(elem, code::FLOAT | code::FLOAT16 | code::BFLOAT16 | code::DOUBLE) {
+    let data = if crate::tensor::is_float_code(elem) {
         ConstData::Float(cells.map(|(i, j)| f64::from(u8::from(on(i, j)))).collect())
     } else {
         ConstData::Int(cells.map(|(i, j)| i64::from(on(i, j))).collect())

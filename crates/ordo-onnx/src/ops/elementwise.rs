@@ -258,13 +258,12 @@ fn pow(ctx: &mut Ctx<'_>, node: &Node<'_>, p: &Value) -> OnnxResult<Outputs> {
         return Err(node.malformed("an operand without a type"));
     };
     let cast = |ctx: &mut Ctx<'_>, suffix: &str, w, to| {
-        ctx.emit(&format!("{}.{suffix}", node.name), Op::Cast { to }, &[w], Vec::new())
-            .map(|o| o[0])
+        ctx.emit(&format!("{}.{suffix}", node.name), Op::cast(to), &[w], Vec::new()).map(|o| o[0])
     };
     if xt.is_integer() && yt.is_float() {
         let xf = cast(ctx, "base", x, yt)?;
         let pf = ctx.emit(&format!("{}.pow", node.name), Op::Pow, &[xf, y], Vec::new())?[0];
-        return one(ctx.emit_value(&node.name, Op::Cast { to: xt }, &[pf])?);
+        return one(ctx.emit_value(&node.name, Op::cast(xt), &[pf])?);
     }
     let yc = cast(ctx, "exponent", y, xt)?;
     one(ctx.emit_value(&node.name, Op::Pow, &[x, yc])?)
@@ -446,7 +445,8 @@ fn operand_value_typed(
     dtype: ordo_ir::DType,
 ) -> OnnxResult<OutletId> {
     let Value::Const(c) = v else { return Err(node.malformed("not a constant")) };
-    let cast = fold::cast(c, crate::tensor::onnx_code(dtype));
+    let cast = fold::cast(c, crate::tensor::onnx_code(dtype), &Op::cast(dtype))
+        .map_err(|m| node.unsupported(m))?;
     ctx.buffer(node, name, &cast)
 }
 

@@ -47,10 +47,10 @@ pub(crate) fn reduce(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
     let reduce = Op::Reduce(Reduce { kind, axes, keepdims });
     let w = ctx.wire(node, 0)?;
     if bools {
-        let cast = Op::Cast { to: DType::F32 };
+        let cast = Op::cast(DType::F32);
         let numbers = ctx.emit(&format!("{}.numbers", node.name), cast, &[w], Vec::new())?[0];
         let r = ctx.emit(&format!("{}.reduce", node.name), reduce, &[numbers], Vec::new())?[0];
-        return one(ctx.emit_value(&node.name, Op::Cast { to: DType::Bool }, &[r])?);
+        return one(ctx.emit_value(&node.name, Op::cast(DType::Bool), &[r])?);
     }
     one(ctx.emit_value(&node.name, reduce, &[w])?)
 }

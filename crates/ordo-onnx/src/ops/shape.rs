@@ -5,6 +5,7 @@
 //! steps (see [`crate::value`]), emitted as IR `Reshape`, `Transpose` and `Slice` nodes only if
 //! something needs them.
 
+use ordo_ir::element::E8m0Rounding;
 use ordo_ir::{Op, TensorFact};
 
 use super::{Outputs, one, resolve_axis};
@@ -86,27 +87,33 @@ pub(crate) fn cast_like(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
     cast_to(ctx, node, to)
 }
 
+/// `Cast` and `CastLike` to ONNX type `to`, with their `saturate` (float8) and `round_mode`
+/// (float8 e8m0) attributes.
 fn cast_to(ctx: &mut Ctx<'_>, node: &Node<'_>, to: i32) -> OnnxResult<Outputs> {
+    let saturate = node.int("saturate", 1)? != 0;
+    let round = match node.string("round_mode", "up")?.as_str() {
+        "up" => E8m0Rounding::Up,
+        "down" => E8m0Rounding::Down,
+        "nearest" => E8m0Rounding::Nearest,
+        other => {
+            return Err(
+                node.malformed(format!("round_mode `{other}`: expected up, down or nearest"))
+            );
+        }
+    };
+    let Some(target) = crate::tensor::ir_dtype(to) else {
+        return Err(node.unsupported(format!("no cast to {}", crate::tensor::elem_name(to))));
+    };
+    let cast = Op::Cast { to: target, saturate, round };
     let input = ctx.input(node, 0)?;
     if let Value::Const(c) = &input {
-        return one(Value::constant(fold::cast(c, to)));
+        return one(Value::constant(fold::cast(c, to, &cast).map_err(|m| node.unsupported(m))?));
     }
-    let fact = ctx.fact_of(node, &input)?;
-    let target = crate::tensor::ir_dtype(to);
-    if target == Some(fact.dtype) {
+    if ctx.fact_of(node, &input)?.dtype == target {
         return one(input);
     }
-    if let Some(to) =
-        target.filter(|&t| ordo_ir::op::castable(t) && ordo_ir::op::castable(fact.dtype))
-    {
-        let x = ctx.wire(node, 0)?;
-        return one(ctx.emit_value(&node.name, Op::Cast { to }, &[x])?);
-    }
-    Err(node.unsupported(format!(
-        "no cast kernel from {} to {} (float8 formats have none)",
-        fact.dtype,
-        crate::tensor::elem_name(to)
-    )))
+    let x = ctx.wire(node, 0)?;
+    one(ctx.emit_value(&node.name, cast, &[x])?)
 }
 
 /// `Reshape` to a constant shape (0 copies a dim unless `allowzero`, -1 is inferred).

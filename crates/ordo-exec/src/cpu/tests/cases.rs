@@ -221,7 +221,7 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
             // Whole and half values and zeros: truncation and "not zero" at their edges.
             halves.as_f32_mut().unwrap().iter_mut().for_each(|v| *v = (*v * 6.0).round() / 2.0);
             for x in [halves, ints(&mut g, &[3, 4]), bools(&mut g, &[2, 3])] {
-                cases.push(case(Op::Cast { to }, vec![x], s));
+                cases.push(case(Op::cast(to), vec![x], s));
             }
         }
         for d in [

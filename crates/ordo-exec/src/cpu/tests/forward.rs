@@ -93,8 +93,7 @@ fn random_ops_draw_their_distribution_the_same_for_a_seed_and_anew_for_another()
 #[test]
 fn casts_truncate_toward_zero_and_test_for_zero() {
     let x = Tensor::from_f32(&[6], vec![-1.5, -0.0, 0.5, 2.99, f32::NAN, 1e30]).unwrap();
-    let cast =
-        |x: &Tensor, to| run(&Op::Cast { to }, &[x], &[], &mut [], &ctx()).unwrap().remove(0);
+    let cast = |x: &Tensor, to| run(&Op::cast(to), &[x], &[], &mut [], &ctx()).unwrap().remove(0);
     assert_eq!(cast(&x, DType::I64).as_i64().unwrap(), [-1, 0, 0, 2, 0, i64::MAX]);
     assert_eq!(cast(&x, DType::Bool).as_bool().unwrap(), [true, false, true, true, true, true]);
     let b = Tensor::from_bool(&[2], vec![true, false]).unwrap();
