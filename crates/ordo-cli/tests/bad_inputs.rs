@@ -426,6 +426,10 @@ fn onnx_cases(dir: &Path) -> Vec<Case> {
         ("bad_attrs/cast_string", "`cast`"),
         ("bad_attrs/bernoulli_ints", "`bernoulli`: i64 probabilities"),
         ("bad_attrs/range_step", "`range`: delta is 0"),
+        ("bad_attrs/onehot_depth", "`onehot`: depth 0: expected a positive integer"),
+        ("bad_attrs/onehot_values", "`onehot`: values must hold two elements"),
+        ("bad_attrs/scatter_reduction", "`scatter`: reduction `mean`"),
+        ("bad_attrs/cast_round_mode", "`cast`: round_mode `sideways`"),
         ("external/bad_location", "`../convnet.onnx` is not inside the model's folder"),
     ] {
         let path = fixtures.join(format!("{name}.onnx"));

@@ -20,8 +20,10 @@ use crate::value::Value;
 use crate::{Import, ImportOptions, ImportReport};
 
 /// Opsets of the default domain the importer knows. Opsets 24 and 25 changed the supported ops
-/// only by adding element types (4- and 2-bit integers and floats), which import as errors.
-pub const OPSETS: std::ops::RangeInclusive<i64> = 7..=25;
+/// only by adding element types (4- and 2-bit integers and floats); 26 added `BitCast` and
+/// `CumProd`, 27 `CausalConvWithState`, `LinearAttention` and `Range`'s `stash_type` (the
+/// precision an f16 or bf16 range is computed in).
+pub const OPSETS: std::ops::RangeInclusive<i64> = 7..=27;
 
 /// Decodes and imports a model.
 pub(crate) fn import(
@@ -329,9 +331,20 @@ fn declare_inputs(
     };
     for input in inputs {
         if let Some(c) = options.constant_inputs.get(input.name()) {
-            let (elem, data) = match &c.floats {
-                Some(v) => (code::FLOAT, crate::tensor::ConstData::Float(v.clone())),
-                None => (code::INT64, crate::tensor::ConstData::Int(c.values.clone())),
+            // Of the input's declared element type where it has one of the same kind.
+            use crate::proto::type_proto;
+            use crate::tensor::{ConstData, is_float_code};
+            let declared = match input.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+                Some(type_proto::Value::TensorType(t)) if ir_dtype(t.elem_type()).is_some() => {
+                    Some(t.elem_type())
+                }
+                _ => None,
+            };
+            let (elem, data) = match (&c.floats, declared) {
+                (Some(v), Some(e)) if is_float_code(e) => (e, ConstData::Float(v.clone())),
+                (Some(v), _) => (code::FLOAT, ConstData::Float(v.clone())),
+                (None, Some(e)) if !is_float_code(e) => (e, ConstData::Int(c.values.clone())),
+                (None, _) => (code::INT64, ConstData::Int(c.values.clone())),
             };
             let value = crate::tensor::ConstTensor { elem, shape: c.shape.clone(), data };
             ctx.set(input.name(), Value::constant(value));

@@ -264,7 +264,8 @@ pub struct ModelInfo {
     /// The graph outputs, in order.
     pub outputs: Vec<String>,
     /// The graph inputs that some node reads where an export writes a constant: one that sets
-    /// a shape (`Resize`'s roi, scales and sizes, `Upsample`'s scales, `OneHot`'s depth) or
+    /// a shape (`Resize`'s roi, scales and sizes, `Upsample`'s scales, `OneHot`'s depth,
+    /// `Range`'s start, limit and delta) or
     /// stands for an attribute (`OneHot`'s off and on values, `Pad`'s constant value).
     pub shape_inputs: Vec<String>,
     /// The graph inputs that some node reads as its first operand (the data an op works on,
@@ -306,6 +307,7 @@ pub fn model_info(model: &[u8]) -> OnnxResult<ModelInfo> {
                     "Upsample" => &[1],
                     "OneHot" => &[1, 2],
                     "Pad" => &[2],
+                    "Range" => &[0, 1, 2],
                     _ => &[],
                 };
                 slots.iter().filter_map(|&s| n.input.get(s)).filter(|s| !s.is_empty()).cloned()

@@ -76,7 +76,7 @@ pub mod reference;
 #[cfg(test)]
 mod tests;
 
-use ordo_ir::op::{Grad, Saved, Wrt};
+use ordo_ir::op::{Grad, Saved, ScatterReduction, Wrt};
 use ordo_ir::{Op, TensorFact};
 
 pub use element::{held_as, reads_u64};
@@ -451,6 +451,15 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
         }
         (Op::Expand { .. }, Wrt::Input(0)) => {
             (vec![], Box::new(move |c| gather::expand_grad(g, c)))
+        }
+        // Multiplying, max and min scatters have no gradient kernel.
+        (Op::ScatterNd { reduction } | Op::ScatterElements { reduction, .. }, _)
+            if !matches!(reduction, ScatterReduction::None | ScatterReduction::Add) =>
+        {
+            return Err(KernelError::Unsupported {
+                op: op_label(&Op::Grad(g.clone())),
+                message: format!("no gradient kernel for a scatter's reduction {reduction:?}"),
+            });
         }
         (Op::ScatterNd { reduction }, Wrt::Input(k @ (0 | 2))) => {
             let layout = scatter::Layout::Nd;

@@ -665,10 +665,7 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
             for e in 0..updates.data.len() {
                 let j = nd_coordinates(indices, &unravel(e, &updates.shape), &data.shape);
                 let flat = ravel(&j, &data.shape);
-                y.data[flat] = match reduction {
-                    ordo_ir::op::ScatterReduction::None => updates.data[e],
-                    ordo_ir::op::ScatterReduction::Add => y.data[flat] + updates.data[e],
-                };
+                y.data[flat] = scatter_combine(*reduction, y.data[flat], updates.data[e]);
             }
         }
         Op::GatherNd => {
@@ -688,10 +685,7 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 let i = indices.data[e] as i64;
                 j[a] = (if i < 0 { i + data.shape[a] as i64 } else { i }) as usize;
                 let flat = ravel(&j, &data.shape);
-                y.data[flat] = match reduction {
-                    ordo_ir::op::ScatterReduction::None => updates.data[e],
-                    ordo_ir::op::ScatterReduction::Add => y.data[flat] + updates.data[e],
-                };
+                y.data[flat] = scatter_combine(*reduction, y.data[flat], updates.data[e]);
             }
         }
         Op::NllLoss(n) => {
@@ -823,6 +817,21 @@ fn conv(cv: &Conv2d, x: &Dense, params: &[Dense], y: &mut Dense) {
                 }
             }
         }
+    }
+}
+
+/// A scatter's element after an update lands on it (NaN-propagating max and min).
+fn scatter_combine(reduction: ordo_ir::op::ScatterReduction, a: f64, u: f64) -> f64 {
+    use ordo_ir::op::ScatterReduction as R;
+    let nan = a.is_nan() || u.is_nan();
+    match reduction {
+        R::None => u,
+        R::Add => a + u,
+        R::Mul => a * u,
+        R::Max if nan => f64::NAN,
+        R::Max => a.max(u),
+        R::Min if nan => f64::NAN,
+        R::Min => a.min(u),
     }
 }
 

@@ -100,30 +100,44 @@ pub(crate) fn scatter(
     c.expect_params(0)?;
     let out = c.infer(op, &c.input_facts())?.shape;
     let (offsets, inner) = targets(layout, &c, &out)?;
-    fn apply<T: Copy + std::ops::Add<Output = T>>(
+    fn apply<T: Copy>(
         y: &mut [T],
         updates: &[T],
         offsets: &[usize],
         inner: usize,
-        reduction: ScatterReduction,
+        combine: impl Fn(T, T) -> T,
     ) {
         for (r, &base) in offsets.iter().enumerate() {
             let (to, from) = (&mut y[base..base + inner], &updates[r * inner..(r + 1) * inner]);
-            match reduction {
-                ScatterReduction::None => to.copy_from_slice(from),
-                ScatterReduction::Add => to.iter_mut().zip(from).for_each(|(a, &u)| *a = *a + u),
-            }
+            to.iter_mut().zip(from).for_each(|(a, &u)| *a = combine(*a, u));
         }
     }
+    use ScatterReduction as R;
     Ok(vec![match (c.inputs[0].data(), c.inputs[2].data()) {
         (Data::F32(x), Data::F32(u)) => {
             let mut y = x.clone();
-            apply(&mut y, u, &offsets, inner, reduction);
+            // Max and min propagate NaN, as NumPy's `maximum` and `minimum`.
+            let nan_or = |a: f32, b: f32, pick: fn(f32, f32) -> f32| {
+                if a.is_nan() || b.is_nan() { f32::NAN } else { pick(a, b) }
+            };
+            match reduction {
+                R::None => apply(&mut y, u, &offsets, inner, |_, u| u),
+                R::Add => apply(&mut y, u, &offsets, inner, |a, u| a + u),
+                R::Mul => apply(&mut y, u, &offsets, inner, |a, u| a * u),
+                R::Max => apply(&mut y, u, &offsets, inner, |a, u| nan_or(a, u, f32::max)),
+                R::Min => apply(&mut y, u, &offsets, inner, |a, u| nan_or(a, u, f32::min)),
+            }
             tensor(&out, y)?
         }
         (Data::I64(x), Data::I64(u)) => {
             let mut y = x.clone();
-            apply(&mut y, u, &offsets, inner, reduction);
+            match reduction {
+                R::None => apply(&mut y, u, &offsets, inner, |_, u| u),
+                R::Add => apply(&mut y, u, &offsets, inner, i64::wrapping_add),
+                R::Mul => apply(&mut y, u, &offsets, inner, i64::wrapping_mul),
+                R::Max => apply(&mut y, u, &offsets, inner, i64::max),
+                R::Min => apply(&mut y, u, &offsets, inner, i64::min),
+            }
             Tensor::from_i64(&out, y)?
         }
         _ => return Err(c.value_err("data and updates must both be f32 or both i64")),

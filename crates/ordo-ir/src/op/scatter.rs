@@ -18,6 +18,12 @@ pub enum ScatterReduction {
     None,
     /// The update is added to it.
     Add,
+    /// It is multiplied by the update (no gradient kernel).
+    Mul,
+    /// The larger of it and the update (no gradient kernel).
+    Max,
+    /// The smaller of it and the update (no gradient kernel).
+    Min,
 }
 
 /// `ScatterND(data, indices, updates)`: `indices` is `[..., k]` (i64, each row the first `k`

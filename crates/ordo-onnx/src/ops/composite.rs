@@ -1,11 +1,11 @@
 //! Operators written as a few IR ops: `GlobalMaxPool` (a max over the spatial dims), `IsNaN`
 //! and `IsInf` (comparisons), `PRelu` (a `Where`), `LpNormalization` (a division by an L1 or
 //! L2 norm), `DepthToSpace` and `SpaceToDepth` (reshapes around a transpose), and `EyeLike`
-//! (a constant: its values depend on its input's shape only). Their gradients are those of
-//! the IR ops.
+//! (a constant: its values depend on its input's shape only), and `OneHot` (a comparison
+//! with the classes, then a `Where`). Their gradients are those of the IR ops.
 
 use ordo_ir::op::{CompareKind, LogicKind, Reduce, ReduceKind};
-use ordo_ir::{Op, OutletId};
+use ordo_ir::{DType, Op, OutletId};
 
 use super::{Outputs, one, resolve_axis};
 use crate::ctx::Ctx;
@@ -192,4 +192,59 @@ pub(crate) fn eye_like(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs
         ConstData::Int(cells.map(|(i, j)| i64::from(on(i, j))).collect())
     };
     one(Value::constant(ConstTensor { elem, shape, data }))
+}
+
+/// `OneHot(indices, depth, values)`: `on` where `indices mod depth` (NumPy's `mod`, so -1 is
+/// the last class) equals the position along the new `axis`, `off` elsewhere. Indices of a
+/// float type are cast to integers first (ONNX's rule); `depth` and `values` (`[off, on]`)
+/// are constants, as exports write them. An `Equal` of the indices against a constant
+/// `arange(depth)`, then a `Where`.
+pub(crate) fn one_hot(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let indices = ctx.input(node, 0)?;
+    if matches!(indices, Value::Const(_)) {
+        return Err(node.unsupported("constants: imported by the generic rule"));
+    }
+    let depth = ctx.const_input(node, 1, "depth")?.scalar().unwrap_or(f64::NAN);
+    if !(depth >= 1.0 && depth.fract() == 0.0 && depth <= 1e9) {
+        return Err(node.malformed(format!("depth {depth}: expected a positive integer")));
+    }
+    let values = ctx.const_input(node, 2, "values")?;
+    let (Some(off), Some(on), 2) = (values.get_f64(0), values.get_f64(1), values.numel()) else {
+        return Err(node.malformed("values must hold two elements, [off, on]"));
+    };
+    let shape = ctx.fact_of(node, &indices)?.shape;
+    let axis = resolve_axis(node, node.int("axis", -1)?, shape.len() + 1)?;
+    let mut x = ctx.wire(node, 0)?;
+    if ctx.graph.fact(x).is_some_and(|f| f.dtype != DType::I64) {
+        x = ctx.emit_part(node, "ids", Op::cast(DType::I64), &[x])?;
+    }
+    let int = |v: Vec<i64>, shape: Vec<usize>| ConstTensor {
+        elem: code::INT64,
+        shape,
+        data: ConstData::Int(v),
+    };
+    let depth = depth as usize;
+    let d = ctx.buffer(node, &part(node, "depth"), &int(vec![depth as i64], vec![]))?;
+    let wrapped = ctx.emit_part(node, "wrapped", Op::Mod { fmod: false }, &[x, d])?;
+    // The indices with a dimension of 1 at `axis`, against the classes along it.
+    let mut kept = shape.clone();
+    kept.insert(axis, 1);
+    let reshape = Op::Reshape { shape: kept.iter().map(|&d| d as i64).collect() };
+    let ids = ctx.emit_part(node, "unsqueezed", reshape, &[wrapped])?;
+    let mut along = vec![1; shape.len() + 1];
+    along[axis] = depth;
+    let classes = int((0..depth as i64).collect(), along);
+    let classes = ctx.buffer(node, &part(node, "classes"), &classes)?;
+    let hit = ctx.emit_part(node, "hit", Op::Compare(CompareKind::Equal), &[ids, classes])?;
+    let scalar =
+        |v: f64| ConstTensor { elem: values.elem, shape: vec![], data: ConstData::Float(vec![v]) };
+    let on = ctx.buffer(node, &part(node, "on"), &fold_cast(&scalar(on), values.elem))?;
+    let off = ctx.buffer(node, &part(node, "off"), &fold_cast(&scalar(off), values.elem))?;
+    one(ctx.emit_value(&node.name, Op::Where, &[hit, on, off])?)
+}
+
+/// `c` as ONNX type `elem` (integers as integers).
+fn fold_cast(c: &ConstTensor, elem: i32) -> ConstTensor {
+    let dtype = crate::tensor::ir_dtype(elem).unwrap_or(DType::F32);
+    crate::fold::cast(c, elem, &Op::cast(dtype)).unwrap_or_else(|_| c.clone())
 }

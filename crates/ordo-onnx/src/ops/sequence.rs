@@ -103,9 +103,9 @@ pub(crate) fn gather_elements(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<
     gather_op(ctx, node, axis)
 }
 
-/// `ScatterND` and `ScatterElements` with `reduction` none or add onto run-time data or updates
-/// (`ScatterND` of constants folds through the generic rule; mul, max and min import for
-/// planning only).
+/// `ScatterND` and `ScatterElements` onto run-time data or updates, with any `reduction` (none,
+/// add, mul, max, min; gradients for none and add). `ScatterND` of constants folds through
+/// the generic rule.
 pub(crate) fn scatter_nd(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let inputs = (0..3).map(|i| ctx.input(node, i)).collect::<OnnxResult<Vec<_>>>()?;
     if inputs.iter().all(|v| matches!(v, Value::Const(_))) {
@@ -114,9 +114,17 @@ pub(crate) fn scatter_nd(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outpu
     let reduction = match node.string("reduction", "none")?.as_str() {
         "none" => ScatterReduction::None,
         "add" => ScatterReduction::Add,
-        other => return Err(node.unsupported(format!("reduction `{other}` of run-time tensors"))),
+        "mul" => ScatterReduction::Mul,
+        "max" => ScatterReduction::Max,
+        "min" => ScatterReduction::Min,
+        other => {
+            return Err(
+                node.malformed(format!("reduction `{other}`: expected none, add, mul, max or min"))
+            );
+        }
     };
-    let op = if node.op_type() == "ScatterElements" {
+    // `Scatter` (opsets 9 and 10) is `ScatterElements` under its first name.
+    let op = if matches!(node.op_type(), "ScatterElements" | "Scatter") {
         Op::ScatterElements { axis: node.int("axis", 0)?, reduction }
     } else {
         Op::ScatterNd { reduction }

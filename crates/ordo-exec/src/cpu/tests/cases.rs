@@ -299,7 +299,13 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
         cases.push(case(op, vec![data, idx(&mut g, &[2, 2, 1], 3)], s));
         // Rows addressing elements and slices, with repeats (the last replacing row wins;
         // adds accumulate).
-        for reduction in [ScatterReduction::None, ScatterReduction::Add] {
+        for reduction in [
+            ScatterReduction::None,
+            ScatterReduction::Add,
+            ScatterReduction::Mul,
+            ScatterReduction::Max,
+            ScatterReduction::Min,
+        ] {
             let op = Op::ScatterNd { reduction };
             let (data, updates) = (rand(&[3, 4, 2], s + 55), rand(&[5, 2], s + 56));
             let rows = Tensor::from_i64(

@@ -1,6 +1,6 @@
 //! Gradient kernels against central finite differences of the reference forward (in f64).
 
-use ordo_ir::op::{Grad, Saved, UnaryOp, Wrt};
+use ordo_ir::op::{Grad, Saved, ScatterReduction, UnaryOp, Wrt};
 use ordo_ir::{Op, TensorFact};
 
 use super::super::reference::{self, Dense};
@@ -76,6 +76,10 @@ fn has_gradient(op: &Op, wrt: Wrt) -> bool {
             | (Op::Where, Wrt::Input(0))
             | (Op::NllLoss(_), Wrt::Input(2))
             | (Op::ScatterNd { .. } | Op::ScatterElements { .. }, Wrt::Input(1))
+    ) && !matches!(
+        op,
+        Op::ScatterNd { reduction } | Op::ScatterElements { reduction, .. }
+            if !matches!(reduction, ScatterReduction::None | ScatterReduction::Add)
     )
 }
 

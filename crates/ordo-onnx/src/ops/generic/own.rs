@@ -149,7 +149,7 @@ pub(super) fn own(node: &Node<'_>, ins: &[Option<In>]) -> OnnxResult<Vec<TensorF
             shape.extend(&data.shape[batch + last..]);
             one(data.dtype, shape)
         }
-        "ScatterND" | "ScatterElements" => one(x(0)?.dtype, x(0)?.shape.clone()),
+        "ScatterND" | "ScatterElements" | "Scatter" => one(x(0)?.dtype, x(0)?.shape.clone()),
         "OneHot" => {
             let indices = x(0)?;
             let depth = const_of(ins, 1).and_then(|c| c.scalar()).ok_or_else(|| {

@@ -71,6 +71,7 @@ pub(crate) fn family(op_type: &str) -> Option<Family> {
         | "Gather"
         | "ScatterND"
         | "ScatterElements"
+        | "Scatter"
         | "OneHot"
         | "DepthToSpace"
         | "SpaceToDepth"
