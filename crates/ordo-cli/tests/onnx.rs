@@ -450,10 +450,15 @@ fn onnx_node_tests_agree_on_shapes_and_the_folded_attention_runs() {
         "test_onehot_negative_indices",
         "test_scatternd_max",
         "test_scatter_elements_with_reduction_mul",
+        // Batch dims, vectors, transposed convolutions cut or extended to a size.
+        "test_gathernd_example_int32_batch_dim1",
+        "test_matmul_1d_3d",
+        "test_convtranspose_autopad_same",
+        "test_convtranspose_output_shape",
     ] {
         assert_eq!(outcome(&v, case), "pass", "{case}: {v:#}");
     }
-    assert_eq!((v["pass"].as_u64(), v["fail"].as_u64()), (Some(29), Some(0)), "{v:#}");
+    assert_eq!((v["pass"].as_u64(), v["fail"].as_u64()), (Some(33), Some(0)), "{v:#}");
 }
 
 /// Training-mode randomness as PyTorch exports it (`fixtures/gen_stochastic_depth.py`:

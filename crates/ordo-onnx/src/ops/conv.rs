@@ -1,7 +1,7 @@
 //! `Conv` (1-D and 2-D) and the padding rules shared with pooling.
 
 use ordo_ir::op::{Conv2d, ConvTranspose2d};
-use ordo_ir::{Op, TensorFact};
+use ordo_ir::{Op, OutletId, TensorFact};
 
 use super::{Outputs, one};
 use crate::ctx::Ctx;
@@ -196,47 +196,61 @@ pub(crate) fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<O
     let bias = node.input(2).map(|_| param_name(ctx, node, 2, "bias")).transpose()?;
     let groups = usize::try_from(node.int("group", 1)?).map_err(|_| node.malformed("bad group"))?;
     let spatial = &x_fact.shape[2..];
-    let output_padding = match node.ints("output_padding") {
+    let mut output_padding = match node.ints("output_padding") {
         None => vec![0; dims],
         Some(v) if v.len() == dims => small_uints(node, "output_padding", v)?,
         Some(v) => {
             return Err(node.unsupported(format!("`output_padding` {v:?}: expected {dims} values")));
         }
     };
-    // The padding follows from the output size when one is asked for.
     let auto_pad = node.string("auto_pad", "NOTSET")?;
     let w = window_nd(node, spatial, Some(&w_fact.shape[2..]))?;
-    let full = |i: usize| {
-        (spatial[i].max(1) - 1) * w.stride[i]
-            + w.dilation[i] * (w.kernel[i] - 1)
-            + 1
-            + output_padding[i]
-    };
-    let target = match (node.ints("output_shape"), auto_pad.as_str()) {
+    // The output before any padding is taken off.
+    let fulls: Vec<usize> = (0..dims)
+        .map(|i| {
+            (spatial[i].max(1) - 1) * w.stride[i]
+                + w.dilation[i] * (w.kernel[i] - 1)
+                + 1
+                + output_padding[i]
+        })
+        .collect();
+    // Asked for an output size (`output_shape`, or a SAME auto_pad's `input * stride`), the
+    // padding taken off each end follows from it (ONNX's reference: SAME_UPPER takes the
+    // smaller half off the start; with neither, the output is cut or extended at the end). A
+    // negative padding extends the output, with zeros and the bias, as `output_padding` does.
+    let same = matches!(auto_pad.as_str(), "SAME_UPPER" | "SAME_LOWER");
+    let target = match (node.ints("output_shape"), same) {
         (Some(shape), _) => Some(small_uints(node, "output_shape", shape)?),
-        (None, "SAME_UPPER" | "SAME_LOWER") => {
-            Some((0..dims).map(|i| spatial[i] * w.stride[i]).collect())
-        }
-        _ => None,
+        (None, true) => Some((0..dims).map(|i| spatial[i] * w.stride[i]).collect()),
+        (None, false) => None,
     };
-    let padding = match target {
-        None => w.padding.clone(),
+    let (mut padding, mut crops) = (w.padding.clone(), vec![(0, 0); dims]);
+    match target {
+        None => {}
         Some(out) if out.len() == dims => {
-            let mut pads = vec![0; dims];
             for (i, &size) in out.iter().enumerate() {
-                match full(i).checked_sub(size) {
-                    Some(total) if total % 2 == 0 => pads[i] = total / 2,
-                    _ => {
-                        return Err(node.unsupported(format!(
-                            "output size {size} needs asymmetric or negative padding"
-                        )));
-                    }
+                let total = fulls[i] as i64 - size as i64;
+                let (begin, end) = match auto_pad.as_str() {
+                    "SAME_UPPER" => (total.div_euclid(2), total - total.div_euclid(2)),
+                    "SAME_LOWER" => (total - total.div_euclid(2), total.div_euclid(2)),
+                    _ => (0, total),
+                };
+                if begin < 0 {
+                    return Err(node.unsupported(format!(
+                        "output size {size} extends the output before its start"
+                    )));
                 }
+                // The kernel takes off the smaller padding at both ends; a slice the rest.
+                let both = begin.min(end).max(0);
+                padding[i] = both as usize;
+                if end < 0 {
+                    output_padding[i] += (-end) as usize;
+                }
+                crops[i] = ((begin - both) as usize, (end - both).max(0) as usize);
             }
-            pads
         }
         Some(other) => return Err(node.shape_error(format!("output_shape {other:?}"))),
-    };
+    }
     // A 1-D window becomes a 2-D one with a unit first dim.
     let lift = |v: &[usize], unit: usize| -> [usize; 2] {
         if dims == 1 { [unit, v[0]] } else { [v[0], v[1]] }
@@ -252,12 +266,32 @@ pub(crate) fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<O
         bias: bias.is_some(),
     };
     let x = ctx.wire(node, 0)?;
-    if dims == 2 {
+    let y = if dims == 2 {
         let params: Vec<String> = std::iter::once(weight).chain(bias).collect();
-        let out = ctx.emit_with_params(node, Op::ConvTranspose2d(op), &[x], &params)?[0];
-        let fact = ctx.graph.fact(out).cloned().expect("emitted");
-        return one(Value::wire(out, fact));
+        ctx.emit_with_params(node, Op::ConvTranspose2d(op), &[x], &params)?[0]
+    } else {
+        conv_transpose_1d(ctx, node, (op, x, &x_fact, weight, bias))?
+    };
+    // What the padding left to take off one end.
+    let mut y = y;
+    for (i, &(begin, end)) in crops.iter().enumerate().filter(|(_, c)| **c != (0, 0)) {
+        let len = ctx.graph.fact(y).expect("emitted").shape[2 + i] as i64;
+        let slice =
+            Op::Slice { axis: 2 + i as i64, start: begin as i64, end: len - end as i64, step: 1 };
+        y = ctx.emit_part(node, &format!("crop{i}"), slice, &[y])?;
     }
+    let fact = ctx.graph.fact(y).cloned().expect("emitted");
+    one(Value::wire(y, fact))
+}
+
+/// A 1-D transposed convolution as a 2-D one over a unit height: the input and weight get a
+/// dimension of 1, the output loses it.
+fn conv_transpose_1d(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    (op, x, x_fact, weight, bias): (ConvTranspose2d, OutletId, &TensorFact, String, Option<String>),
+) -> OnnxResult<OutletId> {
+    let w_fact = ctx.param_fact(&weight).cloned().expect("checked parameter");
     let as_2d = format!("{weight}/as_2d");
     let mut shape_2d = w_fact.shape.clone();
     shape_2d.insert(2, 1);
@@ -273,7 +307,7 @@ pub(crate) fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<O
     let y2 = ctx.emit_with_params(node, Op::ConvTranspose2d(op), &[x2], &params)?[0];
     let y_fact = ctx.graph.fact(y2).cloned().expect("emitted");
     let out = [n, y_fact.shape[1], y_fact.shape[3]];
-    one(ctx.emit_value(&format!("{}/as_1d", node.name), reshape(&out), &[y2])?)
+    Ok(ctx.emit(&format!("{}/as_1d", node.name), reshape(&out), &[y2], Vec::new())?[0])
 }
 
 fn reshape(shape: &[usize]) -> Op {

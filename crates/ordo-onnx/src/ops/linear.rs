@@ -127,9 +127,32 @@ pub(crate) fn matmul(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
             None => one(value),
         };
     }
-    let x = ctx.wire(node, 0)?;
-    let w = ctx.wire(node, 1)?;
-    one(ctx.emit_value(&node.name, Op::MatMul, &[x, w])?)
+    let mut x = ctx.wire(node, 0)?;
+    let mut w = ctx.wire(node, 1)?;
+    let shape = |ctx: &Ctx<'_>, o| ctx.graph.fact(o).map(|f| f.shape.clone()).unwrap_or_default();
+    let (a, b) = (shape(ctx, x), shape(ctx, w));
+    if a.len() >= 2 && b.len() >= 2 {
+        return one(ctx.emit_value(&node.name, Op::MatMul, &[x, w])?);
+    }
+    // NumPy's rule for a vector: a 1-D left operand is a row `[1, k]`, a 1-D right one a
+    // column `[k, 1]`, and that dimension is dropped from the product.
+    let reshape = |s: &[usize]| Op::Reshape { shape: s.iter().map(|&d| d as i64).collect() };
+    let mut product_shape_drops = Vec::new();
+    if a.len() == 1 {
+        x = ctx.emit_part(node, "row", reshape(&[1, a[0]]), &[x])?;
+        product_shape_drops.push(2);
+    }
+    if b.len() == 1 {
+        w = ctx.emit_part(node, "column", reshape(&[b[0], 1]), &[w])?;
+        product_shape_drops.push(1);
+    }
+    let product = ctx.emit_part(node, "product", Op::MatMul, &[x, w])?;
+    let mut out = shape(ctx, product);
+    // Counted from the end: the column's 1 is last, the row's 1 second to last.
+    for from_end in product_shape_drops {
+        out.remove(out.len() - from_end.min(out.len()));
+    }
+    one(ctx.emit_value(&node.name, reshape(&out), &[product])?)
 }
 
 /// The bias parameter and the `Add` node (index, output) that adds it to this `MatMul`'s

@@ -10,6 +10,7 @@ use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::fold;
 use crate::node::Node;
+use crate::tensor::{ConstData, ConstTensor, code};
 use crate::value::{Step, Value};
 
 /// `Gather`: folds on constants, is an `Embedding` for a `[rows, dim]` parameter indexed by
@@ -135,14 +136,59 @@ pub(crate) fn scatter_nd(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outpu
 
 /// `GatherND` without batch dims of run-time data (constants import by the generic rule).
 pub(crate) fn gather_nd(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
-    if node.int("batch_dims", 0)? != 0 {
-        return Err(node.unsupported("batch_dims other than 0"));
-    }
     if matches!(ctx.input(node, 0)?, Value::Const(_)) {
         return Err(node.unsupported("a constant: imported by the generic rule"));
     }
-    let (data, indices) = (ctx.wire(node, 0)?, ctx.wire(node, 1)?);
-    one(ctx.emit_value(&node.name, Op::GatherNd, &[data, indices])?)
+    let (data, mut indices) = (ctx.wire(node, 0)?, ctx.wire(node, 1)?);
+    let fact = |ctx: &Ctx<'_>, o| ctx.graph.fact(o).cloned().expect("emitted");
+    if fact(ctx, indices).dtype != DType::I64 {
+        indices = ctx.emit_part(node, "i64", Op::cast(DType::I64), &[indices])?;
+    }
+    let batch_dims = node.int("batch_dims", 0)?;
+    if batch_dims == 0 {
+        return one(ctx.emit_value(&node.name, Op::GatherNd, &[data, indices])?);
+    }
+    gather_nd_batched(ctx, node, data, indices, batch_dims)
+}
+
+/// `GatherND` with `b` batch dims: the batch dims flattened into one, `B`, and each index row
+/// prefixed with its batch's number, so that a `GatherND` without batch dims of the data
+/// `[B, ...]` reads the same slices; the result reshaped to `indices[..-1] ++ data[b + k..]`.
+fn gather_nd_batched(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    data: ordo_ir::OutletId,
+    indices: ordo_ir::OutletId,
+    batch_dims: i64,
+) -> OnnxResult<Outputs> {
+    let fact = |ctx: &Ctx<'_>, o| ctx.graph.fact(o).cloned().expect("emitted");
+    let (d, i) = (fact(ctx, data).shape, fact(ctx, indices).shape);
+    let b = usize::try_from(batch_dims).unwrap_or(usize::MAX);
+    let k = i.last().copied().unwrap_or(0);
+    if b >= i.len() || b + k > d.len() || d[..b] != i[..b] {
+        return Err(node.malformed(format!(
+            "batch_dims {batch_dims} for data {d:?} and indices {i:?}: the first batch_dims \
+             dimensions must agree and leave the indices a last dimension"
+        )));
+    }
+    let reshape = |s: &[usize]| Op::Reshape { shape: s.iter().map(|&n| n as i64).collect() };
+    let batches: usize = d[..b].iter().product();
+    let rows: usize = i[b..i.len() - 1].iter().product();
+    let flat_data: Vec<usize> = std::iter::once(batches).chain(d[b..].iter().copied()).collect();
+    let data = ctx.emit_part(node, "data", reshape(&flat_data), &[data])?;
+    let indices = ctx.emit_part(node, "rows", reshape(&[batches, rows, k]), &[indices])?;
+    let numbers: Vec<i64> =
+        (0..batches as i64).flat_map(|n| std::iter::repeat_n(n, rows)).collect();
+    let numbers = ConstTensor {
+        elem: code::INT64,
+        shape: vec![batches, rows, 1],
+        data: ConstData::Int(numbers),
+    };
+    let numbers = ctx.buffer(node, &format!("{}.batch", node.name), &numbers)?;
+    let prefixed = ctx.emit_part(node, "prefixed", Op::Concat { axis: 2 }, &[numbers, indices])?;
+    let gathered = ctx.emit_part(node, "gathered", Op::GatherNd, &[data, prefixed])?;
+    let out: Vec<usize> = i[..i.len() - 1].iter().chain(&d[b + k..]).copied().collect();
+    one(ctx.emit_value(&node.name, reshape(&out), &[gathered])?)
 }
 
 /// `LSTM`, forward or bidirectional, with default activations, zero initial states and no
