@@ -455,10 +455,15 @@ fn onnx_node_tests_agree_on_shapes_and_the_folded_attention_runs() {
         "test_matmul_1d_3d",
         "test_convtranspose_autopad_same",
         "test_convtranspose_output_shape",
+        // f16 attention computed in f32, u8 max pooling, Swish, f16 IsInf.
+        "test_attention_4d_fp16",
+        "test_maxpool_2d_uint8",
+        "test_swish",
+        "test_isinf_float16",
     ] {
         assert_eq!(outcome(&v, case), "pass", "{case}: {v:#}");
     }
-    assert_eq!((v["pass"].as_u64(), v["fail"].as_u64()), (Some(33), Some(0)), "{v:#}");
+    assert_eq!((v["pass"].as_u64(), v["fail"].as_u64()), (Some(37), Some(0)), "{v:#}");
 }
 
 /// Training-mode randomness as PyTorch exports it (`fixtures/gen_stochastic_depth.py`:

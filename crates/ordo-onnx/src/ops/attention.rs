@@ -79,12 +79,19 @@ pub(crate) fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
         return Err(node.unsupported("nonpad_kv_seqlen"));
     }
     let (mut q, mut k, mut v) = (ctx.wire(node, 0)?, ctx.wire(node, 1)?, ctx.wire(node, 2)?);
+    let dtype = ctx.graph.fact(q).expect("emitted").dtype;
     for w in [q, k, v] {
         let fact = ctx.graph.fact(w).expect("emitted");
-        if fact.dtype != DType::F32 || !(3..=4).contains(&fact.rank()) {
-            return Err(node.unsupported(format!("input {fact}: float32 of rank 3 or 4")));
+        if fact.dtype != dtype || !fact.dtype.is_float() || !(3..=4).contains(&fact.rank()) {
+            return Err(node.unsupported(format!("input {fact}: floats of rank 3 or 4")));
         }
     }
+    // A narrower float type computes in f32, its outputs rounded back to it.
+    let widen = |ctx: &mut Ctx<'_>, part: &str, w: OutletId| match dtype {
+        DType::F32 => Ok(w),
+        _ => ctx.emit_part(node, &format!("{part}_f32"), Op::cast(DType::F32), &[w]),
+    };
+    (q, k, v) = (widen(ctx, "q", q)?, widen(ctx, "k", k)?, widen(ctx, "v", v)?);
     let three_d = b.shape(ctx, q).len() == 3;
     let count = |name: &str| -> OnnxResult<Option<usize>> {
         Ok(match node.has_attr(name) {
@@ -116,6 +123,7 @@ pub(crate) fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
     let (present_k, present_v) = match (given(4), given(5)) {
         (true, true) => {
             let (pk, pv) = (ctx.wire(node, 4)?, ctx.wire(node, 5)?);
+            let (pk, pv) = (widen(ctx, "past_key", pk)?, widen(ctx, "past_value", pv)?);
             past_len = b.shape(ctx, pk)[2];
             let concat = Op::Concat { axis: 2 };
             (
@@ -170,7 +178,9 @@ pub(crate) fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
             let zero = b.constant(ctx, "mask_zero", vec![], vec![0.0])?;
             let neg = b.constant(ctx, "mask_neg_inf", vec![], vec![f64::NEG_INFINITY])?;
             mask = ctx.emit_part(node, "mask_bias", Op::Where, &[mask, zero, neg])?;
-        } else if fact.dtype != DType::F32 {
+        } else if fact.dtype == dtype {
+            mask = widen(ctx, "mask", mask)?;
+        } else {
             return Err(node.unsupported(format!("attn_mask {fact}")));
         }
         let last = *fact.shape.last().unwrap_or(&0);
@@ -216,8 +226,16 @@ pub(crate) fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
         3 => probs,
         m => return Err(node.malformed(format!("qk_matmul_output_mode {m}"))),
     };
-    let outputs = [y, present_k, present_v, qk].map(|w| Some(ctx.wire_value(w)));
-    let mut outputs = outputs.to_vec();
-    outputs.truncate(node.num_outputs().max(1));
+    let mut outputs = Vec::new();
+    let names = ["y", "present_key", "present_value", "qk"];
+    for (w, name) in
+        [y, present_k, present_v, qk].into_iter().zip(names).take(node.num_outputs().max(1))
+    {
+        let w = match dtype {
+            DType::F32 => w,
+            _ => ctx.emit_part(node, &format!("{name}_{dtype}"), Op::cast(dtype), &[w])?,
+        };
+        outputs.push(Some(ctx.wire_value(w)));
+    }
     Ok(outputs)
 }

@@ -28,9 +28,11 @@ fn part(node: &Node<'_>, p: &str) -> String {
     format!("{}.{p}", node.name)
 }
 
-/// A float scalar constant as a buffer.
+/// A scalar constant of input 0's float type as a buffer.
 fn scalar(ctx: &mut Ctx<'_>, node: &Node<'_>, p: &str, v: f64) -> OnnxResult<OutletId> {
+    let dtype = ctx.fact_of(node, &ctx.input(node, 0)?)?.dtype;
     let c = ConstTensor { elem: code::FLOAT, shape: vec![], data: ConstData::Float(vec![v]) };
+    let c = fold_cast(&c, onnx_code(dtype));
     ctx.buffer(node, &part(node, p), &c)
 }
 
@@ -247,4 +249,17 @@ pub(crate) fn one_hot(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
 fn fold_cast(c: &ConstTensor, elem: i32) -> ConstTensor {
     let dtype = crate::tensor::ir_dtype(elem).unwrap_or(DType::F32);
     crate::fold::cast(c, elem, &Op::cast(dtype)).unwrap_or_else(|_| c.clone())
+}
+
+/// `Swish` (opset 24): `x * sigmoid(alpha * x)`, SiLU for `alpha` 1.
+pub(crate) fn swish(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let (x, _) = float_input(ctx, node)?;
+    let alpha = node.float("alpha", 1.0)?;
+    let scaled = match alpha {
+        1.0 => x,
+        _ => ctx.emit_part(node, "scaled", Op::Scale { factor: alpha }, &[x])?,
+    };
+    let sigmoid = Op::Unary { func: ordo_ir::op::UnaryOp::Sigmoid };
+    let gate = ctx.emit_part(node, "gate", sigmoid, &[scaled])?;
+    one(ctx.emit_value(&node.name, Op::Mul, &[x, gate])?)
 }

@@ -23,7 +23,14 @@ pub(crate) fn pool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
         return Err(node.unsupported("MaxPool's indices output"));
     }
     let p = window_nd(node, &fact.shape[2..], node.op_type() == "MaxPool")?;
-    let x = ctx.wire(node, 0)?;
+    let mut x = ctx.wire(node, 0)?;
+    // The maximum of integers (8-bit images): pooled as f32, which holds every integer to
+    // 2^24 exactly, and cast back.
+    let integers = fact.dtype.is_integer() && p.max;
+    if integers {
+        let cast = Op::cast(ordo_ir::DType::F32);
+        x = ctx.emit(&format!("{}.f32", node.name), cast, &[x], Vec::new())?[0];
+    }
     let symmetric = p.pads[..2] == p.pads[2..];
     let op = if fact.rank() == 4
         && p.dilation == [1, 1]
@@ -42,6 +49,10 @@ pub(crate) fn pool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     } else {
         Op::Pool(p)
     };
+    if integers {
+        let pooled = ctx.emit(&format!("{}.pooled", node.name), op, &[x], Vec::new())?[0];
+        return Ok(vec![Some(ctx.emit_value(&node.name, Op::cast(fact.dtype), &[pooled])?), None]);
+    }
     Ok(vec![Some(ctx.emit_value(&node.name, op, &[x])?), None])
 }
 

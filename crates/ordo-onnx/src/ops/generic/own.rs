@@ -176,6 +176,16 @@ pub(super) fn own(node: &Node<'_>, ins: &[Option<In>]) -> OnnxResult<Vec<TensorF
             one(input.dtype, shape)
         }
         "EyeLike" => one(dtype_attr(node, "dtype", x(0)?.dtype)?, x(0)?.shape.clone()),
+        // The same bits as another type of the same width (opset 26).
+        "BitCast" => {
+            let (input, to) = (x(0)?, dtype_attr(node, "to", x(0)?.dtype)?);
+            if to.size_bytes() != input.dtype.size_bytes() {
+                return Err(
+                    node.malformed(format!("BitCast of {} to {to}: widths differ", input.dtype))
+                );
+            }
+            one(to, input.shape.clone())
+        }
         "Bernoulli" if !x(0)?.dtype.is_float() => {
             Err(node.malformed(format!("{} probabilities: expected floats", x(0)?.dtype)))
         }

@@ -35,7 +35,9 @@ pub(crate) fn family(op_type: &str) -> Option<Family> {
     Some(match op_type {
         "Abs" | "Ceil" | "Floor" | "Neg" | "Relu" | "Round" | "Sign" | "BitwiseNot" | "Not"
         | "Identity" | "Clip" | "Shrink" | "ThresholdedRelu" | "LeakyRelu" | "HardSigmoid"
-        | "HardSwish" | "ReverseSequence" | "Trilu" | "CumSum" | "Reciprocal" => Same(1),
+        | "HardSwish" | "ReverseSequence" | "Trilu" | "CumSum" | "CumProd" | "Reciprocal" => {
+            Same(1)
+        }
         "Acos" | "Acosh" | "Asin" | "Asinh" | "Atan" | "Atanh" | "Cos" | "Cosh" | "Sin"
         | "Sinh" | "Tan" | "Tanh" | "Erf" | "Exp" | "Log" | "Sigmoid" | "Softplus" | "Softsign"
         | "Elu" | "Selu" | "Celu" | "Mish" | "Gelu" | "Sqrt" => Same(8),
@@ -76,6 +78,7 @@ pub(crate) fn family(op_type: &str) -> Option<Family> {
         | "DepthToSpace"
         | "SpaceToDepth"
         | "EyeLike"
+        | "BitCast"
         | "ConvTranspose"
         | "Conv"
         | "MaxPool"
