@@ -1,8 +1,9 @@
 //! Operators written as a few IR ops: `GlobalMaxPool` (a max over the spatial dims), `IsNaN`
 //! and `IsInf` (comparisons), `PRelu` (a `Where`), `LpNormalization` (a division by an L1 or
 //! L2 norm), `DepthToSpace` and `SpaceToDepth` (reshapes around a transpose), and `EyeLike`
-//! (a constant: its values depend on its input's shape only), and `OneHot` (a comparison
-//! with the classes, then a `Where`). Their gradients are those of the IR ops.
+//! (a constant: its values depend on its input's shape only), `OneHot` (a comparison with
+//! the classes, then a `Where`), `Swish` and `RotaryEmbedding`. Their gradients are those of
+//! the IR ops.
 
 use ordo_ir::op::{CompareKind, LogicKind, Reduce, ReduceKind};
 use ordo_ir::{DType, Op, OutletId};
@@ -262,4 +263,102 @@ pub(crate) fn swish(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let sigmoid = Op::Unary { func: ordo_ir::op::UnaryOp::Sigmoid };
     let gate = ctx.emit_part(node, "gate", sigmoid, &[scaled])?;
     one(ctx.emit_value(&node.name, Op::Mul, &[x, gate])?)
+}
+
+/// `RotaryEmbedding` (opset 23): the first `rotary_embedding_dim` features of each head turned
+/// by the angles of its position, `(x1, x2) -> (x1 cos - x2 sin, x1 sin + x2 cos)`, the pairs
+/// being the two halves of those features or (`interleaved`) their even and odd ones. The
+/// caches are `[positions, dim / 2]` rows picked by `position_ids`, or already `[B, S, dim /
+/// 2]`. Slices, products, sums and concatenations of the IR; its gradient is theirs.
+pub(crate) fn rotary_embedding(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let (x, _) = float_input(ctx, node)?;
+    let shape = |ctx: &Ctx<'_>, o: OutletId| ctx.graph.fact(o).expect("emitted").shape.clone();
+    let reshape = |s: &[usize]| Op::Reshape { shape: s.iter().map(|&d| d as i64).collect() };
+    let xs = shape(ctx, x);
+    let bshd = [0, 2, 1, 3];
+    // To [batch, sequence, heads, head size].
+    let (x, [b, s, h, d]) = match xs[..] {
+        [b, h, s, d] => {
+            let t = ctx.emit_part(node, "bshd", Op::Transpose { perm: bshd.to_vec() }, &[x])?;
+            (t, [b, s, h, d])
+        }
+        [b, s, hidden] => {
+            let heads = usize::try_from(node.int("num_heads", 0)?).unwrap_or(0);
+            if heads == 0 || hidden % heads != 0 {
+                return Err(node.malformed(format!("num_heads {heads} for a hidden size {hidden}")));
+            }
+            let d = hidden / heads;
+            (ctx.emit_part(node, "heads", reshape(&[b, s, heads, d]), &[x])?, [b, s, heads, d])
+        }
+        _ => return Err(node.malformed(format!("input of shape {xs:?}: expected rank 3 or 4"))),
+    };
+    let rot = match usize::try_from(node.int("rotary_embedding_dim", 0)?).unwrap_or(0) {
+        0 => d,
+        r => r,
+    };
+    if rot > d || rot % 2 != 0 {
+        return Err(node.malformed(format!("rotary_embedding_dim {rot} for heads of {d}")));
+    }
+    let half = rot / 2;
+    let slice = |start: usize, end: usize, step: usize| Op::Slice {
+        axis: 3,
+        start: start as i64,
+        end: end as i64,
+        step: step as i64,
+    };
+    // The angles' cosines and sines, [b, s, 1, half].
+    let mut angles = Vec::new();
+    for (i, name) in [(1, "cos"), (2, "sin")] {
+        let mut cache = ctx.wire(node, i)?;
+        if node.input(3).is_some_and(|n| !n.is_empty()) {
+            let positions = ctx.wire(node, 3)?;
+            cache = ctx.emit_part(
+                node,
+                &format!("{name}_rows"),
+                Op::Gather { axis: 0 },
+                &[cache, positions],
+            )?;
+        }
+        let cs = shape(ctx, cache);
+        if cs != [b, s, half] {
+            return Err(
+                node.malformed(format!("{name} cache rows {cs:?}: expected [{b}, {s}, {half}]"))
+            );
+        }
+        angles.push(ctx.emit_part(node, name, reshape(&[b, s, 1, half]), &[cache])?);
+    }
+    let (cos, sin) = (angles[0], angles[1]);
+    let interleaved = node.int("interleaved", 0)? != 0;
+    let (x1, x2) = if interleaved {
+        (slice(0, rot, 2), slice(1, rot, 2))
+    } else {
+        (slice(0, half, 1), slice(half, rot, 1))
+    };
+    let x1 = ctx.emit_part(node, "x1", x1, &[x])?;
+    let x2 = ctx.emit_part(node, "x2", x2, &[x])?;
+    let mut product =
+        |name: &str, a: OutletId, b: OutletId| ctx.emit_part(node, name, Op::Mul, &[a, b]);
+    let (c1, s2, s1, c2) = (
+        product("cos_x1", cos, x1)?,
+        product("sin_x2", sin, x2)?,
+        product("sin_x1", sin, x1)?,
+        product("cos_x2", cos, x2)?,
+    );
+    let minus = ctx.emit_part(node, "minus_sin_x2", Op::Scale { factor: -1.0 }, &[s2])?;
+    let real = ctx.emit_part(node, "real", Op::Add, &[c1, minus])?;
+    let imag = ctx.emit_part(node, "imag", Op::Add, &[s1, c2])?;
+    let mut turned = if interleaved {
+        let real = ctx.emit_part(node, "real_pairs", reshape(&[b, s, h, half, 1]), &[real])?;
+        let imag = ctx.emit_part(node, "imag_pairs", reshape(&[b, s, h, half, 1]), &[imag])?;
+        let pairs = ctx.emit_part(node, "pairs", Op::Concat { axis: 4 }, &[real, imag])?;
+        ctx.emit_part(node, "turned", reshape(&[b, s, h, rot]), &[pairs])?
+    } else {
+        ctx.emit_part(node, "turned", Op::Concat { axis: 3 }, &[real, imag])?
+    };
+    if rot < d {
+        let kept = ctx.emit_part(node, "kept", slice(rot, d, 1), &[x])?;
+        turned = ctx.emit_part(node, "joined", Op::Concat { axis: 3 }, &[turned, kept])?;
+    }
+    let back = if xs.len() == 4 { Op::Transpose { perm: bshd.to_vec() } } else { reshape(&xs) };
+    one(ctx.emit_value(&node.name, back, &[turned])?)
 }
