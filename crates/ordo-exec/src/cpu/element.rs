@@ -69,7 +69,7 @@ pub(crate) fn is_u64(c: &Call, k: usize) -> bool {
 
 /// Whether `op`'s kernel reads u64 inputs right: data movement and wrapping arithmetic, which
 /// give the same bits for a u64 and the `i64` holding it, and the sign-dependent kernels that
-/// ask [`is_u64`].
+/// read the declared input types from [`KernelContext::inputs`](super::KernelContext::inputs).
 pub fn reads_u64(op: &Op) -> bool {
     use ordo_ir::op::ScatterReduction;
     matches!(
