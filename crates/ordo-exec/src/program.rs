@@ -320,6 +320,12 @@ pub fn missing_kernels(graph: &Graph) -> Option<String> {
         if let Err(e) = cpu::supports(&n.op) {
             other.entry(e.to_string()).or_default().push(&n.name);
         }
+        if let Op::BitCast { to } = n.op {
+            let from = n.inputs.first().and_then(|&o| graph.fact(o)).map_or(to, |f| f.dtype);
+            if let Some(t) = [from, to].into_iter().find(|&t| !cpu::bits_held(t)) {
+                other.entry(format!("bit casts of {t}")).or_default().push(&n.name);
+            }
+        }
         let reads_u64 = n.inputs.iter().any(|&o| graph.fact(o).is_some_and(|f| f.dtype == U64));
         if reads_u64 && !cpu::reads_u64(&n.op) {
             other.entry(format!("u64 inputs of {}", n.op.label())).or_default().push(&n.name);

@@ -57,27 +57,29 @@ pub enum DType {
 }
 
 impl DType {
-    /// Bytes per element. The 4- and 2-bit types count a whole byte: ONNX packs them two
-    /// and four to a byte, so the planner over-counts their memory rather than under.
-    pub fn size_bytes(self) -> u64 {
+    /// Bits per element (a bool's byte counts 8).
+    pub fn bits(self) -> u64 {
         match self {
-            DType::F32 | DType::I32 | DType::U32 => 4,
-            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
-            DType::I64 | DType::F64 | DType::U64 => 8,
+            DType::I64 | DType::F64 | DType::U64 => 64,
+            DType::F32 | DType::I32 | DType::U32 => 32,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 16,
             DType::Bool
             | DType::F8E4M3FN
             | DType::F8E4M3FNUZ
             | DType::F8E5M2
             | DType::F8E5M2FNUZ
             | DType::F8E8M0
-            | DType::F4E2M1
             | DType::I8
-            | DType::U8
-            | DType::I4
-            | DType::U4
-            | DType::I2
-            | DType::U2 => 1,
+            | DType::U8 => 8,
+            DType::F4E2M1 | DType::I4 | DType::U4 => 4,
+            DType::I2 | DType::U2 => 2,
         }
+    }
+
+    /// Bytes per element. The 4- and 2-bit types count a whole byte: ONNX packs them two
+    /// and four to a byte, so the planner over-counts their memory rather than under.
+    pub fn size_bytes(self) -> u64 {
+        self.bits().div_ceil(8)
     }
 
     /// Whether values of this type are floating point.

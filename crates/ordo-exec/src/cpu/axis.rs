@@ -1,4 +1,5 @@
-//! Ops along one axis: running sums (`CumSum`) and `Hardmax`, with the gradient of the sums.
+//! Ops along one axis: running sums (`CumSum`) and products (`CumProd`), and `Hardmax`, with
+//! the gradient of the sums.
 
 use ordo_ir::Op;
 use ordo_ir::op::Grad;
@@ -10,25 +11,60 @@ use super::util::{Call, for_each_lane, resolve_axis, split_at_axis, tensor};
 /// Running sums along the middle dim of `(outer, len, inner)`, in f64 for floats.
 fn running<T: Copy + Default + std::ops::Add<Output = T>>(
     x: &[T],
-    (outer, len, inner): (usize, usize, usize),
+    layout: (usize, usize, usize),
     exclusive: bool,
     reverse: bool,
 ) -> Vec<T> {
-    let mut y = vec![T::default(); x.len()];
+    running_with(x, layout, (exclusive, reverse), T::default(), |a, b| a + b)
+}
+
+/// Running `combine`s from `identity` along the middle dim of `(outer, len, inner)`.
+fn running_with<T: Copy>(
+    x: &[T],
+    (outer, len, inner): (usize, usize, usize),
+    (exclusive, reverse): (bool, bool),
+    identity: T,
+    combine: impl Fn(T, T) -> T,
+) -> Vec<T> {
+    let mut y = vec![identity; x.len()];
     for_each_lane((outer, len, inner), |at| {
-        let mut acc = T::default();
+        let mut acc = identity;
         for step in 0..len {
             let j = at(if reverse { len - 1 - step } else { step });
             if exclusive {
                 y[j] = acc;
-                acc = acc + x[j];
+                acc = combine(acc, x[j]);
             } else {
-                acc = acc + x[j];
+                acc = combine(acc, x[j]);
                 y[j] = acc;
             }
         }
     });
     y
+}
+
+/// `CumProd` of floats (multiplied in f64) or integers (wrapping).
+pub(crate) fn cum_prod(
+    op: &Op,
+    (axis, exclusive, reverse): (i64, bool, bool),
+    c: Call,
+) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(1)?;
+    c.expect_params(0)?;
+    let out = c.infer(op, &c.input_facts())?.shape;
+    let layout = split_at_axis(&out, resolve_axis(&c, axis, out.len())?);
+    let flags = (exclusive, reverse);
+    Ok(vec![match c.inputs[0].data() {
+        Data::F32(x) => {
+            let wide: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+            let y = running_with(&wide, layout, flags, 1.0, |a, b| a * b);
+            tensor(&out, y.iter().map(|&v| v as f32).collect())?
+        }
+        Data::I64(x) => {
+            Tensor::from_i64(&out, running_with(x, layout, flags, 1, i64::wrapping_mul))?
+        }
+        Data::Bool(_) => return Err(c.value_err("CumProd of bools")),
+    }])
 }
 
 /// `CumSum` of floats (summed in f64) or integers.

@@ -86,6 +86,7 @@ pub fn reads_u64(op: &Op) -> bool {
             | Op::Compare(_)
             | Op::Where
             | Op::Cast { .. }
+            | Op::BitCast { .. }
             | Op::Reshape { .. }
             | Op::Transpose { .. }
             | Op::Slice { .. }
@@ -98,6 +99,12 @@ pub fn reads_u64(op: &Op) -> bool {
             | Op::ScatterNd { reduction: ScatterReduction::None }
             | Op::ScatterElements { reduction: ScatterReduction::None, .. }
     )
+}
+
+/// Whether the storage gives back the bits of a `dtype` value, which a `BitCast` reads: not for
+/// f64 (held in f32) nor the float8 and float4 formats.
+pub fn bits_held(dtype: DType) -> bool {
+    dtype.is_integer() || matches!(dtype, DType::Bool | DType::F32 | DType::F16 | DType::BF16)
 }
 
 /// `x` held as a u64's bit pattern, mapped so that `i64`'s order is u64's (the sign bit

@@ -79,7 +79,7 @@ mod tests;
 use ordo_ir::op::{Grad, Saved, ScatterReduction, Wrt};
 use ordo_ir::{Op, TensorFact};
 
-pub use element::{held_as, reads_u64};
+pub use element::{bits_held, held_as, reads_u64};
 pub use error::{KernelError, KernelResult};
 pub use optim::init_state;
 pub use tensor::{Data, Tensor};
@@ -265,6 +265,7 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::Cast { to, saturate, round } => {
             Box::new(move |c| random::cast(op, (*to, *saturate, *round), c))
         }
+        Op::BitCast { to } => Box::new(move |c| random::bit_cast(op, *to, c)),
         Op::RandomLike(d) => Box::new(move |c| random::random_like(op, d, c)),
         Op::Bernoulli => Box::new(move |c| random::bernoulli(op, c)),
         Op::ScatterNd { reduction } => {
@@ -305,6 +306,9 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
             Box::new(move |c| axis::top_k(op, (*k, *axis, *largest, *indices), c))
         }
         Op::Einsum(e) => Box::new(move |c| einsum::einsum(op, e, c)),
+        Op::CumProd { axis, exclusive, reverse } => {
+            Box::new(move |c| axis::cum_prod(op, (*axis, *exclusive, *reverse), c))
+        }
         Op::CumSum { axis, exclusive, reverse } => {
             Box::new(move |c| axis::cum_sum(op, (*axis, *exclusive, *reverse), c))
         }

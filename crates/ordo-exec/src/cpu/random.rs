@@ -1,11 +1,11 @@
-//! `Cast` between the runtime's element types, and the random ops (`RandomUniformLike`,
+//! `Cast` and `BitCast` between the runtime's element types, and the random ops (`RandomUniformLike`,
 //! `RandomNormalLike`, `Bernoulli`) drawn from the node's seed by the counter-based generator
 //! that dropout uses: element `i` of a node's output at a step is a function of
 //! `(seed, i)` alone, so every placement and schedule draws the same values.
 
-use ordo_ir::DType;
-use ordo_ir::element::{E8m0Rounding, FloatFormat, e8m0_round};
+use ordo_ir::element::{E8m0Rounding, FloatFormat, e8m0_round, wrap_integer};
 use ordo_ir::op::{Distribution, Op};
+use ordo_ir::{DType, TensorFact};
 
 use super::element::{held_as, is_u64};
 use super::elementwise::uniform;
@@ -105,4 +105,49 @@ pub(crate) fn bernoulli(op: &Op, c: Call) -> KernelResult<Vec<Tensor>> {
         .enumerate()
         .map(|(i, &q)| f32::from(u8::from(uniform(seed, i as u64) < f64::from(q))));
     Ok(vec![Tensor::from_f32(&out, values.collect())?])
+}
+
+/// `BitCast`: each element's bits read as `to`, a type of the same width. The storage gives a
+/// held value's bits back exactly for the integers, bool, f32, f16 and bf16; f64 (held in
+/// f32) and the float8 and float4 formats are refused.
+pub(crate) fn bit_cast(op: &Op, to: DType, c: Call) -> KernelResult<Vec<Tensor>> {
+    use half::{bf16, f16};
+    c.expect_inputs(1)?;
+    c.expect_params(0)?;
+    let x = c.inputs[0];
+    // The declared type, whose width the IR checked (the storage's may be wider).
+    let from = c.ctx.inputs.first().map_or(x.dtype(), |f| f.dtype);
+    let out = c.infer(op, &[TensorFact::new(from, x.shape().to_vec())])?.shape;
+    let mask = |v: i64| (v as u64) & (u64::MAX >> (64 - from.bits()));
+    let bits: Vec<u64> = match (x.data(), from) {
+        (Data::F32(v), DType::F32) => v.iter().map(|&f| u64::from(f.to_bits())).collect(),
+        (Data::F32(v), DType::F16) => {
+            v.iter().map(|&f| u64::from(f16::from_f32(f).to_bits())).collect()
+        }
+        (Data::F32(v), DType::BF16) => {
+            v.iter().map(|&f| u64::from(bf16::from_f32(f).to_bits())).collect()
+        }
+        (Data::I64(v), _) => v.iter().map(|&i| mask(i)).collect(),
+        (Data::Bool(v), _) => v.iter().map(|&b| u64::from(b)).collect(),
+        _ => return Err(c.value_err(format!("no bit cast of {from}: its bits are not held"))),
+    };
+    Ok(vec![match to {
+        DType::F32 => {
+            Tensor::from_f32(&out, bits.iter().map(|&b| f32::from_bits(b as u32)).collect())
+        }
+        DType::F16 => Tensor::from_f32(
+            &out,
+            bits.iter().map(|&b| f16::from_bits(b as u16).to_f32()).collect(),
+        ),
+        DType::BF16 => Tensor::from_f32(
+            &out,
+            bits.iter().map(|&b| bf16::from_bits(b as u16).to_f32()).collect(),
+        ),
+        DType::Bool => Tensor::from_bool(&out, bits.iter().map(|&b| b != 0).collect()),
+        // Wrapping to the type reads the sign bit of a narrow signed integer.
+        t if t.is_integer() => {
+            Tensor::from_i64(&out, bits.iter().map(|&b| wrap_integer(b as i64, t)).collect())
+        }
+        _ => return Err(c.value_err(format!("no bit cast to {to}"))),
+    }?])
 }

@@ -588,13 +588,14 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 f64::from(u8::from(best == idx[a]))
             });
         }
-        Op::CumSum { axis, exclusive, reverse } => {
+        Op::CumSum { axis, exclusive, reverse } | Op::CumProd { axis, exclusive, reverse } => {
             let x = &inputs[0];
             let a = axis_of(*axis, x.shape.len());
+            let product = matches!(op, Op::CumProd { .. });
             y.dtype = x.dtype;
             each(&mut y, &|idx| {
                 let mut j = idx.to_vec();
-                (0..x.shape[a])
+                let terms = (0..x.shape[a])
                     .filter(|&k| {
                         let before = if *reverse { k > idx[a] } else { k < idx[a] };
                         before || (!*exclusive && k == idx[a])
@@ -602,8 +603,8 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                     .map(|k| {
                         j[a] = k;
                         x.at(&j)
-                    })
-                    .sum()
+                    });
+                if product { terms.product() } else { terms.sum() }
             });
         }
         Op::Mod { fmod } => {
@@ -728,6 +729,8 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
             y.data[0] = sum / n;
         }
         Op::Grad(_) | Op::Update(_) => panic!("reference: forward ops only"),
+        // Bits, not values: checked against hand-computed bits (tests/types.rs).
+        Op::BitCast { .. } => panic!("reference: no bit casts"),
         Op::Opaque(o) => panic!("reference: `{}` is imported for planning only", o.op_type),
     }
     vec![y]

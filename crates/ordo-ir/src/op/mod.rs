@@ -192,6 +192,12 @@ pub enum Op {
         /// Drop probability.
         p: f64,
     },
+    /// The same bits read as `to`, a type of the same width (opset 26's `BitCast`): f32 to
+    /// i32, u16 to i16, bool to u8... No gradient.
+    BitCast {
+        /// The element type of the output.
+        to: DType,
+    },
     /// Converts every element to `to`: a float to an integer rounds toward zero (then wraps
     /// to the type), to bool is "not zero", bool to a number is 0 or 1, a float to a narrower
     /// float rounds to nearest even ([`crate::element`]). No gradient.
@@ -291,6 +297,16 @@ pub enum Op {
         /// Sum from the end of the axis.
         reverse: bool,
     },
+    /// Running products along an axis, as `CumSum` (opset 26's `CumProd`). Its gradient has
+    /// no kernel.
+    CumProd {
+        /// The axis (negative counts from the end).
+        axis: i64,
+        /// Leave each element out of its own product.
+        exclusive: bool,
+        /// Multiply from the end of the axis.
+        reverse: bool,
+    },
     /// A border added to (or, negative, cropped from) every dim, filled as `mode` says.
     Pad {
         /// Every dim's count before, then every dim's count after.
@@ -366,6 +382,7 @@ impl Op {
             Op::Logic(k) => k.onnx_name(),
             Op::Not => "Not",
             Op::Cast { .. } => "Cast",
+            Op::BitCast { .. } => "BitCast",
             Op::RandomLike(Distribution::Uniform { .. }) => "RandomUniformLike",
             Op::RandomLike(Distribution::Normal { .. }) => "RandomNormalLike",
             Op::Bernoulli => "Bernoulli",
@@ -403,6 +420,7 @@ impl Op {
             Op::Einsum(_) => "Einsum",
             Op::Mod { .. } => "Mod",
             Op::CumSum { .. } => "CumSum",
+            Op::CumProd { .. } => "CumProd",
             Op::Tile { .. } => "Tile",
             Op::Gather { .. } => "Gather",
             Op::GatherElements { .. } => "GatherElements",
@@ -457,6 +475,7 @@ impl Op {
             Op::Logic(_) => logic::infer_logic(inputs),
             Op::Not => logic::infer_not(inputs),
             Op::Cast { to, .. } => random::infer_cast(*to, inputs),
+            Op::BitCast { to } => random::infer_bit_cast(*to, inputs),
             Op::RandomLike(d) => random::infer_random_like(d, inputs),
             Op::Bernoulli => random::infer_bernoulli(inputs),
             Op::ScatterNd { .. } => scatter::infer_scatter_nd(inputs),
@@ -486,7 +505,7 @@ impl Op {
             Op::NllLoss(n) => n.infer(inputs),
             Op::Expand { shape } => shape::infer_expand(shape, inputs),
             Op::Pad { pads, .. } => shape::infer_pad(pads, inputs),
-            Op::Hardmax { axis } | Op::CumSum { axis, .. } => {
+            Op::Hardmax { axis } | Op::CumSum { axis, .. } | Op::CumProd { axis, .. } => {
                 expect_inputs(inputs, 1)?;
                 resolve_axis(*axis, inputs[0].rank())?;
                 Ok(vec![inputs[0].clone()])
@@ -541,7 +560,12 @@ impl Op {
             Op::Activation { .. } => 4 * out_elems,
             Op::Scale { .. } | Op::Add | Op::Mul | Op::CausalMask => out_elems,
             Op::Max | Op::Min | Op::Clip { .. } => out_elems,
-            Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where | Op::Cast { .. } => out_elems,
+            Op::Compare(_)
+            | Op::Logic(_)
+            | Op::Not
+            | Op::Where
+            | Op::Cast { .. }
+            | Op::BitCast { .. } => out_elems,
             // A hash of the counter per element (two for a normal's Box-Muller pair).
             Op::RandomLike(_) | Op::Bernoulli => 10 * out_elems,
             Op::Div => 4 * out_elems,
@@ -569,7 +593,7 @@ impl Op {
             | Op::GatherNd
             | Op::Pad { .. }
             | Op::Tile { .. } => 0,
-            Op::Hardmax { .. } | Op::CumSum { .. } => out_elems,
+            Op::Hardmax { .. } | Op::CumSum { .. } | Op::CumProd { .. } => out_elems,
             // A partial sort: about log2(axis) comparisons per input element.
             Op::TopK { .. } => 4 * inputs.first().map_or(0, |i| i.numel()),
             Op::Mod { .. } => 4 * out_elems,

@@ -50,6 +50,16 @@ pub(crate) fn infer_cast(to: DType, inputs: &[&TensorFact]) -> Result<Vec<Tensor
     Ok(vec![TensorFact::new(to, inputs[0].shape.clone())])
 }
 
+/// `BitCast` to `to`: same shape, a type of the same width.
+pub(crate) fn infer_bit_cast(to: DType, inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, 1)?;
+    let from = inputs[0].dtype;
+    if from.bits() != to.bits() {
+        return Err(format!("no bit cast from {from} to {to}: their widths differ"));
+    }
+    Ok(vec![TensorFact::new(to, inputs[0].shape.clone())])
+}
+
 /// Random values shaped like the input (of any element type; its values are not read), f32.
 pub(crate) fn infer_random_like(
     distribution: &Distribution,

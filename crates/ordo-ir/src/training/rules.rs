@@ -94,6 +94,8 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         Op::TopK { .. } => None,
         // The running sums of the upstream gradient in the other direction.
         Op::CumSum { .. } => rule(vec![], false, out),
+        // The products of the other elements: read from the input and the output (no kernel).
+        Op::CumProd { .. } => rule(vec![Input(0), Output], false, 3 * out),
         // a - b * trunc(a / b): 1 for the dividend, -trunc(a / b) for the divisor.
         Op::Mod { .. } => rule(vec![Input(0), Input(1)], false, 4 * out),
         // Summed back over the broadcast dims, the copies, the padded positions.
@@ -123,6 +125,7 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         | Op::Logic(_)
         | Op::Not
         | Op::Cast { .. }
+        | Op::BitCast { .. }
         | Op::RandomLike(_)
         | Op::Bernoulli
         | Op::ArgExtreme { .. }

@@ -568,7 +568,7 @@ pub(crate) fn hardmax(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
     along_axis(ctx, node, |axis| Op::Hardmax { axis })
 }
 
-/// `CumSum` of a run-time tensor along a constant axis.
+/// `CumSum` and `CumProd` of a run-time tensor along a constant axis.
 pub(crate) fn cum_sum(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let x = ctx.input(node, 0)?;
     if matches!(x, Value::Const(_)) {
@@ -580,10 +580,10 @@ pub(crate) fn cum_sum(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
         .scalar()
         .ok_or_else(|| node.malformed("axis must be a scalar"))?;
     let axis = resolve_axis(node, axis as i64, rank)? as i64;
-    let op = Op::CumSum {
-        axis,
-        exclusive: node.int("exclusive", 0)? != 0,
-        reverse: node.int("reverse", 0)? != 0,
+    let (exclusive, reverse) = (node.int("exclusive", 0)? != 0, node.int("reverse", 0)? != 0);
+    let op = match node.op_type() {
+        "CumProd" => Op::CumProd { axis, exclusive, reverse },
+        _ => Op::CumSum { axis, exclusive, reverse },
     };
     let w = ctx.wire(node, 0)?;
     one(ctx.emit_value(&node.name, op, &[w])?)

@@ -77,6 +77,19 @@ pub(crate) fn cast(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     cast_to(ctx, node, to)
 }
 
+/// `BitCast` (opset 26): the bits of a run-time tensor read as another type of their width.
+pub(crate) fn bit_cast(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    if matches!(ctx.input(node, 0)?, Value::Const(_)) {
+        return Err(node.unsupported("a constant: imported by the generic rule"));
+    }
+    let to = i32::try_from(node.int("to", 0)?).map_err(|_| node.malformed("bad `to`"))?;
+    let Some(to) = crate::tensor::ir_dtype(to) else {
+        return Err(node.unsupported(format!("no bit cast to {}", crate::tensor::elem_name(to))));
+    };
+    let x = ctx.wire(node, 0)?;
+    one(ctx.emit_value(&node.name, Op::BitCast { to }, &[x])?)
+}
+
 /// `CastLike`: `Cast` to the element type of the second input.
 pub(crate) fn cast_like(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let like = ctx.input(node, 1)?;

@@ -224,6 +224,7 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
                 cases.push(case(Op::cast(to), vec![x], s));
             }
         }
+
         for d in [
             Distribution::Uniform { low: -2.0, high: 3.0 },
             Distribution::Normal { mean: 1.0, scale: 0.5 },
@@ -366,13 +367,21 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
         for (i, (exclusive, reverse)) in
             [(false, false), (true, false), (false, true), (true, true)].into_iter().enumerate()
         {
-            let op = Op::CumSum { axis: if i % 2 == 0 { 1 } else { -1 }, exclusive, reverse };
+            let axis = if i % 2 == 0 { 1 } else { -1 };
+            let op = Op::CumSum { axis, exclusive, reverse };
             cases.push(case(op, vec![rand(&[2, 3, 4], s + 80 + i as u64)], s));
+            let op = Op::CumProd { axis, exclusive, reverse };
+            cases.push(case(op, vec![rand(&[2, 3, 4], s + 90 + i as u64)], s));
         }
         let mut g = fastrand::Rng::with_seed(s + 85);
         let ints = Tensor::from_i64(&[3, 4], (0..12).map(|_| g.i64(-9..9)).collect()).unwrap();
         cases.push(case(
             Op::CumSum { axis: 0, exclusive: false, reverse: true },
+            vec![ints.clone()],
+            s,
+        ));
+        cases.push(case(
+            Op::CumProd { axis: 1, exclusive: true, reverse: false },
             vec![ints.clone()],
             s,
         ));

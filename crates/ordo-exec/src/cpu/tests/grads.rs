@@ -69,6 +69,8 @@ fn has_gradient(op: &Op, wrt: Wrt) -> bool {
                 | Op::ArgExtreme { .. }
                 | Op::Hardmax { .. }
                 | Op::Cast { .. }
+                | Op::BitCast { .. }
+                | Op::CumProd { .. }
                 | Op::RandomLike(_)
                 | Op::Bernoulli,
             _

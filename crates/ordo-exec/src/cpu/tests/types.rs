@@ -257,3 +257,27 @@ fn f16_and_bf16_narrowing_agrees_with_the_generic_float_formats() {
         }
     }
 }
+
+#[test]
+fn bit_casts_read_the_same_bits_as_another_type() {
+    let floats = Tensor::from_f32(&[3], vec![1.0, -2.5, f32::INFINITY]).unwrap();
+    let bits =
+        run_typed(&Op::BitCast { to: DType::I32 }, &[floats], &[DType::F32], DType::I32).unwrap();
+    // IEEE single: 1.0 is 0x3f800000, -2.5 is 0xc0200000 (negative as an i32), inf 0x7f800000.
+    assert_eq!(bits.as_i64().unwrap(), &[0x3f80_0000, 0xc020_0000u32 as i32 as i64, 0x7f80_0000]);
+    let back =
+        run_typed(&Op::BitCast { to: DType::F32 }, &[bits], &[DType::I32], DType::F32).unwrap();
+    assert_eq!(back.as_f32().unwrap(), &[1.0, -2.5, f32::INFINITY]);
+    let bytes = int_tensor(&[-1, 127, -128]);
+    let unsigned =
+        run_typed(&Op::BitCast { to: DType::U8 }, &[bytes], &[DType::I8], DType::U8).unwrap();
+    assert_eq!(unsigned.as_i64().unwrap(), &[255, 127, 128]);
+    // f16's 1.0 is 0x3c00.
+    let half = Tensor::from_f32(&[1], vec![1.0]).unwrap();
+    let word = run_typed(&Op::BitCast { to: DType::U16 }, &[half], &[DType::F16], DType::U16);
+    assert_eq!(word.unwrap().as_i64().unwrap(), &[0x3c00]);
+    // f64 is held in f32: its bits are not there to read.
+    let wide = Tensor::from_f32(&[1], vec![1.0]).unwrap();
+    let e = run_typed(&Op::BitCast { to: DType::I64 }, &[wide], &[DType::F64], DType::I64);
+    assert!(e.unwrap_err().contains("no bit cast of f64"));
+}

@@ -179,7 +179,7 @@ pub(super) fn own(node: &Node<'_>, ins: &[Option<In>]) -> OnnxResult<Vec<TensorF
         // The same bits as another type of the same width (opset 26).
         "BitCast" => {
             let (input, to) = (x(0)?, dtype_attr(node, "to", x(0)?.dtype)?);
-            if to.size_bytes() != input.dtype.size_bytes() {
+            if to.bits() != input.dtype.bits() {
                 return Err(
                     node.malformed(format!("BitCast of {} to {to}: widths differ", input.dtype))
                 );
