@@ -17,7 +17,7 @@
 
 use std::time::Instant;
 
-use ordo_ir::NodeId;
+use ordo_ir::{NodeId, TensorFact};
 
 use crate::cpu::Tensor;
 use crate::error::ExecError;
@@ -198,8 +198,12 @@ pub fn profile(
     let mut measured: Vec<Option<(Vec<u64>, u64)>> = vec![None; graph.nodes.len()];
     let mut measure = |id: NodeId, runner: &mut Interpreter| -> Result<(), ExecError> {
         let (_, extra, outs) = call(runner, state, id, meter)?;
-        let output_bytes: Vec<u64> = outs.iter().map(|t| t.fact().bytes()).collect();
-        let temporary = extra.saturating_sub(output_bytes.iter().sum());
+        // The outputs' bytes as the graph declares them (an f16 held in f32 counts 2 bytes an
+        // element); what the storage allocated for them is not a temporary.
+        let declared = &graph.node(id).outputs;
+        let output_bytes: Vec<u64> = declared.iter().map(TensorFact::bytes).collect();
+        let held: u64 = outs.iter().map(|t| t.fact().bytes()).sum();
+        let temporary = extra.saturating_sub(held);
         measured[id.index()] = Some((output_bytes, temporary));
         runner.keep(id, outs);
         Ok(())

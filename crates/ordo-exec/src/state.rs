@@ -114,8 +114,10 @@ pub fn synthetic_feeds(graph: &Graph, seed: u64) -> Result<Feeds, ExecError> {
         .map(|node| {
             let fact = &node.outputs[0];
             let seed = seed.wrapping_mul(0x9e37_79b9).wrapping_add(u64::from(node.id.0));
-            let t = match fact.dtype {
-                DType::F32 => Tensor::random(fact, seed),
+            // Floats of any type (held in f32) uniform in [-1, 1), bools at random, integers
+            // ids below the bound their readers set (2 by default: in every integer type).
+            let t = match crate::cpu::held_as(fact.dtype) {
+                DType::F32 | DType::Bool => Tensor::random(fact, seed),
                 _ => Tensor::random_ids(&fact.shape, bound[node.id.index()].unwrap_or(2), seed),
             };
             t.map(|t| (node.name.clone(), t))

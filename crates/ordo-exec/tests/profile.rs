@@ -122,3 +122,32 @@ fn spread_is_the_interquartile_range_over_the_median() {
     let values: Vec<f64> = (1..=8).rev().map(f64::from).collect();
     assert!((ordo_exec::spread(&values) - 4.0 / 4.5).abs() < 1e-12);
 }
+
+/// Inputs of narrow types (held in a wider storage) get synthetic feeds of their storage, and
+/// the profile counts the bytes the graph declares for them, not the storage's.
+#[test]
+fn narrow_types_are_fed_and_measured_at_their_declared_sizes() {
+    use ordo_ir::{DType, GraphBuilder, Op, TensorFact};
+    let mut b = GraphBuilder::new("narrow");
+    let mut outputs = Vec::new();
+    for (name, dtype) in [("half", DType::F16), ("nibble", DType::I4), ("byte", DType::F8E4M3FN)] {
+        let x = b.input(name, TensorFact::new(dtype, [2, 3])).unwrap();
+        outputs.push(b.op(&format!("{name}_twice"), Op::Add, &[x, x]).unwrap());
+    }
+    let flag = b.input("flag", TensorFact::new(DType::Bool, [2, 3])).unwrap();
+    outputs.push(b.op("not", Op::Not, &[flag]).unwrap());
+    for o in outputs {
+        b.output(o);
+    }
+    let program = Program::new(b.finish()).unwrap();
+    let state = TrainState::new(&program, 1).unwrap();
+    let feeds = synthetic_feeds(program.graph(), 1).unwrap();
+    let options = ProfileOptions { warmup_seconds: 0.0, timed_seconds: 0.0, ..Default::default() };
+    let profiled = profile(&program, &state, &feeds, &options, Observers::default()).unwrap();
+    for (m, node) in profiled.nodes.iter().zip(&program.graph().nodes) {
+        let bytes: Vec<u64> = node.outputs.iter().map(|f| f.bytes()).collect();
+        assert_eq!(m.output_bytes, bytes, "{}", m.name);
+    }
+    let half = profiled.nodes.iter().find(|m| m.name == "half_twice").unwrap();
+    assert_eq!(half.output_bytes, [12], "six f16 elements");
+}
