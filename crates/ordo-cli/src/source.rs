@@ -72,7 +72,11 @@ pub fn load(arg: &str, size: SizeArgs) -> anyhow::Result<Model> {
             dims: size.dims.iter().cloned().collect(),
             frozen: size.frozen.iter().cloned().collect(),
         };
-        return Ok(Model::onnx_with(arg, size.size(), &settings)?);
+        let model = Model::onnx_with(arg, size.size(), &settings)?;
+        for note in model.notes() {
+            eprintln!("note: {note}");
+        }
+        return Ok(model);
     }
     if let Some((name, _)) = size.dims.first() {
         anyhow::bail!(

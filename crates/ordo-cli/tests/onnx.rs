@@ -186,7 +186,6 @@ fn bad_onnx_files_are_clear_errors_that_name_the_file() {
         (fixture("bad_conv_weight.onnx"), "`conv`"),
         (fixture("cycle.onnx"), "cycle"),
         (fixture("unsupported.onnx"), "1 unsupported op(s)"),
-        (fixture("bad_data_dependent.onnx"), "node `nonzero` (NonZero): the output's size depends"),
         ("/no/such/model.onnx".into(), "cannot read"),
     ];
     for (path, message) in &cases {
@@ -329,6 +328,26 @@ fn training_runs_through_masks_and_reductions_on_any_placement() {
     assert_eq!(one.len(), 3);
     assert_eq!(one, train_losses(&model, "cpu:3", &[]), "bitwise the same on 1 and 3 devices");
     assert!(one[2] < one[0], "{one:?}");
+}
+
+/// An output whose size depends on the data (`NonZero`) is planned at its largest: `inspect`,
+/// `place` and `simulate` work and say so on stderr; `run` names the operator as lacking a
+/// kernel.
+#[test]
+fn data_dependent_sizes_are_planned_at_their_largest_and_said_so() {
+    let model = fixture("bad_data_dependent.onnx");
+    let out = ordo(&["inspect", &model]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Every one of the 4 x 8 elements nonzero: 2 coordinates of 32.
+    assert!(stdout(&out).contains("i64[2,32]"), "{}", stdout(&out));
+    let note = "node `nonzero`: its output's size depends on the data; planned at its largest";
+    assert!(stderr(&out).contains(note), "{}", stderr(&out));
+    for command in [&["place", "--devices", "2"][..], &["simulate", "--devices", "2"]] {
+        let out = ordo(&[command, &[model.as_str()]].concat());
+        assert!(out.status.success(), "{command:?}: {}", stderr(&out));
+    }
+    let err = error(&["run", &model, "--devices", "cpu:1"]);
+    assert!(err.contains("NonZero (`nonzero`)"), "{err}");
 }
 
 /// Operators the IR lacks import for planning (`fixtures/gen_planning_only.py`): the shapes

@@ -44,6 +44,8 @@ pub(crate) struct Ctx<'a> {
     derived: HashMap<String, ParamSource>,
     /// Parameters imported as non-trainable ([`crate::ImportOptions::frozen`]).
     pub frozen: std::collections::BTreeSet<String>,
+    /// ONNX nodes whose output size depends on the data, planned at its largest.
+    pub bounded: Vec<String>,
 }
 
 impl<'a> Ctx<'a> {
@@ -76,6 +78,7 @@ impl<'a> Ctx<'a> {
             sources: Vec::new(),
             derived: HashMap::new(),
             frozen: Default::default(),
+            bounded: Vec::new(),
         }
     }
 

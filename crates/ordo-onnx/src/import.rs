@@ -119,6 +119,7 @@ pub(crate) fn import_traced(
     let fused = ctx.skip.len();
     finish_outputs(&mut ctx, graph, opset)?;
     let sources = std::mem::take(&mut ctx.sources);
+    let bounded = std::mem::take(&mut ctx.bounded);
     let graph_out = ctx.graph;
     ordo_ir::validate(&graph_out)?;
     let (mut params, mut buffers) = (0, 0);
@@ -141,6 +142,7 @@ pub(crate) fn import_traced(
         params,
         buffers,
         data_inputs,
+        bounded,
     };
     Ok(Import { graph: graph_out, report, sources })
 }

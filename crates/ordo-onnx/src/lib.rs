@@ -127,6 +127,10 @@ pub struct ImportReport {
     pub buffers: u64,
     /// The graph inputs taken as data, in order.
     pub data_inputs: Vec<String>,
+    /// ONNX nodes whose output size depends on the data (`NonZero`, `Unique`,
+    /// `NonMaxSuppression`, `Compress` of a run-time condition), planned at the largest size
+    /// it can have: every size after them is an upper bound. They have no kernel.
+    pub bounded: Vec<String>,
 }
 
 /// An imported model: the graph and the report.

@@ -150,6 +150,13 @@ impl PyModel {
         self.inner.is_training()
     }
 
+    /// What the import approximated, one sentence each: an ONNX output whose size depends on
+    /// the data, planned at its largest. Empty for most models.
+    #[getter]
+    fn notes(&self) -> Vec<String> {
+        self.inner.notes().to_vec()
+    }
+
     /// Whether it has kernels to run (a cost graph has none).
     #[getter]
     fn runnable(&self) -> bool {

@@ -204,6 +204,14 @@ def test_symbolic_dimensions_of_an_onnx_file_take_sizes_by_name():
         ordo.Model.load("resnet50", dims={"N": 6})
 
 
+def test_a_data_dependent_size_is_planned_at_its_largest_and_noted():
+    path = str(ROOT / "crates" / "ordo-onnx" / "tests" / "fixtures" / "bad_data_dependent.onnx")
+    model = ordo.Model.load(path)
+    assert len(model.notes) == 1 and "node `nonzero`" in model.notes[0], model.notes
+    assert "planned at its largest" in model.notes[0]
+    assert ordo.Model.zoo("gnmt", small=True).notes == []
+
+
 def test_frozen_weights_of_an_onnx_file_train_as_the_command_line_says():
     fixtures = ROOT / "crates" / "ordo-onnx" / "tests" / "fixtures"
     path = str(fixtures / "convnet.onnx")

@@ -70,6 +70,9 @@ pub struct Model {
     /// For an ONNX import: the file and where each parameter's value comes from, read when a
     /// run starts (planning never needs the values).
     weights: Option<std::sync::Arc<FileWeights>>,
+    /// What the import approximated, for the user to know (outputs whose size depends on the
+    /// data, planned at their largest).
+    notes: Vec<String>,
 }
 
 /// Where an imported model's parameter values are: the file, and per parameter (by name) its
@@ -152,7 +155,19 @@ impl Model {
             .map(|(p, source)| (p.name.clone(), p.fact.shape.clone(), source))
             .collect();
         let weights = FileWeights { path: path.to_path_buf(), sources };
-        Ok(Self { weights: Some(std::sync::Arc::new(weights)), ..Self::from_graph(import.graph) })
+        let notes = import
+            .report
+            .bounded
+            .iter()
+            .map(|node| {
+                format!(
+                    "node `{node}`: its output's size depends on the data; planned at its \
+                     largest (every size after it is an upper bound; it has no kernel)"
+                )
+            })
+            .collect();
+        let weights = Some(std::sync::Arc::new(weights));
+        Ok(Self { weights, notes, ..Self::from_graph(import.graph) })
     }
 
     /// Reads a cost-graph file (`ordo.costgraph`, Baechi's attribute names).
@@ -166,6 +181,7 @@ impl Model {
             kind: ModelKind::CostGraph(Box::new(graph)),
             name: path.display().to_string(),
             weights: None,
+            notes: Vec::new(),
         })
     }
 
@@ -187,12 +203,20 @@ impl Model {
 
     /// A model from a graph built by hand.
     pub fn from_graph(graph: Graph) -> Self {
-        Self { name: graph.name.clone(), kind: ModelKind::Graph(Box::new(graph)), weights: None }
+        let name = graph.name.clone();
+        Self { name, kind: ModelKind::Graph(Box::new(graph)), weights: None, notes: Vec::new() }
     }
 
     /// A model from a cost graph, named `name` in messages.
     pub fn from_cost_graph(graph: CostGraph, name: impl Into<String>) -> Self {
-        Self { kind: ModelKind::CostGraph(Box::new(graph)), name: name.into(), weights: None }
+        let kind = ModelKind::CostGraph(Box::new(graph));
+        Self { kind, name: name.into(), weights: None, notes: Vec::new() }
+    }
+
+    /// What the import approximated (an ONNX output whose size depends on the data, planned
+    /// at its largest), one sentence each; empty for most models.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// The model's name: the graph's, or the cost graph's file.

@@ -222,6 +222,13 @@ fn check(
             },
         },
     };
+    // A data-dependent size is planned at its largest, which is not the case's size.
+    if !import.report.bounded.is_empty() {
+        return Ok(Outcome::Unsupported(format!(
+            "planned at the largest size (the output's size depends on the data): {}",
+            import.report.bounded.join(", ")
+        )));
+    }
     if shapes_only {
         return compare_shapes(&import.graph, &read_shapes(&data)?, &info.outputs);
     }

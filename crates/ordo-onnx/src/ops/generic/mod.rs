@@ -8,8 +8,10 @@
 //! embedding), as long as they emitted nothing yet.
 //!
 //! An operator whose output size depends on the data (`NonZero`, `Unique`, `Compress` of a
-//! run-time condition, `NonMaxSuppression`) has no static shape: an error says so. So do
-//! control flow (`If`, `Loop`, `Scan`), sequences, optionals and strings, which have no rule.
+//! run-time condition, `NonMaxSuppression`) has no static shape: it is planned at the largest
+//! size it can have (every nonzero, every element unique, every box kept), and named in the
+//! import report ([`crate::ImportReport::bounded`]). Control flow (`If`, `Loop`, `Scan`),
+//! sequences, optionals and strings have no rule: an error says so.
 
 mod conv;
 mod fold;
@@ -57,6 +59,9 @@ pub(crate) fn generic(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
         return Ok(vec![Some(Value::constant(folded))]);
     }
     let outputs = rules::infer(node, &ins)?;
+    if own::bounded(node, &ins) {
+        ctx.bounded.push(node.name.clone());
+    }
     for fact in &outputs {
         crate::tensor::check_shape(&fact.shape).map_err(|m| node.shape_error(m))?;
     }

@@ -8,10 +8,10 @@ use ordo_ir::{DType, TensorFact};
 
 use super::rules::{broadcast_all, const_ints, reduced};
 use super::{In, const_of, conv};
-use crate::error::{OnnxError, OnnxResult};
+use crate::error::OnnxResult;
 use crate::node::Node;
 use crate::ops::resolve_axis;
-use crate::tensor::ir_dtype;
+use crate::tensor::{ConstTensor, ir_dtype};
 
 pub(crate) fn dtype_attr(node: &Node<'_>, name: &str, default: DType) -> OnnxResult<DType> {
     if !node.has_attr(name) {
@@ -23,10 +23,13 @@ pub(crate) fn dtype_attr(node: &Node<'_>, name: &str, default: DType) -> OnnxRes
     })
 }
 
-fn data_dependent(node: &Node<'_>) -> OnnxError {
-    node.unsupported(
-        "the output's size depends on the input's values, which are known only at run time",
-    )
+/// Whether `node`'s output size depends on the data, so that [`own`] gives its largest.
+pub(super) fn bounded(node: &Node<'_>, ins: &[Option<In>]) -> bool {
+    match node.op_type() {
+        "NonZero" | "Unique" | "NonMaxSuppression" => true,
+        "Compress" => const_of(ins, 1).is_none(),
+        _ => false,
+    }
 }
 
 /// The operators with a rule of their own.
@@ -306,7 +309,51 @@ pub(super) fn own(node: &Node<'_>, ins: &[Option<In>]) -> OnnxResult<Vec<TensorF
             };
             one(input.dtype, shape)
         }
-        "Compress" | "NonZero" | "Unique" | "NonMaxSuppression" => Err(data_dependent(node)),
+        // The largest sizes of the data-dependent ones (see `bounded`).
+        "Compress" => {
+            let (input, kept) = (x(0)?, x(1)?.shape.iter().product::<usize>());
+            let shape = match node.has_attr("axis") {
+                true => {
+                    let axis = resolve_axis(node, node.int("axis", 0)?, input.rank())?;
+                    let mut s = input.shape.clone();
+                    s[axis] = s[axis].min(kept);
+                    s
+                }
+                false => vec![input.shape.iter().product::<usize>().min(kept)],
+            };
+            one(input.dtype, shape)
+        }
+        "NonZero" => {
+            let input = x(0)?;
+            one(DType::I64, vec![input.rank(), input.shape.iter().product()])
+        }
+        "Unique" => {
+            let input = x(0)?;
+            let (values, n) = match node.has_attr("axis") {
+                true => {
+                    let axis = resolve_axis(node, node.int("axis", 0)?, input.rank())?;
+                    (input.shape.clone(), input.shape[axis])
+                }
+                false => {
+                    let n = input.shape.iter().product();
+                    (vec![n], n)
+                }
+            };
+            let index = TensorFact::new(DType::I64, vec![n]);
+            Ok(vec![TensorFact::new(input.dtype, values), index.clone(), index.clone(), index])
+        }
+        "NonMaxSuppression" => {
+            let (boxes, scores) = (x(0)?, x(1)?);
+            let (Some(&batches), Some(&classes), Some(&n)) =
+                (boxes.shape.first(), scores.shape.get(1), boxes.shape.get(1))
+            else {
+                return Err(node.malformed(format!("boxes {boxes} and scores {scores}")));
+            };
+            let per_class = const_of(ins, 2)
+                .and_then(ConstTensor::scalar)
+                .map_or(n, |m| (m.max(0.0) as usize).min(n));
+            one(DType::I64, vec![batches * classes * per_class, 3])
+        }
         "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => {
             let scores = x(0)?;
             let target = x(1)?;
