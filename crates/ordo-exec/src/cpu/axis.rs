@@ -8,18 +8,8 @@ use super::error::KernelResult;
 use super::tensor::{Data, Tensor};
 use super::util::{Call, for_each_lane, resolve_axis, split_at_axis, tensor};
 
-/// Running sums along the middle dim of `(outer, len, inner)`, in f64 for floats.
-fn running<T: Copy + Default + std::ops::Add<Output = T>>(
-    x: &[T],
-    layout: (usize, usize, usize),
-    exclusive: bool,
-    reverse: bool,
-) -> Vec<T> {
-    running_with(x, layout, (exclusive, reverse), T::default(), |a, b| a + b)
-}
-
 /// Running `combine`s from `identity` along the middle dim of `(outer, len, inner)`.
-fn running_with<T: Copy>(
+fn running<T: Copy>(
     x: &[T],
     (outer, len, inner): (usize, usize, usize),
     (exclusive, reverse): (bool, bool),
@@ -43,10 +33,12 @@ fn running_with<T: Copy>(
     y
 }
 
-/// `CumProd` of floats (multiplied in f64) or integers (wrapping).
-pub(crate) fn cum_prod(
+/// `CumSum` (`product` false) or `CumProd`: of floats in f64, of integers wrapping (as
+/// ONNX's reference).
+pub(crate) fn cumulative(
     op: &Op,
     (axis, exclusive, reverse): (i64, bool, bool),
+    product: bool,
     c: Call,
 ) -> KernelResult<Vec<Tensor>> {
     c.expect_inputs(1)?;
@@ -57,42 +49,20 @@ pub(crate) fn cum_prod(
     Ok(vec![match c.inputs[0].data() {
         Data::F32(x) => {
             let wide: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
-            let y = running_with(&wide, layout, flags, 1.0, |a, b| a * b);
+            let y = match product {
+                true => running(&wide, layout, flags, 1.0, |a, b| a * b),
+                false => running(&wide, layout, flags, 0.0, |a, b| a + b),
+            };
             tensor(&out, y.iter().map(|&v| v as f32).collect())?
         }
-        Data::I64(x) => {
-            Tensor::from_i64(&out, running_with(x, layout, flags, 1, i64::wrapping_mul))?
-        }
-        Data::Bool(_) => return Err(c.value_err("CumProd of bools")),
-    }])
-}
-
-/// `CumSum` of floats (summed in f64) or integers.
-pub(crate) fn cum_sum(
-    op: &Op,
-    (axis, exclusive, reverse): (i64, bool, bool),
-    c: Call,
-) -> KernelResult<Vec<Tensor>> {
-    c.expect_inputs(1)?;
-    c.expect_params(0)?;
-    let out = c.infer(op, &c.input_facts())?.shape;
-    let layout = split_at_axis(&out, resolve_axis(&c, axis, out.len())?);
-    Ok(vec![match c.inputs[0].data() {
-        Data::F32(x) => {
-            let wide: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
-            tensor(
-                &out,
-                running(&wide, layout, exclusive, reverse).iter().map(|&v| v as f32).collect(),
-            )?
-        }
-        Data::I64(x) => {
-            // Wrapping, as integer sums in ONNX's reference.
-            let wrapped: Vec<std::num::Wrapping<i64>> =
-                x.iter().map(|&v| std::num::Wrapping(v)).collect();
-            let y = running(&wrapped, layout, exclusive, reverse);
-            Tensor::from_i64(&out, y.iter().map(|w| w.0).collect())?
-        }
-        Data::Bool(_) => return Err(c.value_err("CumSum of bools")),
+        Data::I64(x) => Tensor::from_i64(
+            &out,
+            match product {
+                true => running(x, layout, flags, 1, i64::wrapping_mul),
+                false => running(x, layout, flags, 0, i64::wrapping_add),
+            },
+        )?,
+        Data::Bool(_) => return Err(c.value_err(format!("{} of bools", op.name()))),
     }])
 }
 
@@ -110,7 +80,7 @@ pub(crate) fn cum_sum_grad(
     c.expect_input_shape(0, &shape)?;
     let dy: Vec<f64> = c.input_f32(0)?.iter().map(|&v| f64::from(v)).collect();
     let layout = split_at_axis(&shape, resolve_axis(&c, axis, shape.len())?);
-    let dx = running(&dy, layout, exclusive, !reverse);
+    let dx = running(&dy, layout, (exclusive, !reverse), 0.0, |a, b| a + b);
     Ok(vec![tensor(&shape, dx.iter().map(|&v| v as f32).collect())?])
 }
 

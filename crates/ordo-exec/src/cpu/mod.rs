@@ -307,10 +307,10 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         }
         Op::Einsum(e) => Box::new(move |c| einsum::einsum(op, e, c)),
         Op::CumProd { axis, exclusive, reverse } => {
-            Box::new(move |c| axis::cum_prod(op, (*axis, *exclusive, *reverse), c))
+            Box::new(move |c| axis::cumulative(op, (*axis, *exclusive, *reverse), true, c))
         }
         Op::CumSum { axis, exclusive, reverse } => {
-            Box::new(move |c| axis::cum_sum(op, (*axis, *exclusive, *reverse), c))
+            Box::new(move |c| axis::cumulative(op, (*axis, *exclusive, *reverse), false, c))
         }
         Op::Mod { fmod } => Box::new(move |c| modulo::modulo(op, *fmod, c)),
         Op::Gather { axis } => Box::new(move |c| gather::gather(op, false, *axis, c)),
