@@ -179,6 +179,34 @@ pub fn e8m0_decode(bits: u8) -> f32 {
     if bits == 0xff { f32::NAN } else { 2f64.powi(i32::from(bits) - 127) as f32 }
 }
 
+/// `x` rounded to float type `to`: f32's precision for f32, f64 as it is, the nearest value of
+/// a narrower format ([`FloatFormat::round`]), float8 e8m0's power of two rounding up and
+/// saturating (ONNX's defaults). What a value of type `to` holds after any op.
+pub fn round_float(x: f64, to: DType) -> f64 {
+    match (to, FloatFormat::of(to)) {
+        (DType::F32, _) => f64::from(x as f32),
+        (DType::F8E8M0, _) => f64::from(e8m0_round(x as f32, true, E8m0Rounding::Up)),
+        (_, Some(format)) => format.round(x),
+        _ => x,
+    }
+}
+
+/// What a `Cast` to float type `to` does before [`round_float`]: with `saturate`, a float8
+/// format's values past its range, infinities included, become its largest (ONNX's reference
+/// clamps them); to e8m0, the exponent rounds by `round` (and `saturate` holds it at the
+/// largest). Any other type: `x` as it is.
+pub fn cast_float(x: f64, to: DType, saturate: bool, round: E8m0Rounding) -> f64 {
+    let float8 =
+        matches!(to, DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ);
+    match (to, FloatFormat::of(to)) {
+        (DType::F8E8M0, _) => f64::from(e8m0_round(x as f32, saturate, round)),
+        (_, Some(format)) if float8 && saturate && !x.is_nan() => {
+            x.clamp(-format.max(), format.max())
+        }
+        _ => x,
+    }
+}
+
 /// `v` wrapped to integer type `dtype` (two's complement, as NumPy and PyTorch overflow), as
 /// the `i64` that holds it. 64-bit and non-integer types leave it as it is; a u64 is its bit
 /// pattern.

@@ -2,6 +2,9 @@
 //! masks, scalars). Every function refuses to build a tensor larger than [`MAX_FOLD`] elements
 //! unless all its elements are equal.
 
+use ordo_ir::DType;
+use ordo_ir::element::{E8m0Rounding, cast_float, round_float, wrap_integer};
+
 use crate::tensor::{ConstData, ConstTensor, MAX_FOLD, check_shape, code};
 
 pub(crate) use ordo_ir::op::broadcast_shapes as broadcast;
@@ -385,48 +388,41 @@ pub(crate) fn trilu(c: &ConstTensor, k: i64, upper: bool) -> Result<ConstTensor,
     Ok(c.with(c.shape.clone(), data))
 }
 
-/// `c` cast to ONNX type `to` by `op` (an IR `Cast` to the same type, with its `saturate` and
-/// `round` options): the values the CPU kernel computes ([`ordo_ir::element`]).
-pub(crate) fn cast(c: &ConstTensor, to: i32, op: &ordo_ir::Op) -> Result<ConstTensor, String> {
-    use ordo_ir::DType;
-    use ordo_ir::element::{FloatFormat, e8m0_round, wrap_integer};
-    let ordo_ir::Op::Cast { to: dtype, saturate, round } = *op else {
-        return Err(format!("{} is not a cast", op.name()));
+/// `c` cast to `to` by a `Cast` with ONNX's default options (saturating, e8m0 rounding up).
+pub(crate) fn cast(c: &ConstTensor, to: DType) -> ConstTensor {
+    cast_with(c, to, true, E8m0Rounding::Up)
+}
+
+/// `c` cast to `to` with `Cast`'s `saturate` and `round` options: the values the CPU kernel
+/// computes (one code for both, [`ordo_ir::element`]).
+pub(crate) fn cast_with(
+    c: &ConstTensor,
+    to: DType,
+    saturate: bool,
+    round: E8m0Rounding,
+) -> ConstTensor {
+    // A float to an integer rounds toward zero and wraps; to bool, "not zero".
+    let from_float = |x: f64| match to {
+        DType::Bool => i64::from(x != 0.0),
+        _ => wrap_integer(x as i64, to),
     };
-    let float8 =
-        matches!(dtype, DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ);
-    let narrow_float = |x: f64| match (dtype, FloatFormat::of(dtype)) {
-        (DType::F32, _) => f64::from(x as f32),
-        (DType::F8E8M0, _) => f64::from(e8m0_round(x as f32, saturate, round)),
-        (_, Some(f)) if float8 && saturate && !x.is_nan() => f.round(x.clamp(-f.max(), f.max())),
-        (_, Some(f)) => f.round(x),
-        _ => x,
+    let from_int = |x: i64| match to {
+        DType::Bool => i64::from(x != 0),
+        _ => wrap_integer(x, to),
     };
-    let narrow_int =
-        |x: i64| if dtype == DType::Bool { i64::from(x != 0) } else { wrap_integer(x, dtype) };
+    let to_float = |x: f64| round_float(cast_float(x, to, saturate, round), to);
     let unsigned = c.elem == code::UINT64;
-    let to_int = dtype.is_integer() || dtype == DType::Bool;
-    let data = match (&c.data, to_int) {
-        (ConstData::Splat(x), true) if dtype == DType::Bool => {
-            ConstData::Splat(f64::from(u8::from(*x != 0.0)))
-        }
-        (ConstData::Splat(x), true) => ConstData::Splat(narrow_int(*x as i64) as f64),
-        (ConstData::Splat(x), false) => ConstData::Splat(narrow_float(*x)),
-        (ConstData::Float(v), true) if dtype == DType::Bool => {
-            ConstData::Int(v.iter().map(|&x| i64::from(x != 0.0)).collect())
-        }
-        (ConstData::Float(v), true) => {
-            ConstData::Int(v.iter().map(|&x| narrow_int(x as i64)).collect())
-        }
-        (ConstData::Int(v), true) => ConstData::Int(v.iter().map(|&x| narrow_int(x)).collect()),
+    let data = match (&c.data, to.is_integer() || to == DType::Bool) {
+        (ConstData::Splat(x), true) => ConstData::Splat(from_float(*x) as f64),
+        (ConstData::Splat(x), false) => ConstData::Splat(to_float(*x)),
+        (ConstData::Float(v), true) => ConstData::Int(v.iter().map(|&x| from_float(x)).collect()),
+        (ConstData::Int(v), true) => ConstData::Int(v.iter().map(|&x| from_int(x)).collect()),
         (ConstData::Int(v), false) => ConstData::Float(
             v.iter()
-                .map(|&x| narrow_float(if unsigned { x as u64 as f64 } else { x as f64 }))
+                .map(|&x| to_float(if unsigned { x as u64 as f64 } else { x as f64 }))
                 .collect(),
         ),
-        (ConstData::Float(v), false) => {
-            ConstData::Float(v.iter().map(|&x| narrow_float(x)).collect())
-        }
+        (ConstData::Float(v), false) => ConstData::Float(v.iter().map(|&x| to_float(x)).collect()),
     };
-    Ok(ConstTensor { elem: to, shape: c.shape.clone(), data })
+    ConstTensor { elem: crate::tensor::onnx_code(to), shape: c.shape.clone(), data }
 }

@@ -93,6 +93,28 @@ impl<'a> Node<'a> {
         }
     }
 
+    /// A string attribute that names one of `choices` (its spelling and its value), `default`
+    /// when absent; any other spelling is malformed: "mode `mirror`: expected constant,
+    /// reflect, edge or wrap".
+    pub fn choice<T: Copy>(
+        &self,
+        name: &str,
+        default: &str,
+        choices: &[(&str, T)],
+    ) -> Result<T, OnnxError> {
+        let given = self.string(name, default)?;
+        if let Some(&(_, value)) = choices.iter().find(|(spelling, _)| *spelling == given) {
+            return Ok(value);
+        }
+        let names: Vec<&str> = choices.iter().map(|(spelling, _)| *spelling).collect();
+        let expected = match names.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => "nothing".to_string(),
+        };
+        Err(self.malformed(format!("{name} `{given}`: expected {expected}")))
+    }
+
     /// A list-of-strings attribute, `None` when absent.
     pub fn strings(&self, name: &str) -> Option<Vec<String>> {
         self.attr(name)

@@ -9,7 +9,8 @@
 //!   IEEE conversion), so each op's result is what the narrow type holds, as a framework
 //!   computing in f32 and storing f16 has it; the float8 and float4 formats likewise
 //!   ([`ordo_ir::element::FloatFormat`]: an overflow is infinity or NaN as the format has
-//!   them), float8 e8m0 to a power of two (rounding up, saturating: ONNX's defaults);
+//!   them), float8 e8m0 to a power of two (rounding up, saturating: ONNX's defaults), all
+//!   by [`ordo_ir::element::round_float`], which the import's constant folding uses too;
 //! - f64 is computed in f32: its values keep f32's precision and range (a documented
 //!   approximation; ONNX exports use f64 for few, small tensors);
 //! - integers of 32 bits and fewer wrap to their type (two's complement, NumPy's and
@@ -17,11 +18,11 @@
 //! - u64 is held as its bit pattern in `i64`. Addition, subtraction, multiplication and data
 //!   movement give the same bits either way; the kernels whose result depends on the sign
 //!   (division, remainder, extremes, comparisons, casts) read the declared input types from
-//!   [`super::KernelContext::inputs`] ([`is_u64`]), and every other op refuses a u64 input
+//!   [`super::KernelContext::inputs`] ([`reads_unsigned`]), and every other op refuses a u64 input
 //!   ([`reads_u64`]).
 
 use half::{bf16, f16};
-use ordo_ir::element::{E8m0Rounding, FloatFormat, e8m0_round, wrap_integer};
+use ordo_ir::element::{round_float, wrap_integer};
 use ordo_ir::{DType, Op};
 
 use super::tensor::Tensor;
@@ -51,20 +52,20 @@ pub(crate) fn narrow(t: &mut Tensor, dtype: DType) {
     }
     let Some(v) = t.as_f32_mut() else { return };
     match dtype {
+        // Values already f32 (f64 is computed in f32).
+        DType::F32 | DType::F64 => {}
+        // The `half` crate's conversions: bitwise the generic rounding's, faster.
         DType::F16 => v.iter_mut().for_each(|x| *x = f16::from_f32(*x).to_f32()),
         DType::BF16 => v.iter_mut().for_each(|x| *x = bf16::from_f32(*x).to_f32()),
-        DType::F8E8M0 => v.iter_mut().for_each(|x| *x = e8m0_round(*x, true, E8m0Rounding::Up)),
-        _ => {
-            if let Some(format) = FloatFormat::of(dtype) {
-                v.iter_mut().for_each(|x| *x = format.round(f64::from(*x)) as f32);
-            }
-        }
+        _ => v.iter_mut().for_each(|x| *x = round_float(f64::from(*x), dtype) as f32),
     }
 }
 
-/// Whether input `k` of the call is declared u64 (held as its bit pattern in `i64`).
-pub(crate) fn is_u64(c: &Call, k: usize) -> bool {
-    c.ctx.inputs.get(k).is_some_and(|f| f.dtype == DType::U64)
+/// Whether an input of the call is declared u64 (held as its bit pattern in `i64`): the
+/// sign-dependent kernels then read their integers as unsigned (the IR gives an op's integer
+/// operands one type).
+pub(crate) fn reads_unsigned(c: &Call) -> bool {
+    c.ctx.inputs.iter().any(|f| f.dtype == DType::U64)
 }
 
 /// Whether `op`'s kernel reads u64 inputs right: data movement and wrapping arithmetic, which

@@ -2,11 +2,11 @@
 //! `Scale` by an integer and `Clip`, on the `i64` storage. Sums, products and powers wrap
 //! (two's complement); [`super::run`] then wraps each output to its node's type. Division
 //! truncates toward zero (ONNX's and C's rule); a u64 input divides and compares as unsigned
-//! ([`is_u64`]). Integer tensors carry no gradient.
+//! ([`reads_unsigned`]). Integer tensors carry no gradient.
 
 use ordo_ir::Op;
 
-use super::element::{is_u64, u64_order};
+use super::element::{reads_unsigned, u64_order};
 use super::error::KernelResult;
 use super::tensor::Tensor;
 use super::util::{Call, for_each_broadcast, numel};
@@ -58,7 +58,7 @@ pub(crate) fn binary(
     sb: &[usize],
 ) -> KernelResult<Tensor> {
     let (a, b) = (c.input_i64(0)?, c.input_i64(1)?);
-    let unsigned = is_u64(c, 0) || is_u64(c, 1);
+    let unsigned = reads_unsigned(c);
     let mut y = vec![0i64; numel(out)];
     let mut undefined = None;
     for_each_broadcast(out, sa, sb, |o, i, j| match apply(op, a[i], b[j], unsigned) {

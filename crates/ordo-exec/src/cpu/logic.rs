@@ -3,7 +3,7 @@
 use ordo_ir::Op;
 use ordo_ir::op::{CompareKind, Grad, LogicKind};
 
-use super::element::{is_u64, u64_order};
+use super::element::{reads_unsigned, u64_order};
 use super::error::KernelResult;
 use super::tensor::{Data, Tensor};
 use super::util::{Call, broadcast_strides, for_each_broadcast, numel, reduce_to, tensor};
@@ -27,7 +27,7 @@ pub(crate) fn compare(op: &Op, kind: CompareKind, c: Call) -> KernelResult<Vec<T
             for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = kind.holds(a[i], b[j]))
         }
         // u64s compare as unsigned: their bit patterns with the sign bit flipped.
-        (Data::I64(a), Data::I64(b)) if is_u64(&c, 0) || is_u64(&c, 1) => {
+        (Data::I64(a), Data::I64(b)) if reads_unsigned(&c) => {
             for_each_broadcast(&out, &sa, &sb, |o, i, j| {
                 y[o] = kind.holds(u64_order(a[i]), u64_order(b[j]))
             })

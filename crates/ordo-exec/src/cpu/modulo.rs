@@ -3,7 +3,7 @@
 use ordo_ir::Op;
 use ordo_ir::op::Grad;
 
-use super::element::is_u64;
+use super::element::reads_unsigned;
 use super::error::KernelResult;
 use super::tensor::{Data, Tensor};
 use super::util::{Call, broadcast_strides, for_each_broadcast, numel, reduce_to, tensor};
@@ -37,7 +37,7 @@ pub(crate) fn modulo(op: &Op, fmod: bool, c: Call) -> KernelResult<Vec<Tensor>> 
         (Data::I64(a), Data::I64(b)) => {
             let mut y = vec![0i64; numel(&out)];
             let mut zero = false;
-            let unsigned = is_u64(&c, 0) || is_u64(&c, 1);
+            let unsigned = reads_unsigned(&c);
             for_each_broadcast(&out, &sa, &sb, |o, i, j| {
                 match int_rem(a[i], b[j], fmod, unsigned) {
                     Some(r) => y[o] = r,

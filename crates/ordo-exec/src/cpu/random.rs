@@ -3,11 +3,11 @@
 //! that dropout uses: element `i` of a node's output at a step is a function of
 //! `(seed, i)` alone, so every placement and schedule draws the same values.
 
-use ordo_ir::element::{E8m0Rounding, FloatFormat, e8m0_round, wrap_integer};
+use ordo_ir::element::{E8m0Rounding, cast_float, wrap_integer};
 use ordo_ir::op::{Distribution, Op};
 use ordo_ir::{DType, TensorFact};
 
-use super::element::{held_as, is_u64};
+use super::element::{held_as, reads_unsigned};
 use super::elementwise::uniform;
 use super::error::KernelResult;
 use super::tensor::{Data, Tensor};
@@ -27,7 +27,7 @@ pub(crate) fn cast(
     c.expect_params(0)?;
     let out = c.infer(op, &c.input_facts())?.shape;
     let x = &c.inputs[0];
-    let unsigned = is_u64(&c, 0);
+    let unsigned = reads_unsigned(&c);
     let mut y = match (x.data(), held_as(to)) {
         (Data::F32(v), DType::I64) => Tensor::from_i64(&out, v.iter().map(|&f| f as i64).collect()),
         (Data::F32(v), DType::Bool) => {
@@ -47,17 +47,10 @@ pub(crate) fn cast(
         // Within one storage (f32 to f16, i64 to u8): the values, narrowed after the kernel.
         _ => Ok(Tensor::clone(x)),
     }?;
-    if let Some(v) = y.as_f32_mut() {
-        let float8 =
-            matches!(to, DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ);
-        if let (true, true, Some(format)) = (float8, saturate, FloatFormat::of(to)) {
-            // ONNX's reference clamps every value, infinities included, to the range.
-            let max = format.max() as f32;
-            v.iter_mut().filter(|x| !x.is_nan()).for_each(|x| *x = x.clamp(-max, max));
-        }
-        if to == DType::F8E8M0 {
-            v.iter_mut().for_each(|x| *x = e8m0_round(*x, saturate, round));
-        }
+    // What the cast's options change before the narrowing (float8's saturation, e8m0's
+    // rounding mode); the same function folds constant casts.
+    if let Some(v) = y.as_f32_mut().filter(|_| to.is_float()) {
+        v.iter_mut().for_each(|x| *x = cast_float(f64::from(*x), to, saturate, round) as f32);
     }
     Ok(vec![y])
 }

@@ -33,8 +33,7 @@ fn part(node: &Node<'_>, p: &str) -> String {
 fn scalar(ctx: &mut Ctx<'_>, node: &Node<'_>, p: &str, v: f64) -> OnnxResult<OutletId> {
     let dtype = ctx.fact_of(node, &ctx.input(node, 0)?)?.dtype;
     let c = ConstTensor { elem: code::FLOAT, shape: vec![], data: ConstData::Float(vec![v]) };
-    let c = fold_cast(&c, onnx_code(dtype));
-    ctx.buffer(node, &part(node, p), &c)
+    ctx.buffer(node, &part(node, p), &crate::fold::cast(&c, dtype))
 }
 
 /// Input 0 as a float wire with its shape.
@@ -239,17 +238,14 @@ pub(crate) fn one_hot(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
     let classes = int((0..depth as i64).collect(), along);
     let classes = ctx.buffer(node, &part(node, "classes"), &classes)?;
     let hit = ctx.emit_part(node, "hit", Op::Compare(CompareKind::Equal), &[ids, classes])?;
+    let Some(dtype) = values.fact().map(|f| f.dtype) else {
+        return Err(node.unsupported("values of a type without tensors"));
+    };
     let scalar =
-        |v: f64| ConstTensor { elem: values.elem, shape: vec![], data: ConstData::Float(vec![v]) };
-    let on = ctx.buffer(node, &part(node, "on"), &fold_cast(&scalar(on), values.elem))?;
-    let off = ctx.buffer(node, &part(node, "off"), &fold_cast(&scalar(off), values.elem))?;
+        |v: f64| ConstTensor { elem: code::FLOAT, shape: vec![], data: ConstData::Float(vec![v]) };
+    let on = ctx.buffer(node, &part(node, "on"), &crate::fold::cast(&scalar(on), dtype))?;
+    let off = ctx.buffer(node, &part(node, "off"), &crate::fold::cast(&scalar(off), dtype))?;
     one(ctx.emit_value(&node.name, Op::Where, &[hit, on, off])?)
-}
-
-/// `c` as ONNX type `elem` (integers as integers).
-fn fold_cast(c: &ConstTensor, elem: i32) -> ConstTensor {
-    let dtype = crate::tensor::ir_dtype(elem).unwrap_or(DType::F32);
-    crate::fold::cast(c, elem, &Op::cast(dtype)).unwrap_or_else(|_| c.clone())
 }
 
 /// `Swish` (opset 24): `x * sigmoid(alpha * x)`, SiLU for `alpha` 1.

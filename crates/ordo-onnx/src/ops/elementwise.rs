@@ -445,9 +445,7 @@ fn operand_value_typed(
     dtype: ordo_ir::DType,
 ) -> OnnxResult<OutletId> {
     let Value::Const(c) = v else { return Err(node.malformed("not a constant")) };
-    let cast = fold::cast(c, crate::tensor::onnx_code(dtype), &Op::cast(dtype))
-        .map_err(|m| node.unsupported(m))?;
-    ctx.buffer(node, name, &cast)
+    ctx.buffer(node, name, &fold::cast(c, dtype))
 }
 
 /// Whether a constant is 0 on and below the diagonal and -inf (or below -1e9) above it, and

@@ -13,14 +13,15 @@ use crate::node::Node;
 use crate::value::Value;
 
 fn loss_op(node: &Node<'_>) -> OnnxResult<NllLoss> {
-    let reduction = match node.string("reduction", "mean")?.as_str() {
-        "none" => LossReduction::None,
-        "sum" => LossReduction::Sum,
-        "mean" => LossReduction::Mean,
-        other => {
-            return Err(node.malformed(format!("reduction `{other}`: expected none, sum or mean")));
-        }
-    };
+    let reduction = node.choice(
+        "reduction",
+        "mean",
+        &[
+            ("none", LossReduction::None),
+            ("sum", LossReduction::Sum),
+            ("mean", LossReduction::Mean),
+        ],
+    )?;
     let ignore_index =
         if node.has_attr("ignore_index") { Some(node.int("ignore_index", 0)?) } else { None };
     Ok(NllLoss { reduction, ignore_index })

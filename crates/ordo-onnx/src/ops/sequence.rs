@@ -112,18 +112,12 @@ pub(crate) fn scatter_nd(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outpu
     if inputs.iter().all(|v| matches!(v, Value::Const(_))) {
         return Err(node.unsupported("constants: imported by the generic rule"));
     }
-    let reduction = match node.string("reduction", "none")?.as_str() {
-        "none" => ScatterReduction::None,
-        "add" => ScatterReduction::Add,
-        "mul" => ScatterReduction::Mul,
-        "max" => ScatterReduction::Max,
-        "min" => ScatterReduction::Min,
-        other => {
-            return Err(
-                node.malformed(format!("reduction `{other}`: expected none, add, mul, max or min"))
-            );
-        }
-    };
+    use ScatterReduction as R;
+    let reduction = node.choice(
+        "reduction",
+        "none",
+        &[("none", R::None), ("add", R::Add), ("mul", R::Mul), ("max", R::Max), ("min", R::Min)],
+    )?;
     // `Scatter` (opsets 9 and 10) is `ScatterElements` under its first name.
     let op = if matches!(node.op_type(), "ScatterElements" | "Scatter") {
         Op::ScatterElements { axis: node.int("axis", 0)?, reduction }

@@ -104,29 +104,27 @@ pub(crate) fn cast_like(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
 /// (float8 e8m0) attributes.
 fn cast_to(ctx: &mut Ctx<'_>, node: &Node<'_>, to: i32) -> OnnxResult<Outputs> {
     let saturate = node.int("saturate", 1)? != 0;
-    let round = match node.string("round_mode", "up")?.as_str() {
-        "up" => E8m0Rounding::Up,
-        "down" => E8m0Rounding::Down,
-        "nearest" => E8m0Rounding::Nearest,
-        other => {
-            return Err(
-                node.malformed(format!("round_mode `{other}`: expected up, down or nearest"))
-            );
-        }
-    };
+    let round = node.choice(
+        "round_mode",
+        "up",
+        &[
+            ("up", E8m0Rounding::Up),
+            ("down", E8m0Rounding::Down),
+            ("nearest", E8m0Rounding::Nearest),
+        ],
+    )?;
     let Some(target) = crate::tensor::ir_dtype(to) else {
         return Err(node.unsupported(format!("no cast to {}", crate::tensor::elem_name(to))));
     };
-    let cast = Op::Cast { to: target, saturate, round };
     let input = ctx.input(node, 0)?;
     if let Value::Const(c) = &input {
-        return one(Value::constant(fold::cast(c, to, &cast).map_err(|m| node.unsupported(m))?));
+        return one(Value::constant(fold::cast_with(c, target, saturate, round)));
     }
     if ctx.fact_of(node, &input)?.dtype == target {
         return one(input);
     }
     let x = ctx.wire(node, 0)?;
-    one(ctx.emit_value(&node.name, cast, &[x])?)
+    one(ctx.emit_value(&node.name, Op::Cast { to: target, saturate, round }, &[x])?)
 }
 
 /// `Reshape` to a constant shape (0 copies a dim unless `allowzero`, -1 is inferred).
@@ -529,17 +527,17 @@ pub(crate) fn pad(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
         return Err(node.unsupported("a constant: imported by the generic rule"));
     }
     let rank = ctx.fact_of(node, &x)?.rank();
-    let mode = match node.string("mode", "constant")?.as_str() {
-        "constant" => ordo_ir::op::PadMode::Constant,
-        "reflect" => ordo_ir::op::PadMode::Reflect,
-        "edge" => ordo_ir::op::PadMode::Edge,
-        "wrap" => ordo_ir::op::PadMode::Wrap,
-        other => {
-            return Err(
-                node.malformed(format!("mode `{other}`: expected constant, reflect, edge or wrap"))
-            );
-        }
-    };
+    use ordo_ir::op::PadMode;
+    let mode = node.choice(
+        "mode",
+        "constant",
+        &[
+            ("constant", PadMode::Constant),
+            ("reflect", PadMode::Reflect),
+            ("edge", PadMode::Edge),
+            ("wrap", PadMode::Wrap),
+        ],
+    )?;
     let present = |i: usize| node.input(i).is_some_and(|n| !n.is_empty());
     let (given, value) = if node.opset < 11 {
         let pads = node.ints("pads").ok_or_else(|| node.malformed("no pads"))?.to_vec();
