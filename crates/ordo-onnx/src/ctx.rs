@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use ordo_ir::{Graph, Node as IrNode, Op, OutletId, Param, ParamId, Role, TensorFact};
 
+use crate::control::{LoopState, Structured};
 use crate::error::{OnnxError, OnnxResult};
 use crate::node::Node;
 use crate::proto::NodeProto;
@@ -46,6 +47,16 @@ pub(crate) struct Ctx<'a> {
     pub frozen: std::collections::BTreeSet<String>,
     /// ONNX nodes whose output size depends on the data, planned at its largest.
     pub bounded: Vec<String>,
+    /// Nodes added by inlining control flow, indexed after [`Ctx::onnx_nodes`].
+    inlined: Vec<std::rc::Rc<NodeProto>>,
+    /// Sequences and optionals, by tensor name.
+    structured: HashMap<String, Structured>,
+    /// Loops being unrolled, by node index.
+    pub loops: HashMap<usize, LoopState>,
+    /// `If`s computing both branches, by node index: each output's tensors in either branch.
+    pub if_joins: HashMap<usize, Vec<(String, String)>>,
+    /// `If`s whose condition is known only at run time, planned with both branches computed.
+    pub both_branches: Vec<String>,
 }
 
 impl<'a> Ctx<'a> {
@@ -53,8 +64,8 @@ impl<'a> Ctx<'a> {
     pub fn new(name: &str, onnx_nodes: &'a [NodeProto]) -> Self {
         let mut readers: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, n) in onnx_nodes.iter().enumerate() {
-            for input in n.input.iter().filter(|s| !s.is_empty()) {
-                readers.entry(input.clone()).or_default().push(i);
+            for input in node_reads(n) {
+                readers.entry(input).or_default().push(i);
             }
         }
         Self {
@@ -79,7 +90,71 @@ impl<'a> Ctx<'a> {
             derived: HashMap::new(),
             frozen: Default::default(),
             bounded: Vec::new(),
+            inlined: Vec::new(),
+            structured: HashMap::new(),
+            loops: HashMap::new(),
+            if_joins: HashMap::new(),
+            both_branches: Vec::new(),
         }
+    }
+
+    /// ONNX node `index`: one of the file's, or one added by [`Ctx::add_nodes`].
+    pub fn onnx_node(&self, index: usize) -> &NodeProto {
+        match index.checked_sub(self.onnx_nodes.len()) {
+            None => &self.onnx_nodes[index],
+            Some(i) => &self.inlined[i],
+        }
+    }
+
+    /// An added node, shared (to map it while the context changes).
+    pub fn inlined_node(&self, index: usize) -> std::rc::Rc<NodeProto> {
+        std::rc::Rc::clone(&self.inlined[index - self.onnx_nodes.len()])
+    }
+
+    /// Adds nodes to the import (copies of a subgraph, the nodes joining them); returns
+    /// their indices.
+    pub fn add_nodes(&mut self, nodes: Vec<NodeProto>) -> std::ops::Range<usize> {
+        let start = self.onnx_nodes.len() + self.inlined.len();
+        for (k, n) in nodes.into_iter().enumerate() {
+            for input in node_reads(&n) {
+                self.readers.entry(input).or_default().push(start + k);
+            }
+            self.inlined.push(std::rc::Rc::new(n));
+        }
+        start..self.onnx_nodes.len() + self.inlined.len()
+    }
+
+    /// The sequence or optional a tensor name holds, if it holds one.
+    pub fn structured(&self, tensor: &str) -> Option<&Structured> {
+        self.structured.get(tensor)
+    }
+
+    /// Sets a tensor name to a sequence or optional.
+    pub fn set_structured(&mut self, tensor: &str, value: Structured) {
+        self.structured.insert(tensor.to_string(), value);
+    }
+
+    /// Gives `dst` the value of `src` (a tensor, sequence or optional). A view with pending
+    /// steps is emitted first, so that both names read one wire.
+    pub fn alias(&mut self, node: &Node<'_>, dst: &str, src: &str) -> OnnxResult<()> {
+        if let Some(s) = self.structured.get(src).cloned() {
+            self.structured.insert(dst.to_string(), s);
+            return Ok(());
+        }
+        let value = match self.get(node, src)? {
+            Value::View(v) if !v.steps.is_empty() => {
+                let out = self.materialize(node, src)?;
+                self.wire_value(out)
+            }
+            value => value.clone(),
+        };
+        self.values.insert(dst.to_string(), value);
+        Ok(())
+    }
+
+    /// Checks that `tensor` has a value: a tensor, sequence or optional.
+    pub fn get_any(&self, node: &Node<'_>, tensor: &str) -> OnnxResult<()> {
+        if self.structured.contains_key(tensor) { Ok(()) } else { self.get(node, tensor).map(drop) }
     }
 
     /// Number of reads of a tensor by nodes and graph outputs.
@@ -115,6 +190,10 @@ impl<'a> Ctx<'a> {
     pub fn get(&self, node: &Node<'_>, tensor: &str) -> OnnxResult<&Value> {
         if let Some(reason) = self.unavailable.get(tensor) {
             return Err(node.unsupported(format!("reads `{tensor}`, {reason}")));
+        }
+        if let Some(s) = self.structured.get(tensor) {
+            return Err(node
+                .unsupported(format!("reads `{tensor}`, {}, where it needs a tensor", s.kind())));
         }
         self.values.get(tensor).ok_or_else(|| OnnxError::UnknownTensor {
             node: node.name.clone(),
@@ -410,4 +489,12 @@ impl<'a> Ctx<'a> {
 
 fn shape_error(name: &str, op: &Op, message: String) -> OnnxError {
     OnnxError::Shape { node: name.to_string(), op: op.name().to_string(), message }
+}
+
+/// The tensors a node reads: its inputs, and for a control node the outer tensors its
+/// subgraphs read.
+pub(crate) fn node_reads(node: &NodeProto) -> Vec<String> {
+    let mut reads: Vec<String> = node.input.iter().filter(|s| !s.is_empty()).cloned().collect();
+    reads.extend(crate::control::inline::captures(node));
+    reads
 }

@@ -3,12 +3,13 @@
 
 use prost::bytes::Bytes;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 
 use ordo_ir::{Op, TensorFact};
 use prost::Message;
 
-use crate::ctx::Ctx;
+use crate::control::{self, Flow};
+use crate::ctx::{Ctx, node_reads};
 use crate::error::{OnnxError, OnnxResult, UnsupportedNode};
 use crate::node::Node;
 use crate::ops;
@@ -75,13 +76,40 @@ pub(crate) fn import_traced(
     let data_inputs = declare_inputs(&mut ctx, graph, options)?;
     ctx.frozen = frozen_params(&ctx, graph, options)?;
     let mut folded = 0;
+    let mut names = names;
     *traces = names.iter().map(|n| NodeTrace { name: n.clone(), ..NodeTrace::default() }).collect();
-    for &index in &order {
+    // The nodes still to map, in order: the file's, with the nodes that control flow expands
+    // to put in front as it is met.
+    let mut queue: VecDeque<usize> = order.into();
+    while let Some(index) = queue.pop_front() {
         if ctx.skip.contains(&index) {
             continue;
         }
-        let proto = &graph.node[index];
+        let added;
+        let proto = match graph.node.get(index) {
+            Some(proto) => proto,
+            None => {
+                added = ctx.inlined_node(index);
+                &*added
+            }
+        };
         let node = Node { proto, name: names[index].clone(), opset };
+        if control::claims(&ctx, proto) {
+            if let Flow::Expand { nodes, revisit } = control::map(&mut ctx, &node, index)? {
+                let sorted = sort_added(nodes, &node)?;
+                for n in &sorted {
+                    let name = n.name().to_string();
+                    traces.push(NodeTrace { name: name.clone(), ..NodeTrace::default() });
+                    names.push(name);
+                }
+                let added = ctx.add_nodes(sorted);
+                if revisit {
+                    queue.push_front(index);
+                }
+                added.rev().for_each(|i| queue.push_front(i));
+            }
+            continue;
+        }
         let mapper = ops::mapper(proto.op_type()).expect("checked by check_ops");
         let trace = &mut traces[index];
         trace.input = node.input(0).and_then(|t| ctx.peek(t)).map(Value::shape);
@@ -120,6 +148,7 @@ pub(crate) fn import_traced(
     finish_outputs(&mut ctx, graph, opset)?;
     let sources = std::mem::take(&mut ctx.sources);
     let bounded = std::mem::take(&mut ctx.bounded);
+    let both_branches = std::mem::take(&mut ctx.both_branches);
     let graph_out = ctx.graph;
     ordo_ir::validate(&graph_out)?;
     let (mut params, mut buffers) = (0, 0);
@@ -143,6 +172,7 @@ pub(crate) fn import_traced(
         buffers,
         data_inputs,
         bounded,
+        both_branches,
     };
     Ok(Import { graph: graph_out, report, sources })
 }
@@ -178,24 +208,53 @@ fn node_names(graph: &GraphProto) -> Vec<String> {
         .collect()
 }
 
-/// Fails with every node whose op has no mapping.
+/// Fails with every node whose op has no mapping, those of subgraphs included (named by the
+/// node holding them: `loop/body/add`).
 fn check_ops(graph: &GraphProto, names: &[String]) -> OnnxResult<()> {
-    let unsupported: Vec<UnsupportedNode> = graph
-        .node
-        .iter()
-        .zip(names)
-        .filter(|(n, _)| {
-            !matches!(n.domain(), "" | "ai.onnx") || ops::mapper(n.op_type()).is_none()
-        })
-        .map(|(n, name)| UnsupportedNode {
-            node: name.clone(),
-            op_type: match n.domain() {
-                "" | "ai.onnx" => n.op_type().to_string(),
-                d => format!("{d}.{}", n.op_type()),
-            },
-        })
-        .collect();
+    let mut unsupported = Vec::new();
+    unsupported_ops(graph, names, "", &mut unsupported);
     if unsupported.is_empty() { Ok(()) } else { Err(OnnxError::UnsupportedOps(unsupported)) }
+}
+
+fn unsupported_ops(
+    graph: &GraphProto,
+    names: &[String],
+    prefix: &str,
+    out: &mut Vec<UnsupportedNode>,
+) {
+    for (n, name) in graph.node.iter().zip(names) {
+        let known = matches!(n.domain(), "" | "ai.onnx")
+            && (ops::mapper(n.op_type()).is_some() || control::OPS.contains(&n.op_type()));
+        if !known {
+            out.push(UnsupportedNode {
+                node: format!("{prefix}{name}"),
+                op_type: match n.domain() {
+                    "" | "ai.onnx" => n.op_type().to_string(),
+                    d => format!("{d}.{}", n.op_type()),
+                },
+            });
+        }
+        for a in &n.attribute {
+            for g in a.g.iter().chain(&a.graphs) {
+                let inner = format!("{prefix}{name}/{}/", a.name());
+                unsupported_ops(g, &node_names(g), &inner, out);
+            }
+        }
+    }
+}
+
+/// Nodes added by control flow, in topological order among themselves (they read outer
+/// tensors that all have values already).
+fn sort_added(nodes: Vec<NodeProto>, control: &Node<'_>) -> OnnxResult<Vec<NodeProto>> {
+    let names: Vec<String> = nodes.iter().map(|n| n.name().to_string()).collect();
+    let order = kahn(&nodes, &names, |_| true).map_err(|e| match e {
+        OnnxError::Cycle { node } => {
+            control.malformed(format!("its subgraph has a cycle at `{node}`"))
+        }
+        e => e,
+    })?;
+    let mut slots: Vec<Option<NodeProto>> = nodes.into_iter().map(Some).collect();
+    Ok(order.into_iter().filter_map(|i| slots[i].take()).collect())
 }
 
 /// Kahn's order of the nodes, smallest file index first (a file in topological order keeps its
@@ -207,13 +266,29 @@ fn topo_order(graph: &GraphProto, names: &[String]) -> OnnxResult<Vec<usize>> {
         .map(|i| i.name())
         .chain(graph.initializer.iter().map(|t| t.name()))
         .collect();
-    let mut producer: HashMap<&str, usize> = HashMap::new();
     for (i, n) in graph.node.iter().enumerate() {
+        if let Some(out) = n.output.iter().find(|o| sources.contains(o.as_str())) {
+            return Err(OnnxError::DuplicateTensor {
+                tensor: out.clone(),
+                first: "a graph input".to_string(),
+                second: names[i].clone(),
+            });
+        }
+    }
+    kahn(&graph.node, names, |t| sources.contains(t))
+}
+
+/// Kahn's order of `nodes`, smallest index first; a tensor no node produces must be a
+/// `source`. A control node depends on the producers of the outer tensors its subgraphs read.
+fn kahn(
+    nodes: &[NodeProto],
+    names: &[String],
+    source: impl Fn(&str) -> bool,
+) -> OnnxResult<Vec<usize>> {
+    let mut producer: HashMap<&str, usize> = HashMap::new();
+    for (i, n) in nodes.iter().enumerate() {
         for out in n.output.iter().filter(|o| !o.is_empty()) {
-            let first = producer.insert(out, i).map(|j| names[j].clone());
-            let first = first
-                .or_else(|| sources.contains(out.as_str()).then(|| "a graph input".to_string()));
-            if let Some(first) = first {
+            if let Some(first) = producer.insert(out, i).map(|j| names[j].clone()) {
                 return Err(OnnxError::DuplicateTensor {
                     tensor: out.clone(),
                     first,
@@ -222,22 +297,19 @@ fn topo_order(graph: &GraphProto, names: &[String]) -> OnnxResult<Vec<usize>> {
             }
         }
     }
-    let n = graph.node.len();
+    let n = nodes.len();
     let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut succs: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, node) in graph.node.iter().enumerate() {
-        for input in node.input.iter().filter(|s| !s.is_empty()) {
+    for (i, node) in nodes.iter().enumerate() {
+        for input in node_reads(node) {
             match producer.get(input.as_str()) {
                 Some(&p) => {
                     preds[i].push(p);
                     succs[p].push(i);
                 }
-                None if sources.contains(input.as_str()) => {}
+                None if source(&input) => {}
                 None => {
-                    return Err(OnnxError::UnknownTensor {
-                        node: names[i].clone(),
-                        tensor: input.clone(),
-                    });
+                    return Err(OnnxError::UnknownTensor { node: names[i].clone(), tensor: input });
                 }
             }
         }
@@ -399,6 +471,15 @@ fn finish_outputs(ctx: &mut Ctx<'_>, graph: &GraphProto, opset: i64) -> OnnxResu
         }
     }
     for output in &graph.output {
+        if let Some(s) = ctx.structured(output.name()) {
+            return Err(OnnxError::MissingShape {
+                tensor: output.name().to_string(),
+                message: format!(
+                    "is {}: ordo's graphs give tensors (a graph output must be one)",
+                    s.kind()
+                ),
+            });
+        }
         let outlet = ctx.materialize(&node, output.name())?;
         let fact = ctx.graph.fact(outlet).cloned().expect("materialized");
         if let Some(declared) = declared(output.r#type.as_ref()) {

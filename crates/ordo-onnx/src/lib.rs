@@ -37,6 +37,7 @@
 //! # Ok::<(), ordo_onnx::OnnxError>(())
 //! ```
 
+mod control;
 mod ctx;
 mod error;
 mod external;
@@ -131,6 +132,9 @@ pub struct ImportReport {
     /// `NonMaxSuppression`, `Compress` of a run-time condition), planned at the largest size
     /// it can have: every size after them is an upper bound. They have no kernel.
     pub bounded: Vec<String>,
+    /// `If` nodes whose condition is known only at run time: both branches are computed and
+    /// each output chosen by a `Where`, so the plan counts the work of both.
+    pub both_branches: Vec<String>,
 }
 
 /// An imported model: the graph and the report.

@@ -126,6 +126,11 @@ impl<'a> Node<'a> {
         self.attr(name).and_then(|a| a.t.as_ref())
     }
 
+    /// A graph attribute (an `If`'s branch, a `Loop`'s body), `None` when absent.
+    pub fn graph(&self, name: &str) -> Option<&'a crate::proto::GraphProto> {
+        self.attr(name).and_then(|a| a.g.as_ref())
+    }
+
     /// An error for a configuration of this op that the IR cannot express.
     pub fn unsupported(&self, message: impl Into<String>) -> OnnxError {
         OnnxError::Unsupported {

@@ -143,8 +143,21 @@ pub(crate) fn fact_of_type(name: &str, ty: Option<&TypeProto>) -> OnnxResult<Ten
         tensor: name.to_string(),
         message: message.to_string(),
     };
-    let Some(type_proto::Value::TensorType(t)) = ty.and_then(|t| t.value.as_ref()) else {
-        return Err(missing("has no tensor type"));
+    let t = match ty.and_then(|t| t.value.as_ref()) {
+        Some(type_proto::Value::TensorType(t)) => t,
+        Some(type_proto::Value::SequenceType(_)) => {
+            return Err(missing(
+                "is a sequence: ordo's graphs take and give tensors (a sequence the graph builds \
+                 and reads inside is imported)",
+            ));
+        }
+        Some(type_proto::Value::OptionalType(_)) => {
+            return Err(missing(
+                "is an optional: ordo's graphs take and give tensors (an optional the graph \
+                 builds and reads inside is imported)",
+            ));
+        }
+        _ => return Err(missing("has no tensor type")),
     };
     let dtype = ir_dtype(t.elem_type()).ok_or_else(|| {
         missing(&format!("element type {} is not supported", elem_name(t.elem_type())))

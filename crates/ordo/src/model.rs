@@ -155,17 +155,19 @@ impl Model {
             .map(|(p, source)| (p.name.clone(), p.fact.shape.clone(), source))
             .collect();
         let weights = FileWeights { path: path.to_path_buf(), sources };
-        let notes = import
-            .report
-            .bounded
-            .iter()
-            .map(|node| {
-                format!(
-                    "node `{node}`: its output's size depends on the data; planned at its \
-                     largest (every size after it is an upper bound; it has no kernel)"
-                )
-            })
-            .collect();
+        let bounded = import.report.bounded.iter().map(|node| {
+            format!(
+                "node `{node}`: its output's size depends on the data; planned at its largest \
+                 (every size after it is an upper bound; it has no kernel)"
+            )
+        });
+        let both = import.report.both_branches.iter().map(|node| {
+            format!(
+                "node `{node}`: an If whose condition is known only at run time; both branches \
+                 are computed and each output chosen by a Where (the plan counts both)"
+            )
+        });
+        let notes = bounded.chain(both).collect();
         let weights = Some(std::sync::Arc::new(weights));
         Ok(Self { weights, notes, ..Self::from_graph(import.graph) })
     }

@@ -164,7 +164,7 @@ fn fusable_bias(
 ) -> (Option<String>, Option<(usize, String)>) {
     let Some(y) = node.proto.output.first() else { return (None, None) };
     let Some(&[index]) = ctx.readers.get(y).map(Vec::as_slice) else { return (None, None) };
-    let add = &ctx.onnx_nodes[index];
+    let add = ctx.onnx_node(index);
     if ctx.graph_outputs.contains(y)
         || add.op_type() != "Add"
         || add.input.len() != 2
