@@ -421,24 +421,9 @@ fn parse_typed(t: &TensorProto, elem: i32, n: usize) -> Result<ConstData, String
     })
 }
 
-/// Bits of one element of a type the readers understand.
+/// Bits of one element of a type the readers understand (those with an IR type).
 fn elem_bits(elem: i32) -> Option<usize> {
-    match elem {
-        code::UINT2 | code::INT2 => Some(2),
-        code::UINT4 | code::INT4 | code::FLOAT4E2M1 => Some(4),
-        code::BOOL
-        | code::UINT8
-        | code::INT8
-        | code::FLOAT8E4M3FN
-        | code::FLOAT8E4M3FNUZ
-        | code::FLOAT8E5M2
-        | code::FLOAT8E5M2FNUZ
-        | code::FLOAT8E8M0 => Some(8),
-        code::UINT16 | code::INT16 | code::FLOAT16 | code::BFLOAT16 => Some(16),
-        code::FLOAT | code::INT32 | code::UINT32 => Some(32),
-        code::INT64 | code::DOUBLE | code::UINT64 => Some(64),
-        _ => None,
-    }
+    ir_dtype(elem).map(|d| d.bits() as usize)
 }
 
 /// The `n` elements of a 4- or 2-bit type packed in `raw`, the first in the lowest bits of
@@ -466,8 +451,9 @@ pub(crate) fn check_data_length(t: &TensorProto) -> Result<(), String> {
     let Some(bits) = elem_bits(elem).map(|s| s as u64) else { return Ok(()) };
     let (held, unit) = match t.raw_data.as_deref() {
         Some(raw) => (raw.len() as u64, "bytes of raw data"),
-        // Typed values of the packed 4- and 2-bit types are not read (parse_typed says so).
-        None if bits < 8 => return Ok(()),
+        // Typed values of the packed 4- and 2-bit types: one byte per `int32_data` entry
+        // (parse_typed reads them so).
+        None if bits < 8 => (t.int32_data.len() as u64, "packed bytes of values"),
         None => {
             let values = match elem {
                 code::FLOAT => t.float_data.len(),
@@ -492,4 +478,26 @@ pub(crate) fn check_data_length(t: &TensorProto) -> Result<(), String> {
 fn f16_to_f64(lo: u8, hi: u8) -> f64 {
     let half = FloatFormat::of(DType::F16).expect("f16 is a float format");
     half.decode(u32::from(u16::from_le_bytes([lo, hi])))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Typed values of a 4-bit type are one packed byte per `int32_data` entry: five
+    /// elements need three, and two are too few (checked before the values are read).
+    #[test]
+    fn packed_typed_values_are_counted_in_bytes() {
+        let int4 = |entries: Vec<i32>| TensorProto {
+            dims: vec![5],
+            data_type: Some(code::INT4),
+            int32_data: entries,
+            ..TensorProto::default()
+        };
+        assert_eq!(check_data_length(&int4(vec![0x21, 0x43, 0x05])), Ok(()));
+        let short = check_data_length(&int4(vec![0x21, 0x43])).unwrap_err();
+        assert!(short.contains("needs 3 bytes") && short.contains("holds 2"), "{short}");
+        let values = parse_tensor(&int4(vec![0x21, 0x43, 0x05])).unwrap();
+        assert_eq!(values.to_i64s(), Some(vec![1, 2, 3, 4, 5]));
+    }
 }
