@@ -13,9 +13,10 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 # torch (CPU is enough; the default wheel also runs on a GPU) for ordo.torch's tests, with
 # torchvision's and Hugging Face's models to profile and distribute, and onnx for PyTorch's
-# exporter (the public model list, scripts/onnx_models.py). No pip cache: the wheels would take the disk twice.
+# exporters (the public model list, scripts/onnx_models.py; onnxscript for the torch.export-based
+# one). No pip cache: the wheels would take the disk twice.
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir "maturin>=1.8,<2" "pytest>=7" \
-    "ruff>=0.6" "torch>=2.1" torchvision "transformers>=4.40" numpy networkx onnx
+    "ruff>=0.6" "torch>=2.1" torchvision "transformers>=4.40" numpy networkx onnx onnxscript
 python_sources=(crates/ordo-py scripts/onnx_models.py scripts/bench_onnx_import.py)
 "$venv/bin/ruff" check --config crates/ordo-py/pyproject.toml "${python_sources[@]}"
 "$venv/bin/ruff" format --check --config crates/ordo-py/pyproject.toml "${python_sources[@]}"

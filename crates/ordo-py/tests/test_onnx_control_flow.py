@@ -1,0 +1,124 @@
+"""Control flow as PyTorch exports it: a TorchScript module's loops over a shape and a constant
+range, an `if` on the data and a split into a sequence (the TorchScript exporter's `Loop`,
+`If`, `SplitToSequence`, `ConcatFromSequence`), and `torch.cond` (the torch.export-based
+exporter's `If`). ordo resolves them at import: its forward pass on the CPU kernels gives
+PyTorch's outputs (`ordo conformance` on a case written from PyTorch's own run), and training
+gives bitwise the same losses on one and on three devices."""
+
+import json
+import pathlib
+import subprocess
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+from onnx import numpy_helper  # noqa: E402
+from test_onnx_models import cli  # noqa: E402
+
+
+class Loopy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = x
+        for _ in range(3):
+            h = torch.tanh(self.lin(h))
+        acc = torch.zeros_like(h[0])
+        for i in range(x.shape[0]):
+            acc = acc + h[i]
+        h = h + acc
+        if bool(x.sum() > 0):
+            h = h * 2
+        else:
+            h = -h
+        parts = torch.split(h, 4, dim=1)
+        return self.head(torch.cat(list(parts), dim=1))
+
+
+class Cond(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = torch.cond(
+            x.sum() > 0,
+            lambda x: torch.relu(self.lin(x)),
+            lambda x: torch.tanh(self.lin(x)),
+            (x,),
+        )
+        return self.head(h)
+
+
+def _export(name, tmp_path):
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    path = tmp_path / "case" / "model.onnx"
+    path.parent.mkdir()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if name == "torchscript":
+            model = torch.jit.script(Loopy().eval())
+            torch.onnx.export(
+                model,
+                (x,),
+                str(path),
+                dynamo=False,
+                opset_version=17,
+                input_names=["x"],
+                output_names=["y"],
+            )
+        else:
+            pytest.importorskip("onnxscript", reason="the torch.export-based exporter needs it")
+            model = Cond().eval()
+            torch.onnx.export(
+                model, (x,), str(path), dynamo=True, input_names=["x"], output_names=["y"]
+            )
+    with torch.no_grad():
+        y = model(x)
+    data = path.parent / "test_data_set_0"
+    data.mkdir()
+    for file, tensor, tensor_name in [("input_0.pb", x, "x"), ("output_0.pb", y, "y")]:
+        (data / file).write_bytes(
+            numpy_helper.from_array(tensor.detach().numpy(), tensor_name).SerializeToString()
+        )
+    return path
+
+
+def _ordo(*args) -> str:
+    out = subprocess.run([cli(), *args], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", "torch.export"])
+def test_exported_control_flow_runs_as_pytorch_and_trains_on_any_placement(exporter, tmp_path):
+    path = _export(exporter, tmp_path)
+    ops = {n.op_type for n in onnx.load(str(path)).graph.node}
+    expected = {"If", "Loop", "SplitToSequence"} if exporter == "torchscript" else {"If"}
+    assert expected <= ops, ops
+    result = json.loads(_ordo("conformance", str(path.parent), "--json"))
+    assert result["pass"] == 1, result["cases"]
+
+    def losses(devices):
+        args = ["run", str(path), "--train", "--steps", "2", "--devices", devices]
+        args += ["--loss", "cross-entropy", "--json", "--warmup-seconds", "0"]
+        return json.loads(_ordo(*args))["losses"]
+
+    one = losses("cpu:1")
+    assert len(one) == 2 and all(loss == loss for loss in one), one
+    assert one == losses("cpu:3")
+
+
+def test_a_run_time_condition_is_noted(tmp_path):
+    path = _export("torchscript", tmp_path)
+    out = subprocess.run([cli(), "inspect", str(path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "an If whose condition is known only at run time" in out.stderr
+    assert pathlib.Path(path).exists()
