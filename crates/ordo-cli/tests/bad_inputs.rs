@@ -435,6 +435,7 @@ fn onnx_cases(dir: &Path) -> Vec<Case> {
         ("bad_attrs/loop_forever", "`loop`: it has neither a trip count nor a condition"),
         ("bad_attrs/if_shapes", "output 0 as f32[4,8] and f32[4,4]"),
         ("bad_attrs/sequence_position", "`at`: position 5 is out of range"),
+        ("bad_attrs/loop_nested_huge", "expands to more than 100000 nodes"),
         ("external/bad_location", "`../convnet.onnx` is not inside the model's folder"),
     ] {
         let path = fixtures.join(format!("{name}.onnx"));

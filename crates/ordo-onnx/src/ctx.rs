@@ -111,6 +111,11 @@ impl<'a> Ctx<'a> {
         std::rc::Rc::clone(&self.inlined[index - self.onnx_nodes.len()])
     }
 
+    /// How many nodes [`Ctx::add_nodes`] added so far.
+    pub fn added_nodes(&self) -> usize {
+        self.inlined.len()
+    }
+
     /// Adds nodes to the import (copies of a subgraph, the nodes joining them); returns
     /// their indices.
     pub fn add_nodes(&mut self, nodes: Vec<NodeProto>) -> std::ops::Range<usize> {

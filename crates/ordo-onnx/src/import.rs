@@ -97,6 +97,12 @@ pub(crate) fn import_traced(
         if control::claims(&ctx, proto) {
             if let Flow::Expand { nodes, revisit } = control::map(&mut ctx, &node, index)? {
                 let sorted = sort_added(nodes, &node)?;
+                if ctx.added_nodes() + sorted.len() > control::MAX_ADDED_NODES {
+                    return Err(node.unsupported(format!(
+                        "the control flow expands to more than {} nodes, the most ordo unrolls",
+                        control::MAX_ADDED_NODES
+                    )));
+                }
                 for n in &sorted {
                     let name = n.name().to_string();
                     traces.push(NodeTrace { name: name.clone(), ..NodeTrace::default() });

@@ -59,6 +59,10 @@ pub(crate) enum Flow {
     },
 }
 
+/// Most nodes control flow may add to one import: nested or long loops over large bodies
+/// would otherwise grow the graph without bound.
+pub(crate) const MAX_ADDED_NODES: usize = 100_000;
+
 /// Op types mapped here.
 pub(crate) const OPS: &[&str] = &[
     "If",
