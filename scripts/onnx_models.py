@@ -55,6 +55,9 @@ CI_MODELS = {
     "whisper-tiny",
 }
 
+# torchvision's video classifiers (3-D convolutions) whose input size is free.
+VIDEO_MODELS = ["r3d_18", "mc3_18", "r2plus1d_18"]
+
 # timm's dozen: vision transformers (ViT, DeiT, BEiT), Swin, ConvNeXt, EfficientNet, NASNet and
 # PNASNet, RegNet, MobileNet-V3, ResNet-D, MLP-Mixer.
 TIMM_MODELS = [
@@ -102,6 +105,12 @@ class Logits:
         return _Logits()
 
 
+def _clip(frames: int, size: int):
+    import torch
+
+    return lambda: (torch.randn(BATCH, 3, frames, size, size),)
+
+
 def _image(size: int = 224):
     import torch
 
@@ -123,6 +132,15 @@ def _torchvision_specs() -> list[Spec]:
 
         size = 299 if name == "inception_v3" else 224
         specs.append(Spec(name, "torchvision", build, _image(size), ["input"]))
+    # The video models whose clip size is free, on 8 frames of 112 x 112 (3-D convolutions;
+    # S3D, MViT and Video Swin fix 16 frames of 224 x 224 and are left out: tens of GFLOP a
+    # step on CPUs).
+    for name in VIDEO_MODELS:
+
+        def build(name=name):
+            return torchvision.models.get_model(name, weights=None)
+
+        specs.append(Spec(name, "torchvision", build, _clip(8, 112), ["input"]))
     return specs
 
 

@@ -233,6 +233,7 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
         "einsum",
         "folds",
         "control_flow",
+        "conv3d",
     ] {
         assert_eq!(outcome(case), "pass", "{v:#}");
     }
@@ -242,7 +243,7 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
     assert_eq!(outcome("sin"), "pass");
     assert_eq!(
         (v["pass"].as_u64(), v["fail"].as_u64(), v["unsupported"].as_u64()),
-        (Some(11), Some(1), Some(0))
+        (Some(12), Some(1), Some(0))
     );
     let relu = v["per_op"].as_array().unwrap().iter().find(|o| o["op"] == "Relu").unwrap();
     assert_eq!((relu["pass"].as_u64(), relu["fail"].as_u64()), (Some(1), Some(1)));
@@ -255,7 +256,7 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
     let out = ordo(&["conformance", &cases]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("total: 12 cases, 11 pass, 1 fail, 0 unsupported"), "{text}");
+    assert!(text.contains("total: 13 cases, 12 pass, 1 fail, 0 unsupported"), "{text}");
     assert!(error(&["conformance", "/no/such/folder"]).contains("/no/such/folder"));
     let empty = tempfile::tempdir().unwrap();
     assert!(error(&["conformance", empty.path().to_str().unwrap()]).contains("no test case"));
@@ -353,6 +354,19 @@ fn control_flow_trains_as_the_same_model_written_out() {
         assert!(stdout(&out).contains(name), "{name}: {}", stdout(&out));
     }
     assert!(!stdout(&out).contains("loop/3/"), "{}", stdout(&out));
+}
+
+/// 3-D convolutions and a 3-D transposed one (`fixtures/gen_conv3d.py`), imported as 2-D ones
+/// per tap of the kernel's depth with the weight's slices as parameters: the file's parameter
+/// count, and training gives the same losses on one and on three devices, falling.
+#[test]
+fn convolutions_in_3d_train_on_any_placement() {
+    let model = fixture("conv3d.onnx");
+    let v = json(&ordo(&["inspect", &model, "--json"]));
+    assert_eq!(v["params"], 6 * 4 * 27 + 6 + 6 * 3 * 2 + 6 * 4 * 18 + 4, "{v:#}");
+    let one = train_losses(&model, "cpu:1", &[]);
+    assert_eq!(one, train_losses(&model, "cpu:3", &[]), "bitwise the same on 1 and 3 devices");
+    assert!(one[2] < one[0], "{one:?}");
 }
 
 /// An output whose size depends on the data (`NonZero`) is planned at its largest: `inspect`,

@@ -300,9 +300,7 @@ impl<'a> Ctx<'a> {
             self.derived.get(name).cloned().unwrap_or_else(|| ParamSource::Tensor(name.into()));
         // A parameter derived from a frozen tensor (a reshaped or cut view) is frozen too.
         let frozen = |t: &str| self.frozen.contains(t);
-        let trainable = trainable
-            && !frozen(name)
-            && !matches!(&source, ParamSource::Tensor(t) | ParamSource::LstmGates { tensor: t, .. } if frozen(t));
+        let trainable = trainable && !frozen(name) && !source.tensor().is_some_and(frozen);
         Some(self.new_param(name, fact, trainable, source))
     }
 

@@ -69,13 +69,25 @@ pub enum ParamSource {
         /// Number of chunks.
         chunks: usize,
     },
+    /// Slice `index` of dim `axis` of an ONNX tensor, that dim removed (one tap of a 3-D
+    /// convolution's kernel depth, a weight of its own).
+    Tap {
+        /// The ONNX tensor.
+        tensor: String,
+        /// The dim.
+        axis: usize,
+        /// The index along it.
+        index: usize,
+    },
 }
 
 impl ParamSource {
     /// The ONNX tensor the value is read from, if any.
     pub fn tensor(&self) -> Option<&str> {
         match self {
-            ParamSource::Tensor(t) | ParamSource::LstmGates { tensor: t, .. } => Some(t),
+            ParamSource::Tensor(t)
+            | ParamSource::LstmGates { tensor: t, .. }
+            | ParamSource::Tap { tensor: t, .. } => Some(t),
             ParamSource::Constant(_) => None,
         }
     }
@@ -202,6 +214,9 @@ pub fn param_values(
                 ParamSource::LstmGates { tensor, chunk, chunks } => {
                     lstm_chunk(lookup(tensors, tensor)?, *chunk, *chunks)?
                 }
+                ParamSource::Tap { tensor, axis, index } => {
+                    tap(lookup(tensors, tensor)?, *axis, *index)?
+                }
             };
             let numel: usize = shape.iter().product();
             if value.values.len() != numel {
@@ -227,6 +242,33 @@ fn lookup<'t>(
         node: "parameter values".into(),
         tensor: name.to_string(),
     })
+}
+
+/// Slice `index` of dim `axis` of `t`, that dim removed.
+fn tap(t: &TensorValue, axis: usize, index: usize) -> OnnxResult<TensorValue> {
+    let Some(&len) = t.shape.get(axis).filter(|&&len| index < len) else {
+        return Err(OnnxError::Malformed {
+            node: format!("tensor `{}`", t.name),
+            message: format!("shape {:?} has no slice {index} of dim {axis}", t.shape),
+        });
+    };
+    let inner: usize = t.shape[axis + 1..].iter().product();
+    let outer: usize = t.shape[..axis].iter().product();
+    if outer * len * inner != t.values.len() {
+        return Err(OnnxError::Malformed {
+            node: format!("tensor `{}`", t.name),
+            message: format!("{} elements for shape {:?}", t.values.len(), t.shape),
+        });
+    }
+    let pick = |o: usize| (o * len + index) * inner..(o * len + index + 1) * inner;
+    let values = match &t.values {
+        Values::F32(v) => Values::F32((0..outer).flat_map(|o| v[pick(o)].to_vec()).collect()),
+        Values::I64(v) => Values::I64((0..outer).flat_map(|o| v[pick(o)].to_vec()).collect()),
+        Values::Bool(v) => Values::Bool((0..outer).flat_map(|o| v[pick(o)].to_vec()).collect()),
+    };
+    let mut shape = t.shape.clone();
+    shape.remove(axis);
+    Ok(TensorValue { name: t.name.clone(), shape, values })
 }
 
 fn lstm_chunk(t: &TensorValue, chunk: usize, chunks: usize) -> OnnxResult<TensorValue> {

@@ -1,4 +1,5 @@
-//! `Conv` (1-D and 2-D) and the padding rules shared with pooling.
+//! `Conv` and `ConvTranspose` (1-D and 2-D; 3-D in [`super::conv3d`]) and the padding rules
+//! shared with pooling.
 
 use ordo_ir::op::{Conv2d, ConvTranspose2d};
 use ordo_ir::{Op, OutletId, TensorFact};
@@ -40,15 +41,23 @@ pub(crate) fn window(
 }
 
 /// [`Window`] of any number of spatial dims.
-struct WindowNd {
-    kernel: Vec<usize>,
-    stride: Vec<usize>,
-    padding: Vec<usize>,
-    dilation: Vec<usize>,
+pub(crate) struct WindowNd {
+    /// Kernel size per spatial dim.
+    pub kernel: Vec<usize>,
+    /// Strides.
+    pub stride: Vec<usize>,
+    /// Padding on each side.
+    pub padding: Vec<usize>,
+    /// Dilations.
+    pub dilation: Vec<usize>,
 }
 
 /// The window attributes for spatial sizes `spatial` (one entry per spatial dim).
-fn window_nd(node: &Node<'_>, spatial: &[usize], kernel: Option<&[usize]>) -> OnnxResult<WindowNd> {
+pub(crate) fn window_nd(
+    node: &Node<'_>,
+    spatial: &[usize],
+    kernel: Option<&[usize]>,
+) -> OnnxResult<WindowNd> {
     let n = spatial.len();
     let list = |name: &str, default: usize| -> OnnxResult<Vec<usize>> {
         match node.ints(name) {
@@ -106,11 +115,13 @@ fn window_nd(node: &Node<'_>, spatial: &[usize], kernel: Option<&[usize]>) -> On
 /// `Conv` over NCHW input with weight (and bias) parameters.
 pub(crate) fn conv(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let x_fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
-    if x_fact.rank() == 3 {
-        return conv1d(ctx, node, &x_fact);
-    }
-    if x_fact.rank() != 4 {
-        return Err(node.unsupported(format!("input {x_fact}: only 1-D and 2-D convolutions")));
+    match x_fact.rank() {
+        3 => return conv1d(ctx, node, &x_fact),
+        4 => {}
+        5 => return super::conv3d::conv3d(ctx, node, &x_fact),
+        _ => {
+            return Err(node.unsupported(format!("input {x_fact}: only 1-D to 3-D convolutions")));
+        }
     }
     let weight = param_name(ctx, node, 1, "weight")?;
     let w_fact = ctx.param_fact(&weight).cloned().expect("checked parameter");
@@ -182,9 +193,9 @@ fn conv1d(ctx: &mut Ctx<'_>, node: &Node<'_>, x_fact: &TensorFact) -> OnnxResult
 pub(crate) fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let x_fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
     let dims = x_fact.rank().saturating_sub(2);
-    if !(1..=2).contains(&dims) {
+    if !(1..=3).contains(&dims) {
         return Err(
-            node.unsupported(format!("input {x_fact}: only 1-D and 2-D transposed convolutions"))
+            node.unsupported(format!("input {x_fact}: only 1-D to 3-D transposed convolutions"))
         );
     }
     let weight = param_name(ctx, node, 1, "weight")?;
@@ -250,6 +261,18 @@ pub(crate) fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<O
             }
         }
         Some(other) => return Err(node.shape_error(format!("output_shape {other:?}"))),
+    }
+    if dims == 3 {
+        let spec = super::conv3d::Transposed3d {
+            weight,
+            bias,
+            groups,
+            window: w,
+            padding,
+            output_padding,
+            crops,
+        };
+        return super::conv3d::conv_transpose3d(ctx, node, &x_fact, spec);
     }
     // A 1-D window becomes a 2-D one with a unit first dim.
     let lift = |v: &[usize], unit: usize| -> [usize; 2] {

@@ -8,6 +8,7 @@
 mod attention;
 mod composite;
 mod conv;
+mod conv3d;
 mod einsum;
 mod elementwise;
 pub(crate) mod generic;

@@ -1,7 +1,7 @@
 //! Pooling: `MaxPool`, `AveragePool`, `GlobalAveragePool`.
 
 use ordo_ir::Op;
-use ordo_ir::op::{Pool2d, PoolNd};
+use ordo_ir::op::{Pool2d, PoolNd, Reduce, ReduceKind};
 
 use super::{Outputs, one};
 use crate::ctx::Ctx;
@@ -112,6 +112,17 @@ fn window_nd(node: &Node<'_>, spatial: &[usize], max: bool) -> OnnxResult<PoolNd
 
 /// `GlobalAveragePool` of NCHW input.
 pub(crate) fn global_avg(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let rank = ctx.fact_of(node, &ctx.input(node, 0)?)?.rank();
     let x = ctx.wire(node, 0)?;
-    one(ctx.emit_value(&node.name, Op::GlobalAvgPool, &[x])?)
+    if rank == 4 {
+        return one(ctx.emit_value(&node.name, Op::GlobalAvgPool, &[x])?);
+    }
+    // Of [N, C, d1, ...] other than 2-D (a video model's [N, C, D, H, W]): the mean over
+    // every spatial dim, kept.
+    if rank < 3 {
+        return Err(node.malformed(format!("input of rank {rank}: pooling needs [N, C, d1, ...]")));
+    }
+    let op =
+        Op::Reduce(Reduce { kind: ReduceKind::Mean, axes: (2..rank).collect(), keepdims: true });
+    one(ctx.emit_value(&node.name, op, &[x])?)
 }
