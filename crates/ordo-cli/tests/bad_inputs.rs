@@ -430,6 +430,7 @@ fn onnx_cases(dir: &Path) -> Vec<Case> {
         ("bad_attrs/onehot_values", "`onehot`: values must hold two elements"),
         ("bad_attrs/scatter_reduction", "`scatter`: reduction `mean`"),
         ("bad_attrs/cast_round_mode", "`cast`: round_mode `sideways`"),
+        ("bad_attrs/dropout_ratio", "`dropout`: ratio 1.5: expected at least 0 and below 1"),
         // Control flow ordo cannot resolve at import (`fixtures/gen_control_flow.py`).
         ("bad_attrs/loop_runtime_trips", "`loop` (Loop): its trip count `m` is computed at run"),
         ("bad_attrs/loop_forever", "`loop`: it has neither a trip count nor a condition"),

@@ -81,6 +81,11 @@ impl<'a> Node<'a> {
         self.attr(name).map(|a| a.ints.as_slice())
     }
 
+    /// A list-of-floats attribute, `None` when absent.
+    pub fn floats(&self, name: &str) -> Option<Vec<f64>> {
+        self.attr(name).map(|a| a.floats.iter().map(|&f| f64::from(f)).collect())
+    }
+
     /// A string attribute, or `default`.
     pub fn string(&self, name: &str, default: &str) -> Result<String, OnnxError> {
         match self.attr(name) {

@@ -350,6 +350,7 @@ pub fn model_info(model: &[u8]) -> OnnxResult<ModelInfo> {
                     "OneHot" => &[1, 2],
                     "Pad" => &[2],
                     "Range" => &[0, 1, 2],
+                    "Dropout" => &[1],
                     _ => &[],
                 };
                 slots.iter().filter_map(|&s| n.input.get(s)).filter(|s| !s.is_empty()).cloned()

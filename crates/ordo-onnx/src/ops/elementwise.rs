@@ -535,6 +535,16 @@ pub(crate) fn dropout(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
     } else {
         0.5
     };
+    if !(0.0..1.0).contains(&p) {
+        return Err(node.malformed(format!("ratio {p}: expected at least 0 and below 1")));
+    }
+    if p == 0.0 {
+        // Nothing dropped: the input, and a mask of every element kept.
+        let x = ctx.input(node, 0)?;
+        let shape = ctx.fact_of(node, &x)?.shape;
+        let mask = ConstTensor { elem: code::BOOL, shape, data: ConstData::Splat(1.0) };
+        return Ok(vec![Some(x), Some(Value::constant(mask))]);
+    }
     let x = ctx.wire(node, 0)?;
     Ok(vec![Some(ctx.emit_value(&node.name, Op::Dropout { p }, &[x])?), None])
 }

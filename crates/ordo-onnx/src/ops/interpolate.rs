@@ -1,4 +1,4 @@
-//! `Resize` (opset 11 and later) as one constant interpolation matrix per resized axis: the
+//! `Resize` (opset 11 and later, and `Upsample`) as one constant interpolation matrix per resized axis: the
 //! modes are separable, so each axis's output is a weighted sum of its input positions, the
 //! weights computed at import the way onnx's reference computes them (every coordinate
 //! transformation, nearest with its rounding modes, linear and cubic, antialiasing, excluded
@@ -151,6 +151,50 @@ impl Sampling {
 fn normalized(taps: Vec<f64>) -> Vec<f64> {
     let sum: f64 = taps.iter().sum();
     taps.into_iter().map(|t| t / sum).collect()
+}
+
+/// `Upsample` (opsets 7 to 9, then renamed `Resize`): a `Resize` by its scales (an attribute
+/// before opset 9, a constant input from 9) with asymmetric coordinates, nearest rounding
+/// down, as onnx's reference computes it.
+pub(crate) fn upsample(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    use crate::proto::attribute_proto::AttributeType;
+    use crate::proto::{AttributeProto, NodeProto};
+    let scales = if node.opset < 9 {
+        node.floats("scales").ok_or_else(|| node.malformed("attribute `scales` is missing"))?
+    } else {
+        let c = ctx.const_input(node, 1, "the scales")?;
+        c.to_f64s().ok_or_else(|| node.malformed("too many scales"))?
+    };
+    if scales.iter().any(|&s| !(s.is_finite() && s > 0.0)) {
+        return Err(node.malformed(format!("scales {scales:?}: each must be positive")));
+    }
+    let mode = node.choice("mode", "nearest", &[("nearest", "nearest"), ("linear", "linear")])?;
+    let scales_name = format!("{}/scales", node.name);
+    let c = ConstTensor {
+        elem: code::FLOAT,
+        shape: vec![scales.len()],
+        data: ConstData::Float(scales),
+    };
+    ctx.set(&scales_name, Value::constant(c));
+    let text = |name: &str, value: &str| AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::String as i32),
+        s: Some(value.as_bytes().to_vec()),
+        ..AttributeProto::default()
+    };
+    let proto = NodeProto {
+        op_type: Some("Resize".into()),
+        name: Some(node.name.clone()),
+        input: vec![node.required_input(0)?.to_string(), String::new(), scales_name],
+        output: node.proto.output.clone(),
+        attribute: vec![
+            text("mode", mode),
+            text("coordinate_transformation_mode", "asymmetric"),
+            text("nearest_mode", "floor"),
+        ],
+        ..NodeProto::default()
+    };
+    resize(ctx, &Node { proto: &proto, name: node.name.clone(), opset: node.opset.max(11) })
 }
 
 /// `Resize` of a float tensor with constant scales or sizes (and roi).

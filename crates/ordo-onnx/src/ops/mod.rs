@@ -221,6 +221,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "InstanceNormalization" => norm::instance_norm,
         "Attention" => attention::attention,
         "Resize" => interpolate::resize,
+        "Upsample" => interpolate::upsample,
         "GlobalMaxPool" => composite::global_max_pool,
         "IsNaN" | "IsInf" => composite::is_special,
         "PRelu" => composite::prelu,
