@@ -371,6 +371,18 @@ fn convolutions_in_3d_train_on_any_placement() {
     assert!(one[2] < one[0], "{one:?}");
 }
 
+/// f64 tensors are computed in f32: the import says so, naming them.
+#[test]
+fn f64_models_are_noted_as_computed_in_f32() {
+    let model = fixture("node_tests/test_einsum_batch_matmul/model.onnx");
+    let out = ordo(&["inspect", &model]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let note = "note: f64 tensors (x, y, Einsum_0) are computed in f32";
+    assert!(stderr(&out).contains(note), "{}", stderr(&out));
+    let out = ordo(&["inspect", &fixture("convnet.onnx")]);
+    assert!(!stderr(&out).contains("f64"), "{}", stderr(&out));
+}
+
 /// An output whose size depends on the data (`NonZero`) is planned at its largest: `inspect`,
 /// `place` and `simulate` work and say so on stderr; `run` names the operator as lacking a
 /// kernel.

@@ -155,6 +155,7 @@ pub(crate) fn import_traced(
     let sources = std::mem::take(&mut ctx.sources);
     let bounded = std::mem::take(&mut ctx.bounded);
     let both_branches = std::mem::take(&mut ctx.both_branches);
+    let f64_tensors = f64_tensors(&ctx.graph);
     let graph_out = ctx.graph;
     ordo_ir::validate(&graph_out)?;
     let (mut params, mut buffers) = (0, 0);
@@ -179,8 +180,31 @@ pub(crate) fn import_traced(
         data_inputs,
         bounded,
         both_branches,
+        f64_tensors,
     };
     Ok(Import { graph: graph_out, report, sources })
+}
+
+/// The names of the graph's f64 tensors: its f64 parameters, then the nodes with an f64
+/// output, at most [`MAX_NAMED`] of them (the rest counted as `... and N more`).
+fn f64_tensors(graph: &ordo_ir::Graph) -> Vec<String> {
+    const MAX_NAMED: usize = 5;
+    let f64 = |f: &TensorFact| f.dtype == ordo_ir::DType::F64;
+    let mut names: Vec<String> =
+        graph.params.iter().filter(|p| f64(&p.fact)).map(|p| p.name.clone()).collect();
+    names.extend(
+        graph
+            .nodes
+            .iter()
+            .filter(|n| !matches!(n.op, Op::Parameter) && n.outputs.iter().any(f64))
+            .map(|n| n.name.clone()),
+    );
+    if names.len() > MAX_NAMED {
+        let more = names.len() - MAX_NAMED;
+        names.truncate(MAX_NAMED);
+        names.push(format!("... and {more} more"));
+    }
+    names
 }
 
 /// The version of the default operator set, which must be within [`OPSETS`].

@@ -135,6 +135,9 @@ pub struct ImportReport {
     /// `If` nodes whose condition is known only at run time: both branches are computed and
     /// each output chosen by a `Where`, so the plan counts the work of both.
     pub both_branches: Vec<String>,
+    /// Tensors of type f64 (inputs, parameters, node outputs; up to the first few by name):
+    /// ordo computes them in f32, so their precision and range are f32's.
+    pub f64_tensors: Vec<String>,
 }
 
 /// An imported model: the graph and the report.

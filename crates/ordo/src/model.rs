@@ -167,7 +167,13 @@ impl Model {
                  are computed and each output chosen by a Where (the plan counts both)"
             )
         });
-        let notes = bounded.chain(both).collect();
+        let f64_note = (!import.report.f64_tensors.is_empty()).then(|| {
+            format!(
+                "f64 tensors ({}) are computed in f32: their precision and range are f32's",
+                import.report.f64_tensors.join(", ")
+            )
+        });
+        let notes = bounded.chain(both).chain(f64_note).collect();
         let weights = Some(std::sync::Arc::new(weights));
         Ok(Self { weights, notes, ..Self::from_graph(import.graph) })
     }
