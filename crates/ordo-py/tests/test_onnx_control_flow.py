@@ -1,6 +1,7 @@
 """Control flow as PyTorch exports it: a TorchScript module's loops over a shape and a constant
-range, an `if` on the data and a split into a sequence (the TorchScript exporter's `Loop`,
-`If`, `SplitToSequence`, `ConcatFromSequence`), and `torch.cond` (the torch.export-based
+range, an `if` on the data, a split into a sequence and a list appended to in a loop (the
+TorchScript exporter's `Loop`, `If`, `SplitToSequence`, `SequenceInsert`,
+`ConcatFromSequence`), and `torch.cond` (the torch.export-based
 exporter's `If`). ordo resolves them at import: its forward pass on the CPU kernels gives
 PyTorch's outputs (`ordo conformance` on a case written from PyTorch's own run), and training
 gives bitwise the same losses on one and on three devices."""
@@ -40,6 +41,24 @@ class Loopy(torch.nn.Module):
         return self.head(torch.cat(list(parts), dim=1))
 
 
+class Appender(torch.nn.Module):
+    """A list appended to in a loop over the batch, stacked: `SequenceEmpty`, a `Loop`
+    carrying the sequence, `SequenceInsert`, `ConcatFromSequence`."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        outs: list[torch.Tensor] = []
+        h = x
+        for i in range(x.shape[0]):
+            h = torch.tanh(self.lin(h))
+            outs.append(h[i])
+        return self.head(torch.stack(outs, 0))
+
+
 class Cond(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -63,8 +82,8 @@ def _export(name, tmp_path):
     path.parent.mkdir()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if name == "torchscript":
-            model = torch.jit.script(Loopy().eval())
+        if name in ("torchscript", "list append"):
+            model = torch.jit.script((Loopy() if name == "torchscript" else Appender()).eval())
             torch.onnx.export(
                 model,
                 (x,),
@@ -97,11 +116,15 @@ def _ordo(*args) -> str:
     return out.stdout
 
 
-@pytest.mark.parametrize("exporter", ["torchscript", "torch.export"])
+@pytest.mark.parametrize("exporter", ["torchscript", "list append", "torch.export"])
 def test_exported_control_flow_runs_as_pytorch_and_trains_on_any_placement(exporter, tmp_path):
     path = _export(exporter, tmp_path)
     ops = {n.op_type for n in onnx.load(str(path)).graph.node}
-    expected = {"If", "Loop", "SplitToSequence"} if exporter == "torchscript" else {"If"}
+    expected = {
+        "torchscript": {"If", "Loop", "SplitToSequence"},
+        "list append": {"Loop", "SequenceEmpty", "ConcatFromSequence"},
+        "torch.export": {"If"},
+    }[exporter]
     assert expected <= ops, ops
     result = json.loads(_ordo("conformance", str(path.parent), "--json"))
     assert result["pass"] == 1, result["cases"]
