@@ -12,9 +12,17 @@ fn fixture(name: &str) -> Vec<u8> {
 }
 
 fn fixtures() -> Vec<Vec<u8>> {
-    ["convnet", "weights_as_inputs", "transformer_block", "lstm", "planning_only"]
-        .map(fixture)
-        .to_vec()
+    [
+        "convnet",
+        "weights_as_inputs",
+        "transformer_block",
+        "lstm",
+        "planning_only",
+        "control_flow",
+        "conv3d",
+    ]
+    .map(fixture)
+    .to_vec()
 }
 
 proptest! {
@@ -26,7 +34,7 @@ proptest! {
     }
 
     #[test]
-    fn truncations_do_not_panic(which in 0usize..5, frac in 0.0f64..1.0) {
+    fn truncations_do_not_panic(which in 0usize..7, frac in 0.0f64..1.0) {
         let bytes = &fixtures()[which];
         let cut = (bytes.len() as f64 * frac) as usize;
         let _ = ordo_onnx::import_bytes(&bytes[..cut]);
@@ -34,7 +42,7 @@ proptest! {
 
     #[test]
     fn corruptions_do_not_panic(
-        which in 0usize..5,
+        which in 0usize..7,
         edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
     ) {
         let mut bytes = fixtures()[which].clone();
@@ -47,7 +55,7 @@ proptest! {
 
     #[test]
     fn resized_imports_of_corruptions_do_not_panic(
-        which in 0usize..7,
+        which in 0usize..9,
         batch in 0usize..70,
         seq_len in proptest::option::of(0usize..20),
         edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
