@@ -46,6 +46,8 @@ pub(crate) struct NodeTrace {
     pub outputs: Vec<Option<Vec<usize>>>,
     /// For a `Reshape` or `Expand`, its target shape tensor's name and value.
     pub target: Option<(String, Vec<i64>)>,
+    /// For a `Loop` with a trip count known at import, the count's tensor and value.
+    pub trips: Option<(String, i64)>,
 }
 
 /// Imports a model, recording in `traces` the shapes every ONNX node read and produced (up to
@@ -95,6 +97,13 @@ pub(crate) fn import_traced(
         };
         let node = Node { proto, name: names[index].clone(), opset };
         if control::claims(&ctx, proto) {
+            if proto.op_type() == "Loop"
+                && let Some(t) = node.input(0)
+                && let Some(m) = ctx.peek(t).and_then(Value::as_const).and_then(|c| c.to_i64s())
+                && let [m] = m[..]
+            {
+                traces[index].trips = Some((t.to_string(), m));
+            }
             if let Flow::Expand { nodes, revisit } = control::map(&mut ctx, &node, index)? {
                 let sorted = sort_added(nodes, &node)?;
                 if ctx.added_nodes() + sorted.len() > control::MAX_ADDED_NODES {

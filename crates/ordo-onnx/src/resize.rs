@@ -63,6 +63,7 @@ pub(crate) fn import_resized(
     let hint = suspects(&base_nodes, &nodes, &scales);
     for (a, b) in base_nodes.iter().zip(&nodes) {
         check_literal(a, b, &scales).map_err(&fail)?;
+        check_trips(a, b, &scales).map_err(&fail)?;
         for (k, (o0, o1)) in a.outputs.iter().zip(&b.outputs).enumerate() {
             let (Some(o0), Some(o1)) = (o0, o1) else { continue };
             if !scaled(o0, o1, &scales) {
@@ -139,6 +140,26 @@ fn check_literal(a: &NodeTrace, b: &NodeTrace, scales: &[(usize, usize)]) -> Res
         }
     }
     Ok(())
+}
+
+/// A `Loop` whose constant trip count is the file's batch (or sequence length) at both sizes:
+/// the exporter wrote the number of items of a loop over them as a literal.
+fn check_trips(a: &NodeTrace, b: &NodeTrace, scales: &[(usize, usize)]) -> Result<(), String> {
+    let (Some((tensor, trips)), Some((_, trips1))) = (&a.trips, &b.trips) else { return Ok(()) };
+    if trips != trips1 {
+        return Ok(());
+    }
+    match scales.iter().find(|&&(s0, s1)| s0 != s1 && *trips == s0 as i64) {
+        Some(&(s0, _)) => Err(format!(
+            "loop `{}` runs `{tensor}` = {trips} iterations at both sizes, a constant that is \
+             the file's size {s0}: a loop over the batch or sequence was exported with its \
+             count written out; export it with the count computed from the input (dynamic axes, \
+             x.size(0)) or at the size you want (or, if the loop is not over them, at another \
+             size)",
+            a.name
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The nodes [`check_literal`] refuses, as a hint for an error.

@@ -145,3 +145,36 @@ def test_a_run_time_condition_is_noted(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "an If whose condition is known only at run time" in out.stderr
     assert pathlib.Path(path).exists()
+
+
+def test_a_loop_over_the_batch_follows_it_or_is_refused(tmp_path):
+    """Exported with a dynamic batch, a loop over it runs once per item at any `--batch`;
+    exported without, its count is a literal of the file's batch, which `--batch` refuses,
+    naming the loop."""
+    x = torch.randn(4, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = torch.jit.script(Appender())
+    paths = {}
+    for dynamic in (True, False):
+        path = tmp_path / f"appender_{dynamic}.onnx"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                model,
+                (x,),
+                str(path),
+                dynamo=False,
+                opset_version=17,
+                input_names=["x"],
+                output_names=["y"],
+                dynamic_axes={"x": {0: "batch"}} if dynamic else None,
+            )
+        paths[dynamic] = str(path)
+    text = _ordo("inspect", paths[True], "--batch", "6")
+    assert "/Loop/5/" in text and "/Loop/6/" not in text, text
+    out = subprocess.run(
+        [cli(), "inspect", paths[False], "--batch", "6"], capture_output=True, text=True
+    )
+    assert out.returncode != 0
+    assert "loop `/Loop` runs" in out.stderr and "the file's size 4" in out.stderr, out.stderr
