@@ -45,6 +45,7 @@ mod fold;
 mod import;
 mod node;
 mod ops;
+mod order;
 mod proto;
 mod resize;
 mod symbolic;

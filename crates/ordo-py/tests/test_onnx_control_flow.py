@@ -75,38 +75,44 @@ class Cond(torch.nn.Module):
         return self.head(h)
 
 
+def export(model, x, path, **options):
+    """`model` (a module or a scripted one) exported with the TorchScript-based exporter at
+    opset 17, input `x`, output `y` (or with `options`), its warnings silenced."""
+    options = {"dynamo": False, "opset_version": 17, **options}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), str(path), input_names=["x"], output_names=["y"], **options)
+
+
+def write_case(folder, x, y):
+    """A conformance case's test data: input `x` and expected output `y`."""
+    data = folder / "test_data_set_0"
+    data.mkdir(parents=True, exist_ok=True)
+    for file, tensor, name in [("input_0.pb", x, "x"), ("output_0.pb", y, "y")]:
+        array = tensor.detach().numpy()
+        (data / file).write_bytes(numpy_helper.from_array(array, name).SerializeToString())
+
+
+def _scripted(module):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.jit.script(module)
+
+
 def _export(name, tmp_path):
     torch.manual_seed(0)
     x = torch.randn(4, 8)
     path = tmp_path / "case" / "model.onnx"
     path.parent.mkdir()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if name in ("torchscript", "list append"):
-            model = torch.jit.script((Loopy() if name == "torchscript" else Appender()).eval())
-            torch.onnx.export(
-                model,
-                (x,),
-                str(path),
-                dynamo=False,
-                opset_version=17,
-                input_names=["x"],
-                output_names=["y"],
-            )
-        else:
-            pytest.importorskip("onnxscript", reason="the torch.export-based exporter needs it")
-            model = Cond().eval()
-            torch.onnx.export(
-                model, (x,), str(path), dynamo=True, input_names=["x"], output_names=["y"]
-            )
+    if name == "torch.export":
+        pytest.importorskip("onnxscript", reason="the torch.export-based exporter needs it")
+        model = Cond().eval()
+        export(model, x, path, dynamo=True, opset_version=None)
+    else:
+        model = _scripted((Loopy() if name == "torchscript" else Appender()).eval())
+        export(model, x, path)
     with torch.no_grad():
-        y = model(x)
-    data = path.parent / "test_data_set_0"
-    data.mkdir()
-    for file, tensor, tensor_name in [("input_0.pb", x, "x"), ("output_0.pb", y, "y")]:
-        (data / file).write_bytes(
-            numpy_helper.from_array(tensor.detach().numpy(), tensor_name).SerializeToString()
-        )
+        write_case(path.parent, x, model(x))
     return path
 
 
@@ -151,25 +157,13 @@ def test_a_loop_over_the_batch_follows_it_or_is_refused(tmp_path):
     """Exported with a dynamic batch, a loop over it runs once per item at any `--batch`;
     exported without, its count is a literal of the file's batch, which `--batch` refuses,
     naming the loop."""
-    x = torch.randn(4, 8)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = torch.jit.script(Appender())
+    model = _scripted(Appender())
     paths = {}
     for dynamic in (True, False):
         path = tmp_path / f"appender_{dynamic}.onnx"
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                model,
-                (x,),
-                str(path),
-                dynamo=False,
-                opset_version=17,
-                input_names=["x"],
-                output_names=["y"],
-                dynamic_axes={"x": {0: "batch"}} if dynamic else None,
-            )
+        export(
+            model, torch.randn(4, 8), path, dynamic_axes={"x": {0: "batch"}} if dynamic else None
+        )
         paths[dynamic] = str(path)
     text = _ordo("inspect", paths[True], "--batch", "6")
     assert "/Loop/5/" in text and "/Loop/6/" not in text, text

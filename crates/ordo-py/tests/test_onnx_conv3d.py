@@ -7,13 +7,12 @@ convolutions), and the import counts PyTorch's trainable parameters."""
 
 import json
 import subprocess
-import warnings
 
 import pytest
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
-from onnx import numpy_helper  # noqa: E402
+from test_onnx_control_flow import export, write_case  # noqa: E402
 from test_onnx_models import cli  # noqa: E402
 
 
@@ -42,24 +41,11 @@ def test_3d_convolutions_run_as_pytorch_and_count_its_parameters(tmp_path):
     model = Volumetric().eval()
     x = torch.randn(2, 4, 6, 7, 8)
     case = tmp_path / "conv3d"
-    data = case / "test_data_set_0"
-    data.mkdir(parents=True)
     path = case / "model.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            model,
-            (x,),
-            str(path),
-            dynamo=False,
-            opset_version=17,
-            input_names=["x"],
-            output_names=["y"],
-        )
+    case.mkdir()
+    export(model, x, path)
     with torch.no_grad():
-        y = model(x)
-    for file, tensor, name in [("input_0.pb", x, "x"), ("output_0.pb", y, "y")]:
-        (data / file).write_bytes(numpy_helper.from_array(tensor.numpy(), name).SerializeToString())
+        write_case(case, x, model(x))
     out = subprocess.run(
         [cli(), "conformance", str(case), "--json"], capture_output=True, text=True
     )

@@ -244,8 +244,7 @@ pub(crate) fn synth_with_int(
     n
 }
 
-/// An `Unsqueeze` of `input` at `axis`, written for the opset (an attribute before 13, a
-/// constant input from 13 on).
+/// An `Unsqueeze` of `input` at `axis` (see [`axes_node`]).
 pub(crate) fn unsqueeze(
     ctx: &mut Ctx<'_>,
     opset: i64,
@@ -254,20 +253,32 @@ pub(crate) fn unsqueeze(
     axis: i64,
     output: &str,
 ) -> NodeProto {
+    axes_node(ctx, opset, "Unsqueeze", name, (input, axis), output)
+}
+
+/// An `Unsqueeze` or `Squeeze` of one axis, written for the opset: the axes an attribute
+/// before opset 13, a constant input (`<name>.axes`) from 13 on.
+pub(crate) fn axes_node(
+    ctx: &mut Ctx<'_>,
+    opset: i64,
+    op_type: &str,
+    name: &str,
+    (input, axis): (&str, i64),
+    output: &str,
+) -> NodeProto {
     if opset >= 13 {
         let axes = format!("{name}.axes");
         ctx.set(&axes, Value::constant(ConstTensor::ints(vec![axis])));
-        synth("Unsqueeze", name, &[input, &axes], output)
-    } else {
-        let mut n = synth("Unsqueeze", name, &[input], output);
-        n.attribute.push(AttributeProto {
-            name: Some("axes".into()),
-            r#type: Some(AttributeType::Ints as i32),
-            ints: vec![axis],
-            ..AttributeProto::default()
-        });
-        n
+        return synth(op_type, name, &[input, &axes], output);
     }
+    let mut n = synth(op_type, name, &[input], output);
+    n.attribute.push(AttributeProto {
+        name: Some("axes".into()),
+        r#type: Some(AttributeType::Ints as i32),
+        ints: vec![axis],
+        ..AttributeProto::default()
+    });
+    n
 }
 
 /// Sets `name` to a constant `int64` scalar.

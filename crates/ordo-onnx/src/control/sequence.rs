@@ -4,14 +4,12 @@
 //! mappings.
 
 use crate::control::{
-    Flow, Structured, const_int, set_bool, set_int, synth, synth_with_int, unsqueeze,
+    Flow, Structured, axes_node, const_int, set_bool, set_int, synth, synth_with_int, unsqueeze,
 };
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
 use crate::ops::resolve_axis;
-use crate::proto::attribute_proto::AttributeType;
-use crate::proto::{AttributeProto, NodeProto};
 use crate::tensor::ConstTensor;
 use crate::value::Value;
 
@@ -193,7 +191,8 @@ fn split_to_sequence(ctx: &mut Ctx<'_>, node: &Node<'_>, out: &str) -> OnnxResul
         if squeeze {
             let sliced = format!("{name}.slice");
             nodes.push(synth("Slice", &sliced, &[input, &starts, &ends, &axes], &sliced));
-            nodes.push(squeeze_node(node.opset, &name, &sliced, &axes, axis as i64));
+            let squeeze = (sliced.as_str(), axis as i64);
+            nodes.push(axes_node(ctx, node.opset, "Squeeze", &name, squeeze, &name));
         } else {
             nodes.push(synth("Slice", &name, &[input, &starts, &ends, &axes], &name));
         }
@@ -202,22 +201,6 @@ fn split_to_sequence(ctx: &mut Ctx<'_>, node: &Node<'_>, out: &str) -> OnnxResul
     }
     ctx.set_structured(out, Structured::Sequence(items));
     Ok(Flow::Expand { nodes, revisit: false })
-}
-
-/// A `Squeeze` of `axis`, written for the opset (an attribute before 13, the constant `axes`
-/// input from 13 on).
-fn squeeze_node(opset: i64, name: &str, input: &str, axes: &str, axis: i64) -> NodeProto {
-    if opset >= 13 {
-        return synth("Squeeze", name, &[input, axes], name);
-    }
-    let mut n = synth("Squeeze", name, &[input], name);
-    n.attribute.push(AttributeProto {
-        name: Some("axes".into()),
-        r#type: Some(AttributeType::Ints as i32),
-        ints: vec![axis],
-        ..AttributeProto::default()
-    });
-    n
 }
 
 /// `ConcatFromSequence`: the elements concatenated along `axis`, or stacked along a new one
