@@ -212,6 +212,15 @@ def test_a_data_dependent_size_is_planned_at_its_largest_and_noted():
     assert ordo.Model.zoo("gnmt", small=True).notes == []
 
 
+def test_a_run_time_if_is_noted_and_plans_both_branches():
+    fixtures = ROOT / "crates" / "ordo-onnx" / "tests" / "fixtures"
+    model = ordo.Model.load(str(fixtures / "control_flow.onnx"))
+    assert len(model.notes) == 1 and "node `if_runtime`" in model.notes[0], model.notes
+    assert "both branches are computed" in model.notes[0]
+    assert ordo.Model.load(str(fixtures / "control_flow_unrolled.onnx")).notes == []
+    assert model.runnable, "the If's Where and the unrolled loops have kernels"
+
+
 def test_frozen_weights_of_an_onnx_file_train_as_the_command_line_says():
     fixtures = ROOT / "crates" / "ordo-onnx" / "tests" / "fixtures"
     path = str(fixtures / "convnet.onnx")
