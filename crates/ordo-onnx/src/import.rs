@@ -79,8 +79,8 @@ pub(crate) fn import_traced(
     let data_inputs = declare_inputs(&mut ctx, graph, options)?;
     ctx.frozen = frozen_params(&ctx, graph, options)?;
     let mut folded = 0;
-    let mut names = names;
-    *traces = names.iter().map(|n| NodeTrace { name: n.clone(), ..NodeTrace::default() }).collect();
+    // One trace per node, the added ones' too: it holds the node's name.
+    *traces = names.into_iter().map(|name| NodeTrace { name, ..NodeTrace::default() }).collect();
     // The nodes still to map, in order: the file's, with the nodes that control flow expands
     // to put in front as it is met.
     let mut queue: VecDeque<usize> = order.into();
@@ -96,7 +96,7 @@ pub(crate) fn import_traced(
                 &*added
             }
         };
-        let node = Node { proto, name: names[index].clone(), opset };
+        let node = Node { proto, name: traces[index].name.clone(), opset };
         if control::claims(&ctx, proto) {
             if proto.op_type() == "Loop"
                 && let Some(t) = node.input(0)
@@ -113,11 +113,8 @@ pub(crate) fn import_traced(
                         control::MAX_ADDED_NODES
                     )));
                 }
-                for n in &sorted {
-                    let name = n.name().to_string();
-                    traces.push(NodeTrace { name: name.clone(), ..NodeTrace::default() });
-                    names.push(name);
-                }
+                let named = sorted.iter().map(|n| n.name().to_string());
+                traces.extend(named.map(|name| NodeTrace { name, ..NodeTrace::default() }));
                 let added = ctx.add_nodes(sorted);
                 if revisit {
                     queue.push_front(index);

@@ -49,6 +49,7 @@ mod order;
 mod proto;
 mod resize;
 mod symbolic;
+mod synth;
 mod tensor;
 mod value;
 mod values;

@@ -216,6 +216,11 @@ impl ConstTensor {
         Self { elem: code::INT64, shape: vec![values.len()], data: ConstData::Int(values) }
     }
 
+    /// A scalar of integer (or bool) type `elem`.
+    pub fn int_scalar(elem: i32, value: i64) -> Self {
+        Self { elem, shape: vec![], data: ConstData::Int(vec![value]) }
+    }
+
     /// Number of elements.
     pub fn numel(&self) -> u64 {
         self.shape.iter().map(|&d| d as u64).product()

@@ -35,9 +35,7 @@ impl Step {
     /// The IR op that performs the step.
     pub fn op(&self) -> Op {
         match self {
-            Step::Reshape(shape) => {
-                Op::Reshape { shape: shape.iter().map(|&d| d as i64).collect() }
-            }
+            Step::Reshape(shape) => crate::ops::reshape_op(shape),
             Step::Transpose(perm) => Op::Transpose { perm: perm.clone() },
             Step::Slice { axis, start, end, step } => {
                 Op::Slice { axis: *axis as i64, start: *start, end: *end, step: *step }

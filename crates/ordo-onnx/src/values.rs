@@ -260,11 +260,14 @@ fn tap(t: &TensorValue, axis: usize, index: usize) -> OnnxResult<TensorValue> {
             message: format!("{} elements for shape {:?}", t.values.len(), t.shape),
         });
     }
-    let pick = |o: usize| (o * len + index) * inner..(o * len + index + 1) * inner;
+    // Of each of the `outer` blocks of `len * inner` elements, block `index` of `inner`.
+    fn pick<T: Copy>(v: &[T], outer: usize, len: usize, inner: usize, index: usize) -> Vec<T> {
+        (0..outer).flat_map(|o| &v[(o * len + index) * inner..][..inner]).copied().collect()
+    }
     let values = match &t.values {
-        Values::F32(v) => Values::F32((0..outer).flat_map(|o| v[pick(o)].to_vec()).collect()),
-        Values::I64(v) => Values::I64((0..outer).flat_map(|o| v[pick(o)].to_vec()).collect()),
-        Values::Bool(v) => Values::Bool((0..outer).flat_map(|o| v[pick(o)].to_vec()).collect()),
+        Values::F32(v) => Values::F32(pick(v, outer, len, inner, index)),
+        Values::I64(v) => Values::I64(pick(v, outer, len, inner, index)),
+        Values::Bool(v) => Values::Bool(pick(v, outer, len, inner, index)),
     };
     let mut shape = t.shape.clone();
     shape.remove(axis);

@@ -3,13 +3,14 @@
 //! count or the condition (which must fold at import) ends the loop.
 
 use crate::control::{
-    Flow, Structured, const_int, copy_subgraph, set_bool, set_int, synth_with_int, unsqueeze,
+    Flow, Structured, const_bool, const_int, copy_subgraph, set_bool, set_int, unsqueeze,
 };
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
 use crate::ops::resolve_axis;
 use crate::proto::GraphProto;
+use crate::synth;
 
 /// Most iterations a loop may unroll to: a bound that keeps a loop whose condition never
 /// turns false from running the import forever.
@@ -98,21 +99,30 @@ pub(crate) fn loop_(ctx: &mut Ctx<'_>, node: &Node<'_>, index: usize) -> OnnxRes
     for (k, part) in state.parts.iter_mut().enumerate() {
         part.push(copy.outputs[1 + carried + k].clone());
     }
+    Ok(next_iteration(ctx, index, state, copy.nodes))
+}
+
+/// Keeps a loop's state for its next visit, one iteration further, after `nodes` (this
+/// iteration's) are imported.
+fn next_iteration(
+    ctx: &mut Ctx<'_>,
+    index: usize,
+    mut state: LoopState,
+    nodes: Vec<crate::proto::NodeProto>,
+) -> Flow {
     state.iteration += 1;
     ctx.loops.insert(index, state);
-    Ok(Flow::Expand { nodes: copy.nodes, revisit: true })
+    Flow::Expand { nodes, revisit: true }
 }
 
 /// The value of a loop condition, which must be known at import.
 fn condition(ctx: &Ctx<'_>, node: &Node<'_>, cond: &str) -> OnnxResult<bool> {
-    match ctx.get(node, cond)?.as_const().map(|c| c.scalar()) {
-        Some(Some(v)) => Ok(v != 0.0),
-        Some(None) => Err(node.malformed(format!("its condition `{cond}` is not one element"))),
-        None => Err(node.unsupported(format!(
+    const_bool(ctx, node, cond)?.ok_or_else(|| {
+        node.unsupported(format!(
             "its condition `{cond}` is computed at run time; ordo unrolls loops whose trip \
              count and condition are known at import"
-        ))),
-    }
+        ))
+    })
 }
 
 /// Ends a loop: the carried values become the first outputs, and each scan output the
@@ -154,7 +164,7 @@ fn finish(
         }
         let inputs: Vec<&str> = stacked.iter().map(String::as_str).collect();
         let concat = format!("{}/concat{k}", node.name);
-        nodes.push(synth_with_int("Concat", &concat, &inputs, out, ("axis", axis)));
+        nodes.push(synth::node("Concat", &concat, &inputs, out, vec![synth::int("axis", axis)]));
     }
     Ok(Flow::Expand { nodes, revisit: false })
 }
@@ -233,17 +243,15 @@ pub(crate) fn scan(ctx: &mut Ctx<'_>, node: &Node<'_>, index: usize) -> OnnxResu
         let at = format!("{prefix}#slice{j}");
         set_int(ctx, &at, position as i64);
         let input = node.required_input(states + j)?;
-        let gather = ("axis", axes[j] as i64);
-        nodes.push(synth_with_int("Gather", &at, &[input, &at], &copy.inputs[states + j], gather));
+        let gather = vec![synth::int("axis", axes[j] as i64)];
+        nodes.push(synth::node("Gather", &at, &[input, &at], &copy.inputs[states + j], gather));
     }
     nodes.extend(copy.nodes);
     state.carried = copy.outputs[..states].to_vec();
     for (part, out) in state.parts.iter_mut().zip(&copy.outputs[states..]) {
         part.push(out.clone());
     }
-    state.iteration += 1;
-    ctx.loops.insert(index, state);
-    Ok(Flow::Expand { nodes, revisit: true })
+    Ok(next_iteration(ctx, index, state, nodes))
 }
 
 /// `SequenceMap`: the body runs once per element of the input sequences (the tensors among
@@ -295,7 +303,5 @@ pub(crate) fn sequence_map(ctx: &mut Ctx<'_>, node: &Node<'_>, index: usize) -> 
     for (part, out) in state.parts.iter_mut().zip(&copy.outputs) {
         part.push(out.clone());
     }
-    state.iteration += 1;
-    ctx.loops.insert(index, state);
-    Ok(Flow::Expand { nodes: copy.nodes, revisit: true })
+    Ok(next_iteration(ctx, index, state, copy.nodes))
 }

@@ -19,9 +19,9 @@ use std::collections::HashMap;
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
-use crate::proto::attribute_proto::AttributeType;
-use crate::proto::{AttributeProto, GraphProto, NodeProto};
-use crate::tensor::{ConstData, ConstTensor, code, parse_tensor};
+use crate::proto::{GraphProto, NodeProto};
+use crate::synth;
+use crate::tensor::{ConstTensor, code, parse_tensor};
 use crate::value::Value;
 
 pub(crate) use loops::LoopState;
@@ -124,26 +124,13 @@ fn if_(ctx: &mut Ctx<'_>, node: &Node<'_>, index: usize) -> OnnxResult<Flow> {
             )));
         }
     }
-    if let Some(c) = ctx.get(node, cond)?.as_const() {
-        let taken = match c.scalar() {
-            Some(v) => v != 0.0,
-            None => {
-                return Err(node.malformed(format!(
-                    "its condition `{cond}` has shape {:?}, not one element",
-                    c.shape
-                )));
-            }
-        };
+    if let Some(taken) = const_bool(ctx, node, cond)? {
         let (graph, label) = if taken { (then_branch, "then") } else { (else_branch, "else") };
         let copy = copy_subgraph(ctx, node, graph, &format!("{}/{label}/", node.name), &[])?;
         let mut nodes = copy.nodes;
         for (k, out) in node.proto.output.iter().enumerate().filter(|(_, o)| !o.is_empty()) {
-            nodes.push(synth(
-                "Identity",
-                &format!("{}/out{k}", node.name),
-                &[&copy.outputs[k]],
-                out,
-            ));
+            let name = format!("{}/out{k}", node.name);
+            nodes.push(synth::node("Identity", &name, &[&copy.outputs[k]], out, vec![]));
         }
         return Ok(Flow::Expand { nodes, revisit: false });
     }
@@ -185,7 +172,8 @@ fn join_branches(
                 facts.0, facts.1
             )));
         }
-        nodes.push(synth("Where", &format!("{}/select{k}", node.name), &[cond, t, e], out));
+        let name = format!("{}/select{k}", node.name);
+        nodes.push(synth::node("Where", &name, &[cond, t, e], out, vec![]));
     }
     ctx.both_branches.push(node.name.clone());
     Ok(Flow::Expand { nodes, revisit: false })
@@ -215,35 +203,6 @@ pub(crate) fn copy_subgraph(
     Ok(copy)
 }
 
-/// A node made by the importer: `op_type` reading `inputs`, writing `output`.
-pub(crate) fn synth(op_type: &str, name: &str, inputs: &[&str], output: &str) -> NodeProto {
-    NodeProto {
-        op_type: Some(op_type.to_string()),
-        name: Some(name.to_string()),
-        input: inputs.iter().map(|s| s.to_string()).collect(),
-        output: vec![output.to_string()],
-        ..NodeProto::default()
-    }
-}
-
-/// [`synth`] with an integer attribute.
-pub(crate) fn synth_with_int(
-    op_type: &str,
-    name: &str,
-    inputs: &[&str],
-    output: &str,
-    attr: (&str, i64),
-) -> NodeProto {
-    let mut n = synth(op_type, name, inputs, output);
-    n.attribute.push(AttributeProto {
-        name: Some(attr.0.to_string()),
-        r#type: Some(AttributeType::Int as i32),
-        i: Some(attr.1),
-        ..AttributeProto::default()
-    });
-    n
-}
-
 /// An `Unsqueeze` of `input` at `axis` (see [`axes_node`]).
 pub(crate) fn unsqueeze(
     ctx: &mut Ctx<'_>,
@@ -269,29 +228,29 @@ pub(crate) fn axes_node(
     if opset >= 13 {
         let axes = format!("{name}.axes");
         ctx.set(&axes, Value::constant(ConstTensor::ints(vec![axis])));
-        return synth(op_type, name, &[input, &axes], output);
+        return synth::node(op_type, name, &[input, &axes], output, vec![]);
     }
-    let mut n = synth(op_type, name, &[input], output);
-    n.attribute.push(AttributeProto {
-        name: Some("axes".into()),
-        r#type: Some(AttributeType::Ints as i32),
-        ints: vec![axis],
-        ..AttributeProto::default()
-    });
-    n
+    synth::node(op_type, name, &[input], output, vec![synth::ints("axes", vec![axis])])
 }
 
 /// Sets `name` to a constant `int64` scalar.
 pub(crate) fn set_int(ctx: &mut Ctx<'_>, name: &str, value: i64) {
-    let c = ConstTensor { elem: code::INT64, shape: vec![], data: ConstData::Int(vec![value]) };
-    ctx.set(name, Value::constant(c));
+    ctx.set(name, Value::constant(ConstTensor::int_scalar(code::INT64, value)));
 }
 
 /// Sets `name` to a constant `bool` scalar.
 pub(crate) fn set_bool(ctx: &mut Ctx<'_>, name: &str, value: bool) {
-    let c =
-        ConstTensor { elem: code::BOOL, shape: vec![], data: ConstData::Int(vec![value.into()]) };
-    ctx.set(name, Value::constant(c));
+    ctx.set(name, Value::constant(ConstTensor::int_scalar(code::BOOL, value.into())));
+}
+
+/// The value of the one-element condition `name`, `None` when it is computed at run time.
+pub(crate) fn const_bool(ctx: &Ctx<'_>, node: &Node<'_>, name: &str) -> OnnxResult<Option<bool>> {
+    let Some(c) = ctx.get(node, name)?.as_const() else { return Ok(None) };
+    match c.scalar() {
+        Some(v) => Ok(Some(v != 0.0)),
+        None => Err(node
+            .malformed(format!("its condition `{name}` has shape {:?}, not one element", c.shape))),
+    }
 }
 
 /// A constant integer scalar input (a position, a trip count), `None` when the input is

@@ -3,13 +3,12 @@
 //! splitting and concatenating emit ordinary `Slice`, `Squeeze`, `Unsqueeze` and `Concat`
 //! mappings.
 
-use crate::control::{
-    Flow, Structured, axes_node, const_int, set_bool, set_int, synth, synth_with_int, unsqueeze,
-};
+use crate::control::{Flow, Structured, axes_node, const_int, set_bool, set_int, unsqueeze};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
 use crate::ops::resolve_axis;
+use crate::synth;
 use crate::tensor::ConstTensor;
 use crate::value::Value;
 
@@ -190,11 +189,13 @@ fn split_to_sequence(ctx: &mut Ctx<'_>, node: &Node<'_>, out: &str) -> OnnxResul
         ctx.set(&ends, Value::constant(ConstTensor::ints(vec![(start + size) as i64])));
         if squeeze {
             let sliced = format!("{name}.slice");
-            nodes.push(synth("Slice", &sliced, &[input, &starts, &ends, &axes], &sliced));
+            let slice = [input, &starts, &ends, &axes];
+            nodes.push(synth::node("Slice", &sliced, &slice, &sliced, vec![]));
             let squeeze = (sliced.as_str(), axis as i64);
             nodes.push(axes_node(ctx, node.opset, "Squeeze", &name, squeeze, &name));
         } else {
-            nodes.push(synth("Slice", &name, &[input, &starts, &ends, &axes], &name));
+            let slice = [input, &starts, &ends, &axes];
+            nodes.push(synth::node("Slice", &name, &slice, &name, vec![]));
         }
         items.push(name);
         start += size;
@@ -223,6 +224,6 @@ fn concat_from_sequence(ctx: &mut Ctx<'_>, node: &Node<'_>, out: &str) -> OnnxRe
         }
     }
     let inputs: Vec<&str> = parts.iter().map(String::as_str).collect();
-    nodes.push(synth_with_int("Concat", &node.name, &inputs, out, ("axis", axis)));
+    nodes.push(synth::node("Concat", &node.name, &inputs, out, vec![synth::int("axis", axis)]));
     Ok(Flow::Expand { nodes, revisit: false })
 }

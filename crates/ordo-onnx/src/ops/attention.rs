@@ -42,8 +42,7 @@ impl Builder<'_, '_> {
         x: OutletId,
         shape: &[usize],
     ) -> OnnxResult<OutletId> {
-        let op = Op::Reshape { shape: shape.iter().map(|&d| d as i64).collect() };
-        ctx.emit_part(self.node, part, op, &[x])
+        ctx.emit_part(self.node, part, super::reshape_op(shape), &[x])
     }
 
     /// `[B, S, H * D]` to `[B, H, S, D]`.

@@ -4,7 +4,7 @@
 use ordo_ir::op::{Conv2d, ConvTranspose2d};
 use ordo_ir::{Op, OutletId, TensorFact};
 
-use super::{Outputs, one};
+use super::{Outputs, one, reshape_op};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::{Node, small_uints};
@@ -176,15 +176,14 @@ fn conv1d(ctx: &mut Ctx<'_>, node: &Node<'_>, x_fact: &TensorFact) -> OnnxResult
     ctx.declare_derived_param(&as_2d, fact, ParamSource::Tensor(weight));
     let (n, c, len) = (x_fact.shape[0], x_fact.shape[1], x_fact.shape[2]);
     let x = ctx.wire(node, 0)?;
-    let reshape =
-        |shape: &[usize]| Op::Reshape { shape: shape.iter().map(|&d| d as i64).collect() };
     let x2 =
-        ctx.emit(&format!("{}/as_2d", node.name), reshape(&[n, c, 1, len]), &[x], Vec::new())?[0];
+        ctx.emit(&format!("{}/as_2d", node.name), reshape_op(&[n, c, 1, len]), &[x], Vec::new())?
+            [0];
     let params: Vec<String> = std::iter::once(as_2d).chain(bias).collect();
     let y2 = ctx.emit_with_params(node, Op::Conv2d(op), &[x2], &params)?[0];
     let y2_fact = ctx.graph.fact(y2).cloned().expect("emitted");
     let out = [n, out_channels, y2_fact.shape[3]];
-    one(ctx.emit_value(&format!("{}/as_1d", node.name), reshape(&out), &[y2])?)
+    one(ctx.emit_value(&format!("{}/as_1d", node.name), reshape_op(&out), &[y2])?)
 }
 
 /// `ConvTranspose` (1-D or 2-D) with weight `[C, out / groups, k...]` (and bias) parameters:
@@ -262,7 +261,9 @@ pub(crate) fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<O
         }
         Some(other) => return Err(node.shape_error(format!("output_shape {other:?}"))),
     }
-    if dims == 3 {
+    let x = ctx.wire(node, 0)?;
+    let y = if dims == 3 {
+        let depth_crop = crops[0];
         let spec = super::conv3d::Transposed3d {
             weight,
             bias,
@@ -270,30 +271,30 @@ pub(crate) fn conv_transpose(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<O
             window: w,
             padding,
             output_padding,
-            crops,
+            depth_crop,
         };
-        return super::conv3d::conv_transpose3d(ctx, node, &x_fact, spec);
-    }
-    // A 1-D window becomes a 2-D one with a unit first dim.
-    let lift = |v: &[usize], unit: usize| -> [usize; 2] {
-        if dims == 1 { [unit, v[0]] } else { [v[0], v[1]] }
-    };
-    let op = ConvTranspose2d {
-        out_channels: per_group * groups,
-        kernel: lift(&w.kernel, 1),
-        stride: lift(&w.stride, 1),
-        padding: lift(&padding, 0),
-        output_padding: lift(&output_padding, 0),
-        dilation: lift(&w.dilation, 1),
-        groups,
-        bias: bias.is_some(),
-    };
-    let x = ctx.wire(node, 0)?;
-    let y = if dims == 2 {
-        let params: Vec<String> = std::iter::once(weight).chain(bias).collect();
-        ctx.emit_with_params(node, Op::ConvTranspose2d(op), &[x], &params)?[0]
+        super::conv3d::conv_transpose3d(ctx, node, x, &x_fact, spec)?
     } else {
-        conv_transpose_1d(ctx, node, (op, x, &x_fact, weight, bias))?
+        // A 1-D window becomes a 2-D one with a unit first dim.
+        let lift = |v: &[usize], unit: usize| -> [usize; 2] {
+            if dims == 1 { [unit, v[0]] } else { [v[0], v[1]] }
+        };
+        let op = ConvTranspose2d {
+            out_channels: per_group * groups,
+            kernel: lift(&w.kernel, 1),
+            stride: lift(&w.stride, 1),
+            padding: lift(&padding, 0),
+            output_padding: lift(&output_padding, 0),
+            dilation: lift(&w.dilation, 1),
+            groups,
+            bias: bias.is_some(),
+        };
+        if dims == 2 {
+            let params: Vec<String> = std::iter::once(weight).chain(bias).collect();
+            ctx.emit_with_params(node, Op::ConvTranspose2d(op), &[x], &params)?[0]
+        } else {
+            conv_transpose_1d(ctx, node, (op, x, &x_fact, weight, bias))?
+        }
     };
     // What the padding left to take off one end.
     let mut y = y;
@@ -326,15 +327,12 @@ fn conv_transpose_1d(
     let params: Vec<String> = std::iter::once(as_2d).chain(bias).collect();
     let (n, c, len) = (x_fact.shape[0], x_fact.shape[1], x_fact.shape[2]);
     let x2 =
-        ctx.emit(&format!("{}/as_2d", node.name), reshape(&[n, c, 1, len]), &[x], Vec::new())?[0];
+        ctx.emit(&format!("{}/as_2d", node.name), reshape_op(&[n, c, 1, len]), &[x], Vec::new())?
+            [0];
     let y2 = ctx.emit_with_params(node, Op::ConvTranspose2d(op), &[x2], &params)?[0];
     let y_fact = ctx.graph.fact(y2).cloned().expect("emitted");
     let out = [n, y_fact.shape[1], y_fact.shape[3]];
-    Ok(ctx.emit(&format!("{}/as_1d", node.name), reshape(&out), &[y2], Vec::new())?[0])
-}
-
-fn reshape(shape: &[usize]) -> Op {
-    Op::Reshape { shape: shape.iter().map(|&d| d as i64).collect() }
+    Ok(ctx.emit(&format!("{}/as_1d", node.name), reshape_op(&out), &[y2], Vec::new())?[0])
 }
 
 /// The ONNX name of the parameter read by input `i`, which must be a graph input or

@@ -16,7 +16,7 @@ use ordo_ir::op::{Conv2d, ConvTranspose2d, PadMode};
 use ordo_ir::{Op, OutletId, TensorFact};
 
 use super::conv::{WindowNd, param_name, window_nd};
-use super::{Outputs, one};
+use super::{Outputs, one, reshape_op};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
@@ -30,7 +30,7 @@ pub(crate) fn conv3d(
 ) -> OnnxResult<Outputs> {
     let weight = param_name(ctx, node, 1, "weight")?;
     let w_fact = ctx.param_fact(&weight).cloned().expect("checked parameter");
-    let &[out_channels, per_group, depth, kh, kw] = &w_fact.shape[..] else {
+    let &[out_channels, _, depth, kh, kw] = &w_fact.shape[..] else {
         return Err(
             node.shape_error(format!("weight {w_fact} of a 3-D convolution must have rank 5"))
         );
@@ -59,7 +59,7 @@ pub(crate) fn conv3d(
         x = ctx.emit_part(node, "pad_depth", op, &[x])?;
     }
     // [N, D, C, H, W]: a tap's frames are one slice of dim 1, folded into the batch.
-    x = ctx.emit_part(node, "depth_first", Op::Transpose { perm: vec![0, 2, 1, 3, 4] }, &[x])?;
+    x = ctx.emit_part(node, "depth_first", swap_channels_and_depth(), &[x])?;
     let conv = Conv2d {
         out_channels,
         kernel: [kh, kw],
@@ -78,39 +78,29 @@ pub(crate) fn conv3d(
         let folded = ctx.emit_part(
             node,
             &format!("tap{t}.fold"),
-            reshape(&[n * frames, c, h, width]),
+            reshape_op(&[n * frames, c, h, width]),
             &[taken],
         )?;
-        let tap = format!("{weight}/tap{t}");
-        let fact = TensorFact::new(w_fact.dtype, vec![out_channels, per_group, kh, kw]);
-        let source = ParamSource::Tap { tensor: weight.clone(), axis: 2, index: t };
-        ctx.declare_derived_param(&tap, fact, source);
         // The bias is added once, by the first tap.
-        let mut params = vec![tap];
+        let mut params = vec![tap_weight(ctx, &weight, &w_fact, t)];
         let mut op = conv.clone();
         if let (0, Some(b)) = (t, &bias) {
             op.bias = true;
             params.push(b.clone());
         }
-        let part =
-            Node { proto: node.proto, name: format!("{}/tap{t}", node.name), opset: node.opset };
-        let y = ctx.emit_with_params(&part, Op::Conv2d(op), &[folded], &params)?[0];
-        sum = Some(match sum {
-            None => y,
-            Some(s) => ctx.emit_part(node, &format!("tap{t}.sum"), Op::Add, &[s, y])?,
-        });
+        let y = ctx.emit_with_params(&tap_node(node, t), Op::Conv2d(op), &[folded], &params)?[0];
+        sum = Some(add_tap(ctx, node, t, sum, y)?);
     }
     let y = sum.expect("a kernel of depth at least 1");
     let y_fact = ctx.graph.fact(y).cloned().expect("emitted");
     let (oh, ow) = (y_fact.shape[2], y_fact.shape[3]);
-    let y = ctx.emit_part(node, "unfold", reshape(&[n, frames, out_channels, oh, ow]), &[y])?;
-    let y =
-        ctx.emit_part(node, "channels_first", Op::Transpose { perm: vec![0, 2, 1, 3, 4] }, &[y])?;
+    let y = ctx.emit_part(node, "unfold", reshape_op(&[n, frames, out_channels, oh, ow]), &[y])?;
+    let y = ctx.emit_part(node, "channels_first", swap_channels_and_depth(), &[y])?;
     one(ctx.wire_value(y))
 }
 
-/// What `ConvTranspose` read for a 3-D one: the padding, output padding and crops per
-/// spatial dim, depth first, as it works them out for any rank.
+/// What `ConvTranspose` read for a 3-D one: the padding and output padding per spatial dim,
+/// depth first, as it works them out for any rank, and the crop it takes off the depth.
 pub(crate) struct Transposed3d {
     /// The weight `[C, C' / groups, kD, kH, kW]`, by ONNX name.
     pub weight: String,
@@ -124,17 +114,19 @@ pub(crate) struct Transposed3d {
     pub padding: Vec<usize>,
     /// Added at the end of each dim.
     pub output_padding: Vec<usize>,
-    /// Taken off the start and end of each dim after the padding.
-    pub crops: Vec<(usize, usize)>,
+    /// What the caller takes off the start and end of the depth after the padding.
+    pub depth_crop: (usize, usize),
 }
 
-/// `ConvTranspose` of a 5-D input.
+/// `ConvTranspose` of the 5-D input `x`, the padding taken off, the bias added; the caller
+/// takes off the crops, as it does for 1-D and 2-D ones.
 pub(crate) fn conv_transpose3d(
     ctx: &mut Ctx<'_>,
     node: &Node<'_>,
+    x: OutletId,
     x_fact: &TensorFact,
     spec: Transposed3d,
-) -> OnnxResult<Outputs> {
+) -> OnnxResult<OutletId> {
     let w_fact = ctx.param_fact(&spec.weight).cloned().expect("checked parameter");
     let &[_, per_group, depth, kh, kw] = &w_fact.shape[..] else { unreachable!("rank 5") };
     let &[n, c, d, h, width] = &x_fact.shape[..] else { unreachable!("a 5-D input") };
@@ -151,40 +143,34 @@ pub(crate) fn conv_transpose3d(
         groups: spec.groups,
         bias: false,
     };
-    let x = ctx.wire(node, 0)?;
-    let x =
-        ctx.emit_part(node, "depth_first", Op::Transpose { perm: vec![0, 2, 1, 3, 4] }, &[x])?;
-    let x = ctx.emit_part(node, "fold", reshape(&[n * d, c, h, width]), &[x])?;
+    let x = ctx.emit_part(node, "depth_first", swap_channels_and_depth(), &[x])?;
+    let x = ctx.emit_part(node, "fold", reshape_op(&[n * d, c, h, width]), &[x])?;
     // The output's depth before the padding is taken off: the last tap's last frame, plus the
     // output padding.
     let spread = (d - 1) * stride + 1;
     let full = spread + dilation * (depth - 1) + spec.output_padding[0];
     let mut sum: Option<OutletId> = None;
     for t in 0..depth {
-        let tap = format!("{}/tap{t}", spec.weight);
-        let fact = TensorFact::new(w_fact.dtype, vec![w_fact.shape[0], per_group, kh, kw]);
-        let source = ParamSource::Tap { tensor: spec.weight.clone(), axis: 2, index: t };
-        ctx.declare_derived_param(&tap, fact, source);
-        let part =
-            Node { proto: node.proto, name: format!("{}/tap{t}", node.name), opset: node.opset };
-        let y = ctx.emit_with_params(&part, Op::ConvTranspose2d(conv.clone()), &[x], &[tap])?[0];
+        let tap = tap_weight(ctx, &spec.weight, &w_fact, t);
+        let op = Op::ConvTranspose2d(conv.clone());
+        let y = ctx.emit_with_params(&tap_node(node, t), op, &[x], &[tap])?[0];
         let y_fact = ctx.graph.fact(y).cloned().expect("emitted");
         let (oh, ow) = (y_fact.shape[2], y_fact.shape[3]);
         let mut y = ctx.emit_part(
             node,
             &format!("tap{t}.unfold"),
-            reshape(&[n, d, out_channels, oh, ow]),
+            reshape_op(&[n, d, out_channels, oh, ow]),
             &[y],
         )?;
         if stride > 1 {
             // Frame i to frame i * stride: each frame followed by stride - 1 of zeros.
-            let gaps = reshape(&[n, d, 1, out_channels, oh, ow]);
+            let gaps = reshape_op(&[n, d, 1, out_channels, oh, ow]);
             y = ctx.emit_part(node, &format!("tap{t}.frames"), gaps, &[y])?;
             let mut pads = vec![0; 12];
             pads[6 + 2] = (stride - 1) as i64;
             let pad = Op::Pad { pads, mode: PadMode::Constant, value: 0.0 };
             y = ctx.emit_part(node, &format!("tap{t}.gaps"), pad, &[y])?;
-            let joined = reshape(&[n, d * stride, out_channels, oh, ow]);
+            let joined = reshape_op(&[n, d * stride, out_channels, oh, ow]);
             y = ctx.emit_part(node, &format!("tap{t}.spread"), joined, &[y])?;
             let cut = Op::Slice { axis: 1, start: 0, end: spread as i64, step: 1 };
             y = ctx.emit_part(node, &format!("tap{t}.cut"), cut, &[y])?;
@@ -196,38 +182,60 @@ pub(crate) fn conv_transpose3d(
         pads[5 + 1] = (full - spread - before) as i64;
         let shift = Op::Pad { pads, mode: PadMode::Constant, value: 0.0 };
         y = ctx.emit_part(node, &format!("tap{t}.shift"), shift, &[y])?;
-        sum = Some(match sum {
-            None => y,
-            Some(s) => ctx.emit_part(node, &format!("tap{t}.sum"), Op::Add, &[s, y])?,
-        });
+        sum = Some(add_tap(ctx, node, t, sum, y)?);
     }
     let mut y = sum.expect("a kernel of depth at least 1");
-    let (begin, end) = (spec.padding[0] + spec.crops[0].0, spec.padding[0] + spec.crops[0].1);
-    if begin + end >= full {
-        return Err(node.shape_error(format!(
-            "the padding takes {} of the output's {full} frames",
-            begin + end
-        )));
+    let pad = spec.padding[0];
+    let taken = 2 * pad + spec.depth_crop.0 + spec.depth_crop.1;
+    if taken >= full {
+        return Err(
+            node.shape_error(format!("the padding takes {taken} of the output's {full} frames"))
+        );
     }
-    if begin + end > 0 {
-        let cut = Op::Slice { axis: 1, start: begin as i64, end: (full - end) as i64, step: 1 };
-        y = ctx.emit_part(node, "crop_depth", cut, &[y])?;
+    if pad > 0 {
+        let cut = Op::Slice { axis: 1, start: pad as i64, end: (full - pad) as i64, step: 1 };
+        y = ctx.emit_part(node, "unpad_depth", cut, &[y])?;
     }
-    y = ctx.emit_part(node, "channels_first", Op::Transpose { perm: vec![0, 2, 1, 3, 4] }, &[y])?;
-    for (i, &(begin, end)) in spec.crops.iter().enumerate().skip(1).filter(|(_, c)| **c != (0, 0)) {
-        let len = ctx.graph.fact(y).expect("emitted").shape[2 + i] as i64;
-        let slice =
-            Op::Slice { axis: 2 + i as i64, start: begin as i64, end: len - end as i64, step: 1 };
-        y = ctx.emit_part(node, &format!("crop{i}"), slice, &[y])?;
-    }
+    y = ctx.emit_part(node, "channels_first", swap_channels_and_depth(), &[y])?;
     if spec.bias.is_some() {
         let b = ctx.wire(node, 2)?;
-        let b = ctx.emit_part(node, "bias_shape", reshape(&[1, out_channels, 1, 1, 1]), &[b])?;
+        let b = ctx.emit_part(node, "bias_shape", reshape_op(&[1, out_channels, 1, 1, 1]), &[b])?;
         y = ctx.emit_part(node, "bias", Op::Add, &[y, b])?;
     }
-    one(ctx.wire_value(y))
+    Ok(y)
 }
 
-fn reshape(shape: &[usize]) -> Op {
-    Op::Reshape { shape: shape.iter().map(|&d| d as i64).collect() }
+/// Declares slice `t` of a 3-D convolution weight's depth (dim 2) as a parameter of its own;
+/// returns its name.
+fn tap_weight(ctx: &mut Ctx<'_>, weight: &str, w_fact: &TensorFact, t: usize) -> String {
+    let tap = format!("{weight}/tap{t}");
+    let mut shape = w_fact.shape.clone();
+    shape.remove(2);
+    let source = ParamSource::Tap { tensor: weight.to_string(), axis: 2, index: t };
+    ctx.declare_derived_param(&tap, TensorFact::new(w_fact.dtype, shape), source);
+    tap
+}
+
+/// The node as tap `t`'s 2-D (transposed) convolution is named.
+fn tap_node<'a>(node: &Node<'a>, t: usize) -> Node<'a> {
+    Node { proto: node.proto, name: format!("{}/tap{t}", node.name), opset: node.opset }
+}
+
+/// Tap `t`'s result `y` added to the sum of the taps before it.
+fn add_tap(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    t: usize,
+    sum: Option<OutletId>,
+    y: OutletId,
+) -> OnnxResult<OutletId> {
+    match sum {
+        None => Ok(y),
+        Some(s) => ctx.emit_part(node, &format!("tap{t}.sum"), Op::Add, &[s, y]),
+    }
+}
+
+/// `[N, C, D, H, W]` to `[N, D, C, H, W]` and back.
+fn swap_channels_and_depth() -> Op {
+    Op::Transpose { perm: vec![0, 2, 1, 3, 4] }
 }

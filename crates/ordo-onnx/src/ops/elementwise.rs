@@ -375,7 +375,7 @@ pub(crate) fn clip(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
 fn negate(ctx: &mut Ctx<'_>, node: &Node<'_>, i: usize) -> OnnxResult<Value> {
     match ctx.input(node, i)? {
         Value::Const(c) => {
-            let zero = ConstTensor { elem: c.elem, shape: vec![], data: ConstData::Int(vec![0]) };
+            let zero = ConstTensor::int_scalar(c.elem, 0);
             let neg = fold::binary(&zero, &c, |_, b| -b, |_, b| b.checked_neg())
                 .map_err(|m| node.unsupported(m))?;
             Ok(Value::constant(neg))
@@ -488,7 +488,7 @@ fn along_axis(ctx: &mut Ctx<'_>, node: &Node<'_>, op: impl Fn(i64) -> Op) -> Onn
     let flat = Op::Reshape { shape: vec![rows as i64, cols as i64] };
     let flat = ctx.emit(&format!("{}.flatten", node.name), flat, &[x], Vec::new())?[0];
     let y = ctx.emit(&format!("{}.flat", node.name), op(1), &[flat], Vec::new())?[0];
-    let back = Op::Reshape { shape: fact.shape.iter().map(|&d| d as i64).collect() };
+    let back = super::reshape_op(&fact.shape);
     one(ctx.emit_value(&node.name, back, &[y])?)
 }
 

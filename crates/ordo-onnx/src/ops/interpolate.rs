@@ -11,6 +11,7 @@ use super::Outputs;
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
+use crate::synth;
 use crate::tensor::{ConstData, ConstTensor, code};
 use crate::value::Value;
 
@@ -157,8 +158,6 @@ fn normalized(taps: Vec<f64>) -> Vec<f64> {
 /// before opset 9, a constant input from 9) with asymmetric coordinates, nearest rounding
 /// down, as onnx's reference computes it.
 pub(crate) fn upsample(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
-    use crate::proto::attribute_proto::AttributeType;
-    use crate::proto::{AttributeProto, NodeProto};
     let scales = if node.opset < 9 {
         node.floats("scales").ok_or_else(|| node.malformed("attribute `scales` is missing"))?
     } else {
@@ -176,24 +175,14 @@ pub(crate) fn upsample(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs
         data: ConstData::Float(scales),
     };
     ctx.set(&scales_name, Value::constant(c));
-    let text = |name: &str, value: &str| AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::String as i32),
-        s: Some(value.as_bytes().to_vec()),
-        ..AttributeProto::default()
-    };
-    let proto = NodeProto {
-        op_type: Some("Resize".into()),
-        name: Some(node.name.clone()),
-        input: vec![node.required_input(0)?.to_string(), String::new(), scales_name],
-        output: node.proto.output.clone(),
-        attribute: vec![
-            text("mode", mode),
-            text("coordinate_transformation_mode", "asymmetric"),
-            text("nearest_mode", "floor"),
-        ],
-        ..NodeProto::default()
-    };
+    let attributes = vec![
+        synth::string("mode", mode),
+        synth::string("coordinate_transformation_mode", "asymmetric"),
+        synth::string("nearest_mode", "floor"),
+    ];
+    let inputs = [node.required_input(0)?, "", &scales_name];
+    let output = node.proto.output.first().map_or("", String::as_str);
+    let proto = synth::node("Resize", &node.name, &inputs, output, attributes);
     resize(ctx, &Node { proto: &proto, name: node.name.clone(), opset: node.opset.max(11) })
 }
 

@@ -277,6 +277,11 @@ pub(crate) fn one(value: Value) -> OnnxResult<Outputs> {
     Ok(vec![Some(value)])
 }
 
+/// A `Reshape` to a resolved shape.
+pub(crate) fn reshape_op(shape: &[usize]) -> ordo_ir::Op {
+    ordo_ir::Op::Reshape { shape: shape.iter().map(|&d| d as i64).collect() }
+}
+
 /// Resolves a possibly negative axis against a rank.
 pub(crate) fn resolve_axis(node: &Node<'_>, axis: i64, rank: usize) -> OnnxResult<usize> {
     let r = rank as i64;

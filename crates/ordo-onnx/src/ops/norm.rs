@@ -5,7 +5,7 @@ use ordo_ir::op::{BatchNorm, LayerNorm, Reduce, ReduceKind, UnaryOp};
 use ordo_ir::{Op, OutletId};
 
 use super::conv::param_name;
-use super::{Outputs, one, resolve_axis};
+use super::{Outputs, one, reshape_op, resolve_axis};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
@@ -233,10 +233,6 @@ fn reshaped(
         return Err(node.shape_error(format!("{what} {fact}: expected {} values", shape[0])));
     }
     emit_reshape(ctx, node, what, w, shape)
-}
-
-fn reshape_op(shape: &[usize]) -> Op {
-    Op::Reshape { shape: shape.iter().map(|&d| d as i64).collect() }
 }
 
 fn emit_reshape(

@@ -27,7 +27,7 @@ pub(crate) fn constant(_: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
         ConstTensor { elem: code::FLOAT, shape: vec![], data: ConstData::Float(vec![v]) }
     } else if node.has_attr("value_int") {
         let v = node.int("value_int", 0)?;
-        ConstTensor { elem: code::INT64, shape: vec![], data: ConstData::Int(vec![v]) }
+        ConstTensor::int_scalar(code::INT64, v)
     } else if let Some(v) = node.ints("value_ints") {
         ConstTensor::ints(v.to_vec())
     } else {
@@ -62,7 +62,7 @@ pub(crate) fn shape(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
 /// `Size`: the number of elements.
 pub(crate) fn size(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let n: u64 = dims_of(ctx, node, 0)?.iter().map(|&d| d as u64).product();
-    let c = ConstTensor { elem: code::INT64, shape: vec![], data: ConstData::Int(vec![n as i64]) };
+    let c = ConstTensor::int_scalar(code::INT64, n as i64);
     one(Value::constant(c))
 }
 

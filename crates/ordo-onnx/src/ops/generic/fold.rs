@@ -44,7 +44,7 @@ pub(super) fn fold_constants(
     };
     let unary = |f: fn(f64) -> f64, int: fn(i64) -> Option<i64>| {
         let [c] = consts[..] else { return Ok(None) };
-        let zero = ConstTensor { elem: c.elem, shape: vec![], data: ConstData::Int(vec![0]) };
+        let zero = ConstTensor::int_scalar(c.elem, 0);
         Ok(Some(fold::binary(&zero, c, |_, x| f(x), |_, x| int(x)).map_err(bad)?))
     };
     match node.op_type() {
@@ -58,8 +58,7 @@ pub(super) fn fold_constants(
         "Xor" => logic(|a, b| a != b),
         "Not" => {
             let [c] = consts[..] else { return Ok(None) };
-            let one =
-                ConstTensor { elem: code::BOOL, shape: vec![], data: ConstData::Int(vec![1]) };
+            let one = ConstTensor::int_scalar(code::BOOL, 1);
             let folded =
                 fold::binary(&one, c, |p, q| p - q, |p, q| p.checked_sub(q)).map_err(bad)?;
             Ok(Some(as_bool(folded)))
@@ -143,7 +142,7 @@ pub(super) fn fold_constants(
                 }
             };
             let (lo, hi) = (bound(1, "min", f64::NEG_INFINITY)?, bound(2, "max", f64::INFINITY)?);
-            let zero = ConstTensor { elem: x.elem, shape: vec![], data: ConstData::Int(vec![0]) };
+            let zero = ConstTensor::int_scalar(x.elem, 0);
             let folded = fold::binary(
                 &zero,
                 x,
