@@ -19,12 +19,16 @@ from onnx import numpy_helper  # noqa: E402
 from test_onnx_models import cli  # noqa: E402
 
 
-class Loopy(torch.nn.Module):
+class _TwoLayers(torch.nn.Module):
+    """The layers the models below run their control flow around."""
+
     def __init__(self):
         super().__init__()
         self.lin = torch.nn.Linear(8, 8)
         self.head = torch.nn.Linear(8, 4)
 
+
+class Loopy(_TwoLayers):
     def forward(self, x):
         h = x
         for _ in range(3):
@@ -41,14 +45,9 @@ class Loopy(torch.nn.Module):
         return self.head(torch.cat(list(parts), dim=1))
 
 
-class Appender(torch.nn.Module):
+class Appender(_TwoLayers):
     """A list appended to in a loop over the batch, stacked: `SequenceEmpty`, a `Loop`
     carrying the sequence, `SequenceInsert`, `ConcatFromSequence`."""
-
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(8, 8)
-        self.head = torch.nn.Linear(8, 4)
 
     def forward(self, x):
         outs: list[torch.Tensor] = []
@@ -59,12 +58,7 @@ class Appender(torch.nn.Module):
         return self.head(torch.stack(outs, 0))
 
 
-class Cond(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(8, 8)
-        self.head = torch.nn.Linear(8, 4)
-
+class Cond(_TwoLayers):
     def forward(self, x):
         h = torch.cond(
             x.sum() > 0,
