@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The checks that need a CUDA GPU, as one short run: the GPU tests of ordo.torch.distribute,
-# a distributed step under compute-sanitizer's racecheck, and the GPU benchmark. Logs go to
+# a distributed step under compute-sanitizer's racecheck, where a one-device step's time goes
+# (PyTorch, a side stream, ordo on either stream), and the GPU benchmark. Logs go to
 # the directory given (default: target/gpu-check). Needs a Python with torch (CUDA),
 # torchvision, transformers, pytest and the ordo package (maturin develop, or its wheel).
 #
@@ -24,6 +25,13 @@ if [ "${SANITIZE_S:-150}" != 0 ]; then
     echo "== compute-sanitizer --tool racecheck"
     timeout "${SANITIZE_S:-150}" compute-sanitizer --tool racecheck --print-limit 20 \
         "$python" crates/ordo-py/bench/gpu_sanitize.py 2>&1 | tail -40 | tee "$logs/racecheck.txt"
+fi
+
+if [ "${OVERHEAD_S:-100}" != 0 ]; then
+    echo "== where the time goes"
+    timeout "${OVERHEAD_S:-100}" "$python" crates/ordo-py/bench/gpu_overhead.py \
+        --models "${OVERHEAD_MODELS:-resnet50,bert}" --batch "${BATCH:-32}" 2>&1 \
+        | tee "$logs/overhead.txt"
 fi
 
 echo "== benchmark"

@@ -143,7 +143,9 @@ class on_stream:
     def __enter__(self) -> None:
         s = self.stream
         self.device = None
-        if torch.cuda.current_device() != s.device_index:
+        # What `torch.cuda.current_device()` returns, without its lazy-initialisation check
+        # (CUDA is initialised: the stream exists).
+        if torch._C._cuda_getDevice() != s.device_index:
             self.device = torch.cuda.device(s.device_index)
             self.device.__enter__()
         self.previous = torch._C._cuda_getCurrentStream(s.device_index)
@@ -195,7 +197,7 @@ class StreamStep:
         stream = device.stream
         gpu = device.device.index
         host_waited = False
-        read: list[torch.Tensor] = []
+        read: list[int] = []  # the storages it reads on its own stream
 
         def bring(x):
             nonlocal host_waited
@@ -205,13 +207,15 @@ class StreamStep:
                 if x.dim() == 0:  # a host scalar: kernels take it as it is
                     return x
                 return self._transfer(x, None, device)
+            key = _key(x)
             with self.lock:
-                source = self.produced.get(_key(x))
-            if x.device != device.device or (
+                source = self.produced.get(key)
+            # `get_device()`: the GPU's index as an int (`x.device` builds a device object).
+            if x.get_device() != gpu or (
                 self.copy_all and source is not None and source.device != device.index
             ):
                 return self._transfer(x, source, device)
-            read.append(x)
+            read.append(key)
             if source is None:  # the host's: computed on its stream before this launch
                 caller = current_stream(gpu)
                 if caller != stream:
@@ -225,7 +229,10 @@ class StreamStep:
             return x
 
         with _UNWATCHED():
-            a, kw = tree_apply(bring, (a, kw))
+            if not kw and all(type(x) is torch.Tensor for x in a):  # the usual layer call
+                a = tuple([bring(x) for x in a])
+            else:
+                a, kw = tree_apply(bring, (a, kw))
             if inplace and a and isinstance(a[0], torch.Tensor) and a[0].is_cuda:
                 with self.lock:
                     readers = list(self.read.get(_key(a[0]), ()))
@@ -236,12 +243,15 @@ class StreamStep:
         with _UNWATCHED():
             done = torch.cuda.Event()
             done.record(stream)
+            produced = _Produced(done, stream, layer, device.index)
+            outputs = [output] if type(output) is torch.Tensor else _tensor_leaves(output)
+            keys = [_key(x) for x in outputs if x.is_cuda]
             with self.lock:
                 self.streams[stream] = None
-                for x in read:
-                    self.read.setdefault(_key(x), []).append(done)
-                for x in _gpu_leaves(output):
-                    self.produced[_key(x)] = _Produced(done, stream, layer, device.index)
+                for key in read:
+                    self.read.setdefault(key, []).append(done)
+                for key in keys:
+                    self.produced[key] = produced
         return output
 
     def _transfer(self, x: torch.Tensor, source: _Produced | None, device: GpuDevice):

@@ -8,7 +8,6 @@ the host thread only (the decisions, the reached layers, the futures and their r
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 from concurrent.futures import Future
@@ -54,6 +53,17 @@ class Plan:
                 self.device_prev[layer] = order[i - 1] if i else None
         self.global_order: list[str] = list(placement.global_order)
         self.global_position = {layer: i for i, layer in enumerate(self.global_order)}
+        self._waits: dict[tuple[bool, str], dict[str, frozenset[str]]] = {}
+
+    def waits_of(self, reorder: bool, criterion: str) -> dict[str, frozenset[str]]:
+        """``waits`` of every layer, made once per setting (a layer call looks it up)."""
+        key = (reorder, criterion)
+        cached = self._waits.get(key)
+        if cached is None:
+            cached = self._waits[key] = {
+                layer: frozenset(self.waits(layer, reorder, criterion)) for layer in self.layers
+            }
+        return cached
 
     def waits(self, layer: str, reorder: bool, criterion: str) -> set[str]:
         """The layers ``layer`` waits for before it submits (Algorithm 1, lines 1-3)."""
@@ -71,6 +81,34 @@ class _Aborted(Exception):
     """The step failed elsewhere; a waiting layer gives up."""
 
 
+class _OnHost:
+    """``Step._layer_on_host``'s context (a class: a generator-based context manager costs
+    more than a small layer's launch on a GPU). The modes are popped and pushed back with
+    torch's own stack functions (what `torch.overrides._pop_mode_temporarily` calls)."""
+
+    __slots__ = ("step", "popped")
+
+    def __init__(self, step: Step) -> None:
+        self.step = step
+
+    def __enter__(self) -> None:
+        step = self.step
+        self.popped = popped = []
+        watch, gpu_ops = step.watch, step.gpu_ops
+        if watch is not None or gpu_ops is not None:
+            while torch._C._len_torch_function_stack():
+                top = torch.overrides._get_current_function_mode()
+                if top is None or (top is not watch and top is not gpu_ops):
+                    break
+                popped.append(torch._C._pop_torch_function_stack())
+        step.in_layer = True
+
+    def __exit__(self, *exc) -> None:
+        self.step.in_layer = False
+        for mode in reversed(self.popped):
+            torch._C._push_on_torch_function_stack(mode)
+
+
 class Step:
     """One call of the distributed module's ``forward``."""
 
@@ -78,6 +116,7 @@ class Step:
         self.plan: Plan = assigner.plan
         self.devices = assigner.devices
         self.reorder, self.criterion = assigner.reorder, assigner.criterion
+        self.waits_of = self.plan.waits_of(self.reorder, self.criterion)
         self.timeout = assigner.timeout
         self.host = threading.get_ident()
         self.cv = threading.Condition()
@@ -85,7 +124,7 @@ class Step:
         self.error: BaseException | None = None  # guarded by cv
         self.code_order: list[str] = []
         self.reached: set[str] = set()
-        self.waits: dict[str, set[str]] = {}
+        self.waits: dict[str, frozenset[str]] = {}
         self.threads: list[str] = []
         self.not_waiting: set[str] = set()  # the isNotWaiting cache
         self.prefix = [0] * len(self.plan.device_order)
@@ -133,8 +172,11 @@ class Step:
         after = [p._future for p in leaves]
         came_from = set().union(*(p._layers for p in leaves)) if leaves else set()
         # A layer that writes its input (`inplace=True`) comes after what read it before.
+        # `inplace` from the module's own attributes: `getattr` of one it lacks goes through
+        # nn.Module.__getattr__ and an AttributeError, a cost on every layer call.
         module = getattr(forward, "__self__", None)
-        written = args[0] if args and getattr(module, "inplace", False) is True else None
+        inplace = getattr(module, "__dict__", {}).get("inplace") is True
+        written = args[0] if args and inplace else None
         if isinstance(written, Pending):
             after += self.readers.get(written._future, [])
         elif isinstance(written, torch.Tensor):
@@ -145,7 +187,7 @@ class Step:
             forward = functools.partial(
                 self.gpu.launch, layer, device, forward, written is not None
             )
-        waits = self.plan.waits(layer, self.reorder, self.criterion)
+        waits = self.waits_of[layer]
         if came_from:
             waits = waits | (came_from - {layer})
         self.waits[layer] = waits
@@ -188,30 +230,13 @@ class Step:
         ).start()
         return Pending(future, frozenset({layer}), self)
 
-    @contextlib.contextmanager
-    def _layer_on_host(self):
+    def _layer_on_host(self) -> _OnHost:
         """A layer runs on the host: its own operations are not watched (for in-place writes,
         or for streams: the layer's launch orders its streams). The watching modes leave the
         stack meanwhile (when they are on top: every operation under a torch function mode
         takes torch's slow dispatch path, 10% of a small model's step), else they stand
         aside."""
-        # Popped and pushed back with torch's own stack functions (what
-        # `torch.overrides._pop_mode_temporarily` calls): that context manager costs more
-        # than a small layer's launch on a GPU.
-        popped = []
-        watch, gpu_ops = self.watch, self.gpu_ops
-        while torch._C._len_torch_function_stack():
-            top = torch.overrides._get_current_function_mode()
-            if top is None or (top is not watch and top is not gpu_ops):
-                break
-            popped.append(torch._C._pop_torch_function_stack())
-        self.in_layer = True
-        try:
-            yield
-        finally:
-            self.in_layer = False
-            for mode in reversed(popped):
-                torch._C._push_on_torch_function_stack(mode)
+        return _OnHost(self)
 
     def _watch_host_writes(self) -> None:
         """Deferred work exists from now on: the host's in-place writes are watched."""
@@ -240,7 +265,7 @@ class Step:
         while self.global_prefix < len(order) and order[self.global_prefix] in self.reached:
             self.global_prefix += 1
 
-    def _may_run_on_host(self, layer: str, waits: set[str]) -> bool:
+    def _may_run_on_host(self, layer: str, waits: frozenset[str]) -> bool:
         device = self.plan.device_of[layer]
         if (
             self.criterion == "gpu-topo"
@@ -287,7 +312,7 @@ class Step:
                 stack.pop()
         return True
 
-    def _deferred(self, layer: str, waits: set[str], job: Callable, future: Future) -> None:
+    def _deferred(self, layer: str, waits: frozenset[str], job: Callable, future: Future) -> None:
         """A layer's thread: waits until it may submit, then submits."""
         try:
             self._wait_submitted(layer, waits)
@@ -296,7 +321,7 @@ class Step:
             if not future.done():
                 future.set_exception(error)
 
-    def _wait_submitted(self, layer: str, waits: set[str]) -> None:
+    def _wait_submitted(self, layer: str, waits: frozenset[str]) -> None:
         # Without the lock first: `submitted` only grows, and a set's membership test is
         # atomic under the interpreter lock; a stale answer falls through to the wait.
         if waits <= self.submitted:
@@ -384,9 +409,17 @@ class Step:
     def before_host_write(self, tensor: torch.Tensor) -> None:
         """The host is about to write ``tensor`` in place: the deferred work that reads its
         storage must read it first, as it would in code order."""
-        if tensor.layout != torch.strided:
+        # Nothing read by deferred work yet (the usual case: every layer so far ran on the
+        # host): nothing to wait for. Only the host's thread reads and writes the registry.
+        if not self.tensor_readers:
             return
-        readers = self.tensor_readers.get(tensor.untyped_storage().data_ptr(), [])
+        # The tensor's metadata without the watching torch function modes (on the host, a
+        # layer writing its input in place comes here while they are on the stack).
+        with torch._C.DisableTorchFunction():
+            if tensor.layout != torch.strided:
+                return
+            key = tensor.untyped_storage().data_ptr()
+        readers = self.tensor_readers.get(key, [])
         for reader, layers in readers:
             if reader.done():
                 continue
