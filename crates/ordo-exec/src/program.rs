@@ -326,6 +326,13 @@ pub fn missing_kernels(graph: &Graph) -> Option<String> {
                 other.entry(format!("bit casts of {t}")).or_default().push(&n.name);
             }
         }
+        // Strings are planned, never computed: an input, a buffer or an op that holds them.
+        let string = |f: &ordo_ir::TensorFact| f.dtype == ordo_ir::DType::String;
+        let in_facts = n.inputs.iter().filter_map(|&o| graph.fact(o));
+        if in_facts.chain(&n.outputs).any(string) {
+            other.entry("string tensors".to_string()).or_default().push(&n.name);
+            continue;
+        }
         let reads_u64 = n.inputs.iter().any(|&o| graph.fact(o).is_some_and(|f| f.dtype == U64));
         if reads_u64 && !cpu::reads_u64(&n.op) {
             other.entry(format!("u64 inputs of {}", n.op.label())).or_default().push(&n.name);

@@ -54,13 +54,18 @@ pub enum DType {
     U32,
     /// 64-bit unsigned integer.
     U64,
+    /// A string (ONNX's `string` tensors: text pipelines). Planned as one 8-byte handle per
+    /// element, as runtimes hold them (the characters' own bytes are not known before the
+    /// data, so memory plans count the handles only); planning-only: no kernel reads or
+    /// writes strings.
+    String,
 }
 
 impl DType {
     /// Bits per element (a bool's byte counts 8).
     pub fn bits(self) -> u64 {
         match self {
-            DType::I64 | DType::F64 | DType::U64 => 64,
+            DType::I64 | DType::F64 | DType::U64 | DType::String => 64,
             DType::F32 | DType::I32 | DType::U32 => 32,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 16,
             DType::Bool
@@ -145,6 +150,7 @@ impl fmt::Display for DType {
             DType::U16 => "u16",
             DType::U32 => "u32",
             DType::U64 => "u64",
+            DType::String => "string",
         };
         f.write_str(name)
     }

@@ -47,6 +47,11 @@ pub(crate) struct Ctx<'a> {
     pub frozen: std::collections::BTreeSet<String>,
     /// ONNX nodes whose output size depends on the data, planned at its largest.
     pub bounded: Vec<String>,
+    /// The facts the file declares for tensors (value infos, graph outputs; none when the
+    /// import resizes the model): a data-dependent size is planned at the declared one.
+    pub declared: HashMap<String, TensorFact>,
+    /// ONNX nodes whose output size depends on the data, planned at the size the file declares.
+    pub sized_by_file: Vec<String>,
     /// Nodes added by inlining control flow, indexed after [`Ctx::onnx_nodes`].
     inlined: Vec<std::rc::Rc<NodeProto>>,
     /// Sequences and optionals, by tensor name.
@@ -90,6 +95,8 @@ impl<'a> Ctx<'a> {
             derived: HashMap::new(),
             frozen: Default::default(),
             bounded: Vec::new(),
+            declared: HashMap::new(),
+            sized_by_file: Vec::new(),
             inlined: Vec::new(),
             structured: HashMap::new(),
             loops: HashMap::new(),

@@ -76,6 +76,12 @@ pub(crate) fn import_traced(
     let mut ctx = Ctx::new(&name, &graph.node);
     ctx.graph_outputs = graph.output.iter().map(|o| o.name().to_string()).collect();
     ctx.resized = options.batch.is_some() || options.seq_len.is_some();
+    if !ctx.resized {
+        let infos = graph.value_info.iter().chain(&graph.output);
+        ctx.declared = infos
+            .filter_map(|i| Some((i.name().to_string(), declared_fact(i.r#type.as_ref())?)))
+            .collect();
+    }
     let data_inputs = declare_inputs(&mut ctx, graph, options)?;
     ctx.frozen = frozen_params(&ctx, graph, options)?;
     let mut folded = 0;
@@ -161,6 +167,7 @@ pub(crate) fn import_traced(
     finish_outputs(&mut ctx, graph, opset)?;
     let sources = std::mem::take(&mut ctx.sources);
     let bounded = std::mem::take(&mut ctx.bounded);
+    let sized_by_file = std::mem::take(&mut ctx.sized_by_file);
     let both_branches = std::mem::take(&mut ctx.both_branches);
     let f64_tensors = f64_tensors(&ctx.graph);
     let graph_out = ctx.graph;
@@ -186,6 +193,7 @@ pub(crate) fn import_traced(
         buffers,
         data_inputs,
         bounded,
+        sized_by_file,
         both_branches,
         f64_tensors,
     };
@@ -266,7 +274,11 @@ fn declare_inputs(
         let bad = |m: String| OnnxError::MissingShape { tensor: t.name().to_string(), message: m };
         let (elem, shape) = tensor_fact(t).map_err(bad)?;
         let small_int = !crate::tensor::is_float_code(elem);
-        if small_int || shape.is_empty() {
+        if elem == code::STRING {
+            // No constant form: a buffer of the graph (not trainable), planned by its handles.
+            check_data_length(t).map_err(bad)?;
+            ctx.declare_param(t.name(), TensorFact::new(ordo_ir::DType::String, shape));
+        } else if small_int || shape.is_empty() {
             ctx.set(t.name(), Value::constant(parse_tensor(t).map_err(bad)?));
         } else {
             let dtype = ir_dtype(elem)

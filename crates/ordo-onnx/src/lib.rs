@@ -134,6 +134,10 @@ pub struct ImportReport {
     /// `NonMaxSuppression`, `Compress` of a run-time condition), planned at the largest size
     /// it can have: every size after them is an upper bound. They have no kernel.
     pub bounded: Vec<String>,
+    /// ONNX nodes whose output size depends on the data, planned at the size the file
+    /// declares for it (a value info or graph output, no larger than the largest it can
+    /// have): right for the data the file was made with.
+    pub sized_by_file: Vec<String>,
     /// `If` nodes whose condition is known only at run time: both branches are computed and
     /// each output chosen by a `Where`, so the plan counts the work of both.
     pub both_branches: Vec<String>,

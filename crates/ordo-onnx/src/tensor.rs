@@ -25,6 +25,7 @@ pub(crate) mod code {
     pub const INT16: i32 = 5;
     pub const INT32: i32 = 6;
     pub const INT64: i32 = 7;
+    pub const STRING: i32 = 8;
     pub const BOOL: i32 = 9;
     pub const FLOAT16: i32 = 10;
     pub const DOUBLE: i32 = 11;
@@ -69,6 +70,7 @@ pub(crate) fn ir_dtype(elem: i32) -> Option<DType> {
         code::UINT16 => DType::U16,
         code::UINT32 => DType::U32,
         code::UINT64 => DType::U64,
+        code::STRING => DType::String,
         _ => return None,
     })
 }
@@ -105,6 +107,7 @@ pub(crate) fn onnx_code(dtype: DType) -> i32 {
         DType::U16 => code::UINT16,
         DType::U32 => code::UINT32,
         DType::U64 => code::UINT64,
+        DType::String => code::STRING,
     }
 }
 
@@ -428,7 +431,8 @@ fn parse_typed(t: &TensorProto, elem: i32, n: usize) -> Result<ConstData, String
 
 /// Bits of one element of a type the readers understand (those with an IR type).
 fn elem_bits(elem: i32) -> Option<usize> {
-    ir_dtype(elem).map(|d| d.bits() as usize)
+    // A string's planned handle has no bytes in a file to read.
+    ir_dtype(elem).filter(|&d| d != DType::String).map(|d| d.bits() as usize)
 }
 
 /// The `n` elements of a 4- or 2-bit type packed in `raw`, the first in the lowest bits of
@@ -453,6 +457,17 @@ pub(crate) fn check_data_length(t: &TensorProto) -> Result<(), String> {
         .iter()
         .try_fold(1u64, |n, &d| n.checked_mul(d as u64))
         .ok_or_else(|| format!("shape {shape:?} has more elements than a tensor can"))?;
+    if elem == code::STRING {
+        // One `string_data` entry per element (strings have no raw form).
+        let held = t.string_data.len() as u64;
+        return match (t.raw_data.is_some(), held == numel) {
+            (false, true) => Ok(()),
+            (true, _) => Err("a string tensor cannot hold raw data".into()),
+            (false, false) => {
+                Err(format!("shape {shape:?} needs {numel} strings, but the tensor holds {held}"))
+            }
+        };
+    }
     let Some(bits) = elem_bits(elem).map(|s| s as u64) else { return Ok(()) };
     let (held, unit) = match t.raw_data.as_deref() {
         Some(raw) => (raw.len() as u64, "bytes of raw data"),

@@ -20,6 +20,7 @@ fn fixtures() -> Vec<Vec<u8>> {
         "planning_only",
         "control_flow",
         "conv3d",
+        "strings",
     ]
     .map(fixture)
     .to_vec()

@@ -161,6 +161,12 @@ impl Model {
                  (every size after it is an upper bound; it has no kernel)"
             )
         });
+        let by_file = import.report.sized_by_file.iter().map(|node| {
+            format!(
+                "node `{node}`: its output's size depends on the data; planned at the size the \
+                 file declares (it has no kernel)"
+            )
+        });
         let both = import.report.both_branches.iter().map(|node| {
             format!(
                 "node `{node}`: an If whose condition is known only at run time; both branches \
@@ -173,7 +179,7 @@ impl Model {
                 import.report.f64_tensors.join(", ")
             )
         });
-        let notes = bounded.chain(both).chain(f64_note).collect();
+        let notes = bounded.chain(by_file).chain(both).chain(f64_note).collect();
         let weights = Some(std::sync::Arc::new(weights));
         Ok(Self { weights, notes, ..Self::from_graph(import.graph) })
     }

@@ -19,7 +19,13 @@ use crate::tensor::{
 use crate::value::{Step, Value, infer_step};
 
 /// `Constant`: the value attribute in any of its forms.
-pub(crate) fn constant(_: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+pub(crate) fn constant(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    if let Some(fact) = string_constant(node)? {
+        // Strings have no constant form here: a buffer of the graph, planned by its handles.
+        let name = node.proto.output.first().ok_or_else(|| node.malformed("no output"))?;
+        ctx.declare_param(name, fact);
+        return one(ctx.get(node, name)?.clone());
+    }
     let c = if let Some(t) = node.tensor("value") {
         parse_tensor(t).map_err(|m| node.malformed(m))?
     } else if node.has_attr("value_float") {
@@ -34,6 +40,22 @@ pub(crate) fn constant(_: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
         return Err(node.unsupported("only tensor, float and int constants are supported"));
     };
     one(Value::constant(c))
+}
+
+/// The fact of a `Constant` of strings (`value` a string tensor, `value_string`,
+/// `value_strings`), checked; `None` for any other constant.
+fn string_constant(node: &Node<'_>) -> OnnxResult<Option<TensorFact>> {
+    let shape = if let Some(t) = node.tensor("value").filter(|t| t.data_type() == code::STRING) {
+        crate::tensor::check_data_length(t).map_err(|m| node.malformed(m))?;
+        dims_to_shape(&t.dims).map_err(|m| node.malformed(m))?
+    } else if node.has_attr("value_string") {
+        vec![]
+    } else if let Some(v) = node.strings("value_strings") {
+        vec![v.len()]
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(TensorFact::new(ordo_ir::DType::String, shape)))
 }
 
 /// `ConstantOfShape`: a splat of the value attribute (0.0 by default).

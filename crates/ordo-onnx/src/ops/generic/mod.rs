@@ -10,13 +10,15 @@
 //! An operator whose output size depends on the data (`NonZero`, `Unique`, `Compress` of a
 //! run-time condition, `NonMaxSuppression`) has no static shape: it is planned at the largest
 //! size it can have (every nonzero, every element unique, every box kept), and named in the
-//! import report ([`crate::ImportReport::bounded`]). Control flow (`If`, `Loop`, `Scan`),
-//! sequences, optionals and strings have no rule: an error says so.
+//! import report ([`crate::ImportReport::bounded`]). String operators are planned with string
+//! tensors of 8-byte handles (`strings`). Control flow, sequences and optionals are resolved
+//! before they reach this module ([`crate::control`]).
 
 mod conv;
 mod fold;
 mod own;
 mod rules;
+mod strings;
 
 use ordo_ir::TensorFact;
 use ordo_ir::op::Opaque;
@@ -36,6 +38,10 @@ pub(crate) struct In {
     pub fact: TensorFact,
     pub value: Option<ConstTensor>,
 }
+
+/// A dimension of a data-dependent output that nothing bounds: the size the file declares
+/// replaces it, or the import fails.
+const UNBOUNDED: usize = usize::MAX;
 
 /// Whether the operator has a shape rule here.
 pub(crate) fn has_rule(op_type: &str) -> bool {
@@ -58,9 +64,18 @@ pub(crate) fn generic(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
     if let Some(folded) = fold::fold_constants(node, &ins)? {
         return Ok(vec![Some(Value::constant(folded))]);
     }
-    let outputs = rules::infer(node, &ins)?;
+    let mut outputs = rules::infer(node, &ins)?;
     if own::bounded(node, &ins) {
-        ctx.bounded.push(node.name.clone());
+        if sized_by_file(ctx, node, &mut outputs) {
+            ctx.sized_by_file.push(node.name.clone());
+        } else if outputs.iter().any(|f| f.shape.contains(&UNBOUNDED)) {
+            return Err(node.unsupported(
+                "its output's size depends on the data, nothing bounds it, and the file \
+                 declares none: ordo plans static shapes",
+            ));
+        } else {
+            ctx.bounded.push(node.name.clone());
+        }
     }
     for fact in &outputs {
         crate::tensor::check_shape(&fact.shape).map_err(|m| node.shape_error(m))?;
@@ -99,6 +114,31 @@ pub(crate) fn generic(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
     // Outputs the node declares beyond those the operator defines have no value.
     values.resize(declared, None);
     Ok(values)
+}
+
+/// The largest `outputs` of a data-dependent node replaced by the facts the file declares for
+/// them, when it declares every one, of the same type and rank and no larger; whether it did.
+fn sized_by_file(ctx: &Ctx<'_>, node: &Node<'_>, outputs: &mut [TensorFact]) -> bool {
+    let live: Vec<usize> =
+        (0..outputs.len().min(node.num_outputs())).filter(|&k| node.output_named(k)).collect();
+    let declared: Vec<Option<&TensorFact>> = live
+        .iter()
+        .map(|&k| {
+            let d = ctx.declared.get(node.proto.output[k].as_str())?;
+            let most = &outputs[k];
+            let fits = d.dtype == most.dtype
+                && d.rank() == most.rank()
+                && d.shape.iter().zip(&most.shape).all(|(a, b)| a <= b);
+            fits.then_some(d)
+        })
+        .collect();
+    if live.is_empty() || declared.iter().any(Option::is_none) {
+        return false;
+    }
+    for (&k, d) in live.iter().zip(declared) {
+        outputs[k] = d.expect("checked").clone();
+    }
+    true
 }
 
 /// The value of input `i` when it is a constant.

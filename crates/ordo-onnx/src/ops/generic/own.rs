@@ -28,7 +28,7 @@ pub(super) fn bounded(node: &Node<'_>, ins: &[Option<In>]) -> bool {
     match node.op_type() {
         "NonZero" | "Unique" | "NonMaxSuppression" => true,
         "Compress" => const_of(ins, 1).is_none(),
-        _ => false,
+        _ => super::strings::bounded(node),
     }
 }
 
@@ -42,6 +42,7 @@ pub(super) fn own(node: &Node<'_>, ins: &[Option<In>]) -> OnnxResult<Vec<TensorF
     };
     let one = |dtype: DType, shape: Vec<usize>| Ok(vec![TensorFact::new(dtype, shape)]);
     match node.op_type() {
+        op if super::strings::OPS.contains(&op) => super::strings::infer(node, ins),
         "Where" => {
             let shape = broadcast_all(node, ins)?;
             one(x(1)?.dtype, shape)
@@ -383,15 +384,18 @@ fn dft(node: &Node<'_>, ins: &[Option<In>], signal: &TensorFact) -> OnnxResult<V
     if axis == signal.rank() - 1 {
         return Err(node.malformed("the transformed axis cannot be the last (real, imaginary)"));
     }
+    let onesided = node.int("onesided", 0)? != 0;
+    let inverse = node.int("inverse", 0)? != 0;
     let length = match ins.get(1).and_then(Option::as_ref) {
         Some(_) => {
             const_ints(node, ins, 1, "dft_length")?.first().copied().unwrap_or(0).max(0) as usize
         }
+        // A one-sided spectrum of n bins is the inverse of 2 (n - 1) real points.
+        None if onesided && inverse => 2 * signal.shape[axis].saturating_sub(1),
         None => signal.shape[axis],
     };
-    let onesided = node.int("onesided", 0)? != 0;
     let mut shape = signal.shape.clone();
-    if onesided && node.int("inverse", 0)? != 0 {
+    if onesided && inverse {
         // The inverse of a one-sided spectrum is a real signal of `dft_length` points.
         shape[axis] = length;
         *shape.last_mut().expect("rank >= 2") = 1;

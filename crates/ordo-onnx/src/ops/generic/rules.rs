@@ -134,6 +134,7 @@ pub(crate) fn family(op_type: &str) -> Option<Family> {
         | "DFT"
         | "STFT"
         | "MelWeightMatrix" => Own,
+        op if super::strings::OPS.contains(&op) => Own,
         _ => return None,
     })
 }
