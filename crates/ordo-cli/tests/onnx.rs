@@ -511,8 +511,7 @@ fn operators_without_kernels_are_planned_and_named_by_run() {
 /// the operators imported for planning are those onnx expects; an attention expansion whose
 /// mask arithmetic (`Range`, comparisons, `Where`) folds at import runs on the CPU kernels to
 /// onnx's reference outputs, and so does a `Where` of a run-time bool condition; a
-/// data-dependent `NonZero` is planned at the size the file declares; an `ImageDecoder` is
-/// refused, never a failure.
+/// data-dependent `NonZero` and an `ImageDecoder` are planned at the size the file declares.
 #[test]
 fn onnx_node_tests_agree_on_shapes_and_the_folded_attention_runs() {
     let cases = fixture("node_tests");
@@ -543,11 +542,11 @@ fn onnx_node_tests_agree_on_shapes_and_the_folded_attention_runs() {
         "test_tfidfvectorizer_tf_batch_uniandbigrams_skip5",
         "test_nonzero_example",
         "test_dft_irfft_opset19",
+        // An image's size is in its encoded bytes: the size the file declares.
+        "test_image_decoder_decode_png_rgb",
     ] {
         assert_eq!(outcome(&v, case), "pass", "{case}: {v:#}");
     }
-    // An image's size is in its encoded bytes: no static plan.
-    assert_eq!(outcome(&v, "test_image_decoder_decode_png_rgb"), "unsupported");
     assert_eq!(v["fail"], 0);
     let v = json(&ordo(&["conformance", &cases, "--json"]));
     assert_eq!(outcome(&v, "test_attention_4d_causal_expanded"), "pass", "{v:#}");

@@ -1,12 +1,13 @@
-//! ONNX's string operators (text pipelines), for planning: their outputs' shapes and types.
+//! ONNX's string operators (text pipelines) and `ImageDecoder`, for planning: their outputs'
+//! shapes and types.
 //! String tensors are planned as one 8-byte handle per element ([`DType::String`]); no kernel
 //! runs them, so `run` names them.
 //!
-//! Sizes that depend on the text ([`bounded`]) are planned at the size the file declares, or
+//! Sizes that depend on the data ([`bounded`]) are planned at the size the file declares, or
 //! else at their largest: `StringNormalizer` with stop words (none removed), `StringSplit`
-//! (every element split `maxsplit` times; without `maxsplit` nothing bounds it, and a file
-//! that declares no size is refused). `ImageDecoder` (an image's size is in its encoded
-//! bytes) has no static size: an error says so.
+//! (every element split `maxsplit` times). Where nothing bounds them (`StringSplit` without
+//! `maxsplit`, `ImageDecoder`: an image's height and width are in its encoded bytes), a file
+//! that declares no size is refused.
 
 use ordo_ir::{DType, TensorFact};
 
@@ -29,7 +30,7 @@ pub(super) const OPS: [&str; 6] = [
 pub(super) fn bounded(node: &Node<'_>) -> bool {
     match node.op_type() {
         "StringNormalizer" => node.strings("stopwords").is_some_and(|s| !s.is_empty()),
-        "StringSplit" => true,
+        "StringSplit" | "ImageDecoder" => true,
         _ => false,
     }
 }
@@ -106,10 +107,18 @@ pub(super) fn infer(node: &Node<'_>, ins: &[Option<In>]) -> OnnxResult<Vec<Tenso
             ])
         }
         "TfIdfVectorizer" => tf_idf(node, x(0)?),
-        "ImageDecoder" => Err(node.unsupported(
-            "the decoded image's height and width are in its encoded bytes, known only at \
-             run time: ordo plans static shapes",
-        )),
+        "ImageDecoder" => {
+            let encoded = x(0)?;
+            if encoded.dtype != DType::U8 || encoded.rank() != 1 {
+                return Err(node.malformed(format!(
+                    "input {encoded}: expected the encoded bytes, u8 of rank 1"
+                )));
+            }
+            let channels =
+                node.choice("pixel_format", "RGB", &[("RGB", 3), ("BGR", 3), ("Grayscale", 1)])?;
+            // The height and width are in the encoded bytes: the size the file declares.
+            one(DType::U8, vec![super::UNBOUNDED, super::UNBOUNDED, channels])
+        }
         other => Err(node.unsupported(format!("`{other}` is not a string operator"))),
     }
 }
