@@ -65,8 +65,12 @@ pub(crate) fn generic(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
         return Ok(vec![Some(Value::constant(folded))]);
     }
     let mut outputs = rules::infer(node, &ins)?;
+    // The outputs the node declares and names, of those the operator defines.
+    let declared = node.num_outputs();
+    let live: Vec<usize> =
+        (0..declared.min(outputs.len())).filter(|&k| node.output_named(k)).collect();
     if own::bounded(node, &ins) {
-        if sized_by_file(ctx, node, &mut outputs) {
+        if sized_by_file(ctx, node, &live, &mut outputs) {
             ctx.sized_by_file.push(node.name.clone());
         } else if outputs.iter().any(|f| f.shape.contains(&UNBOUNDED)) {
             return Err(node.unsupported(
@@ -90,10 +94,7 @@ pub(crate) fn generic(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
     for &i in &present {
         wires.push(ctx.wire(node, i)?);
     }
-    let declared = node.num_outputs();
     let mut values = Vec::with_capacity(declared);
-    let live: Vec<usize> =
-        (0..declared.min(outputs.len())).filter(|&k| node.output_named(k)).collect();
     for (k, output) in outputs.iter().enumerate().take(declared) {
         if !live.contains(&k) {
             values.push(None);
@@ -117,10 +118,14 @@ pub(crate) fn generic(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
 }
 
 /// The largest `outputs` of a data-dependent node replaced by the facts the file declares for
-/// them, when it declares every one, of the same type and rank and no larger; whether it did.
-fn sized_by_file(ctx: &Ctx<'_>, node: &Node<'_>, outputs: &mut [TensorFact]) -> bool {
-    let live: Vec<usize> =
-        (0..outputs.len().min(node.num_outputs())).filter(|&k| node.output_named(k)).collect();
+/// its `live` ones, when it declares every one, of the same type and rank and no larger;
+/// whether it did.
+fn sized_by_file(
+    ctx: &Ctx<'_>,
+    node: &Node<'_>,
+    live: &[usize],
+    outputs: &mut [TensorFact],
+) -> bool {
     let declared: Vec<Option<&TensorFact>> = live
         .iter()
         .map(|&k| {
@@ -139,6 +144,18 @@ fn sized_by_file(ctx: &Ctx<'_>, node: &Node<'_>, outputs: &mut [TensorFact]) -> 
         outputs[k] = d.expect("checked").clone();
     }
     true
+}
+
+/// The fact of input `i`, or an error naming it as missing.
+pub(crate) fn fact_at<'a>(
+    node: &Node<'_>,
+    ins: &'a [Option<In>],
+    i: usize,
+) -> OnnxResult<&'a TensorFact> {
+    ins.get(i)
+        .and_then(Option::as_ref)
+        .map(|x| &x.fact)
+        .ok_or_else(|| node.malformed(format!("input {i} is missing")))
 }
 
 /// The value of input `i` when it is a constant.

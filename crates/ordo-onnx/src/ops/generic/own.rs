@@ -34,12 +34,7 @@ pub(super) fn bounded(node: &Node<'_>, ins: &[Option<In>]) -> bool {
 
 /// The operators with a rule of their own.
 pub(super) fn own(node: &Node<'_>, ins: &[Option<In>]) -> OnnxResult<Vec<TensorFact>> {
-    let x = |i: usize| -> OnnxResult<&TensorFact> {
-        ins.get(i)
-            .and_then(Option::as_ref)
-            .map(|x| &x.fact)
-            .ok_or_else(|| node.malformed(format!("input {i} is missing")))
-    };
+    let x = |i: usize| super::fact_at(node, ins, i);
     let one = |dtype: DType, shape: Vec<usize>| Ok(vec![TensorFact::new(dtype, shape)]);
     match node.op_type() {
         op if super::strings::OPS.contains(&op) => super::strings::infer(node, ins),

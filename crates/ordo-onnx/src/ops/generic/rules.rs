@@ -144,12 +144,7 @@ pub(crate) fn family(op_type: &str) -> Option<Family> {
 pub(crate) fn infer(node: &Node<'_>, ins: &[Option<In>]) -> OnnxResult<Vec<TensorFact>> {
     let family = family(node.op_type())
         .ok_or_else(|| node.unsupported("no shape rule for this operator"))?;
-    let x = |i: usize| -> OnnxResult<&TensorFact> {
-        ins.get(i)
-            .and_then(Option::as_ref)
-            .map(|x| &x.fact)
-            .ok_or_else(|| node.malformed(format!("input {i} is missing")))
-    };
+    let x = |i: usize| super::fact_at(node, ins, i);
     Ok(match family {
         Family::Same(_) => {
             let fact = x(0)?.clone();

@@ -37,12 +37,7 @@ pub(super) fn bounded(node: &Node<'_>) -> bool {
 
 /// The facts of a string operator's outputs.
 pub(super) fn infer(node: &Node<'_>, ins: &[Option<In>]) -> OnnxResult<Vec<TensorFact>> {
-    let x = |i: usize| -> OnnxResult<&TensorFact> {
-        ins.get(i)
-            .and_then(Option::as_ref)
-            .map(|x| &x.fact)
-            .ok_or_else(|| node.malformed(format!("input {i} is missing")))
-    };
+    let x = |i: usize| super::fact_at(node, ins, i);
     let strings = |i: usize| -> OnnxResult<&TensorFact> {
         let fact = x(i)?;
         if fact.dtype != DType::String {
