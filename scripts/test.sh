@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo test --workspace
+echo "== Rust tests done at ${SECONDS} s"
 
 venv=target/py-venv
 if [ ! -x "$venv/bin/python" ]; then
@@ -21,4 +22,4 @@ python_sources=(crates/ordo-py scripts/onnx_models.py scripts/bench_onnx_import.
 "$venv/bin/ruff" check --config crates/ordo-py/pyproject.toml "${python_sources[@]}"
 "$venv/bin/ruff" format --check --config crates/ordo-py/pyproject.toml "${python_sources[@]}"
 VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" maturin develop -q -m crates/ordo-py/Cargo.toml
-ORDO_BIN="$PWD/target/debug/ordo" "$venv/bin/python" -m pytest -q crates/ordo-py/tests
+ORDO_BIN="$PWD/target/debug/ordo" "$venv/bin/python" -m pytest -q --durations=10 crates/ordo-py/tests

@@ -75,28 +75,31 @@ def loss_fn(output, target):
     return ((output - target) ** 2).mean()
 
 
-def run_rank(rank, world, init_file, plan, result_dir):
+def run_rank(rank, world, init_file, jobs):
+    """Runs each (plan, result directory) of `jobs` in turn on one process group (a launch
+    costs seconds of imports, so the cases share one)."""
     import torch.distributed as dist
 
     import ordo.pipelining as op
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
-        units = sum(len(u) for u in plan["stage_units"])
-        model = blocks(units)
-        x, y = (
-            torch.randn(8, 8, generator=torch.Generator().manual_seed(1)),
-            torch.randn(8, 8, generator=torch.Generator().manual_seed(2)),
-        )
-        stages = op.stages_of(model, plan, rank)
-        losses = op.step(stages, plan, inputs=x, target=y, loss_fn=loss_fn)
-        grads = {
-            f"{index}:{name}": p.grad
-            for index, module in stages
-            for name, p in module.named_parameters()
-        }
-        torch.save({"grads": grads, "losses": losses}, os.path.join(result_dir, f"{rank}.pt"))
-        dist.barrier()  # every rank past its traffic before any tears its connections down
+        for plan, result_dir in jobs:
+            units = sum(len(u) for u in plan["stage_units"])
+            model = blocks(units)
+            x, y = (
+                torch.randn(8, 8, generator=torch.Generator().manual_seed(1)),
+                torch.randn(8, 8, generator=torch.Generator().manual_seed(2)),
+            )
+            stages = op.stages_of(model, plan, rank)
+            losses = op.step(stages, plan, inputs=x, target=y, loss_fn=loss_fn)
+            grads = {
+                f"{index}:{name}": p.grad
+                for index, module in stages
+                for name, p in module.named_parameters()
+            }
+            torch.save({"grads": grads, "losses": losses}, os.path.join(result_dir, f"{rank}.pt"))
+            dist.barrier()  # every rank past this plan's traffic before the next one's
     finally:
         dist.destroy_process_group()
 
@@ -122,32 +125,43 @@ def reference(units: int, micro_batches: int, plan):
     return grads, losses
 
 
-@pytest.mark.parametrize(
-    "schedule, modulo",
-    [(s, None) for s in SCHEDULES] + [("1f1b", 1), ("zb-h1", 1)],
-)
+RUNTIME_CASES = [(s, None) for s in SCHEDULES] + [("1f1b", 1), ("zb-h1", 1)]
+
+
+@pytest.fixture(scope="module")
+def runtime_runs(tmp_path_factory):
+    """Every case of RUNTIME_CASES run by PyTorch's runtime on two processes: its plan and the
+    directory of the ranks' gradients and losses, by (schedule, modulo)."""
+    stages, micro_batches = 2, 4
+    root = tmp_path_factory.mktemp("runtime")
+    jobs = {}
+    for schedule, modulo in RUNTIME_CASES:
+        plan = ordo.pytorch_schedule(
+            transformer_problem(stages, micro_batches),
+            stages=stages,
+            micro_batches=micro_batches,
+            schedule=schedule,
+            modulo=modulo,
+        )
+        directory = root / f"{schedule}-{modulo}"
+        directory.mkdir()
+        jobs[schedule, modulo] = (plan, str(directory))
+    args = (stages, str(root / "init"), list(jobs.values()))
+    mp.spawn(run_rank, args=args, nprocs=stages, join=True)
+    return jobs
+
+
+@pytest.mark.parametrize("schedule, modulo", RUNTIME_CASES)
 def test_pytorchs_runtime_runs_ordos_schedule_to_single_process_gradients(
-    schedule, modulo, tmp_path
+    schedule, modulo, runtime_runs
 ):
     """Bitwise: the same kernels on the same micro-batches, gradients accumulated over the
     micro-batches in the same order and scaled once at the end. With modulo allocation each
     rank runs two of the four stages (interleaved)."""
     stages, micro_batches = 2, 4
-    plan = ordo.pytorch_schedule(
-        transformer_problem(stages, micro_batches),
-        stages=stages,
-        micro_batches=micro_batches,
-        schedule=schedule,
-        modulo=modulo,
-    )
+    plan, result_dir = runtime_runs[schedule, modulo]
     assert len(plan["stage_rank"]) == (4 if modulo else 2)
-    init_file = tmp_path / "init"
-    mp.spawn(
-        run_rank,
-        args=(stages, str(init_file), plan, str(tmp_path)),
-        nprocs=stages,
-        join=True,
-    )
+    tmp_path = Path(result_dir)
     units = sum(len(u) for u in plan["stage_units"])
     want_grads, want_losses = reference(units, micro_batches, plan)
     got_grads, got_losses = {}, []
@@ -188,21 +202,25 @@ class NotSequential(nn.Module):
         return self.head(h)
 
 
-def run_traced_rank(rank, world, init_file, plan, result_dir):
+def run_traced_rank(rank, world, init_file, jobs):
+    """Runs each (plan, result directory) of `jobs` in turn on one process group."""
     import torch.distributed as dist
 
     import ordo.pipelining as op
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
-        x, y = traced_data()
-        micro = x[: x.shape[0] // op._micro_batches(plan)]
-        stages = op.stages_of(NotSequential(), plan, rank, example_inputs=micro)
-        runner = op.Runner(stages, plan, loss_fn=loss_fn)
-        losses = runner.step(inputs=x, target=y)
-        grads = {name: p.grad for _, stage in stages for name, p in stage.submod.named_parameters()}
-        torch.save({"grads": grads, "losses": losses}, os.path.join(result_dir, f"{rank}.pt"))
-        dist.barrier()
+        for plan, result_dir in jobs:
+            x, y = traced_data()
+            micro = x[: x.shape[0] // op._micro_batches(plan)]
+            stages = op.stages_of(NotSequential(), plan, rank, example_inputs=micro)
+            runner = op.Runner(stages, plan, loss_fn=loss_fn)
+            losses = runner.step(inputs=x, target=y)
+            grads = {
+                name: p.grad for _, stage in stages for name, p in stage.submod.named_parameters()
+            }
+            torch.save({"grads": grads, "losses": losses}, os.path.join(result_dir, f"{rank}.pt"))
+            dist.barrier()
     finally:
         dist.destroy_process_group()
 
@@ -213,22 +231,46 @@ def traced_data():
     return x, y
 
 
-@pytest.mark.parametrize("schedule, modulo", [("1f1b", None), ("zb-h2", None), ("zb-h1", 1)])
-def test_a_module_that_is_not_sequential_is_split_by_pytorchs_tracer(schedule, modulo, tmp_path):
-    """Stage boundaries from ordo's plan of the module's profile (its numbered blocks), the
-    module cut there by PyTorch's tracer: gradients and losses equal one process's on the
-    same micro-batches, bitwise."""
+TRACED_CASES = [("1f1b", None), ("zb-h2", None), ("zb-h1", 1)]
+TRACED_MICRO_BATCHES = 4
+
+
+@pytest.fixture(scope="module")
+def traced_runs(tmp_path_factory):
+    """Every case of TRACED_CASES planned from the module's profile and run on two processes:
+    its plan and the directory of the ranks' results, by (schedule, modulo)."""
     import ordo.pipelining as op
     import ordo.torch as ot
 
-    micro_batches = 4
-    x, y = traced_data()
+    x, _ = traced_data()
     profiled = ot.profile(NotSequential(), x[:2], reps=1, warmup=0, split_backward=True)
-    plan = op.schedule(
-        profiled, stages=2, micro_batches=micro_batches, schedule=schedule, modulo=modulo
-    )
+    root = tmp_path_factory.mktemp("traced")
+    jobs = {}
+    for schedule, modulo in TRACED_CASES:
+        plan = op.schedule(
+            profiled,
+            stages=2,
+            micro_batches=TRACED_MICRO_BATCHES,
+            schedule=schedule,
+            modulo=modulo,
+        )
+        directory = root / f"{schedule}-{modulo}"
+        directory.mkdir()
+        jobs[schedule, modulo] = (plan, str(directory))
+    mp.spawn(run_traced_rank, args=(2, str(root / "init"), list(jobs.values())), nprocs=2)
+    return jobs
+
+
+@pytest.mark.parametrize("schedule, modulo", TRACED_CASES)
+def test_a_module_that_is_not_sequential_is_split_by_pytorchs_tracer(schedule, modulo, traced_runs):
+    """Stage boundaries from ordo's plan of the module's profile (its numbered blocks), the
+    module cut there by PyTorch's tracer: gradients and losses equal one process's on the
+    same micro-batches, bitwise."""
+    micro_batches = TRACED_MICRO_BATCHES
+    x, y = traced_data()
+    plan, result_dir = traced_runs[schedule, modulo]
+    tmp_path = Path(result_dir)
     assert plan["stage_units"][1][0].startswith("blocks.")
-    mp.spawn(run_traced_rank, args=(2, str(tmp_path / "init"), plan, str(tmp_path)), nprocs=2)
     model = NotSequential()
     want_losses = []
     for xs, ys in zip(x.chunk(micro_batches), y.chunk(micro_batches)):
