@@ -453,6 +453,9 @@ fn onnx_cases(dir: &Path) -> Vec<Case> {
             "bad_attrs/image_decoder",
             "`decode` (ImageDecoder): its output's size depends on the data, nothing bounds it",
         ),
+        // Bit operations: a shift with no direction it knows, an AND of floats.
+        ("bad_attrs/bitshift_direction", "`shift`: direction `UP`: expected LEFT or RIGHT"),
+        ("bad_attrs/bitwise_floats", "BitwiseAnd takes integers, got f32[2,3,4]"),
         ("external/bad_location", "`../convnet.onnx` is not inside the model's folder"),
     ] {
         let path = fixtures.join(format!("{name}.onnx"));

@@ -85,6 +85,7 @@ pub fn reads_u64(op: &Op) -> bool {
             | Op::Min
             | Op::Mod { .. }
             | Op::Compare(_)
+            | Op::Bitwise(_)
             | Op::Where
             | Op::Cast { .. }
             | Op::BitCast { .. }

@@ -1,15 +1,16 @@
 //! Integer arithmetic: `Add`, `Mul`, `Div`, `Max`, `Min` and `Pow` of two integer tensors,
-//! `Scale` by an integer and `Clip`, on the `i64` storage. Sums, products and powers wrap
+//! `Scale` by an integer, `Clip` and the bit operations (`Bitwise`), on the `i64` storage. Sums, products and powers wrap
 //! (two's complement); [`super::run`] then wraps each output to its node's type. Division
 //! truncates toward zero (ONNX's and C's rule); a u64 input divides and compares as unsigned
 //! ([`reads_unsigned`]). Integer tensors carry no gradient.
 
 use ordo_ir::Op;
+use ordo_ir::op::BitwiseKind;
 
 use super::element::{reads_unsigned, u64_order};
 use super::error::KernelResult;
 use super::tensor::Tensor;
-use super::util::{Call, for_each_broadcast, numel};
+use super::util::{Call, broadcast_strides, for_each_broadcast, numel};
 
 /// Why an integer op has no value for a pair of operands.
 #[derive(Clone, Copy)]
@@ -93,4 +94,25 @@ pub(crate) fn clip(min: f64, max: f64, c: &Call) -> KernelResult<Tensor> {
     // `as` saturates: -inf and +inf become i64's extremes.
     let (lo, hi) = (min.ceil() as i64, max.floor() as i64);
     Tensor::from_i64(c.inputs[0].shape(), x.iter().map(|&v| v.max(lo).min(hi)).collect())
+}
+
+/// A bit operation of the call's integer inputs (one for `Not`, else two broadcast), on their
+/// bits as held in `i64`; [`super::run`] then wraps the output to its type, which keeps the
+/// bits that type has (a u8's `Not` of 5 is 250).
+pub(crate) fn bitwise(op: &Op, kind: BitwiseKind, c: Call) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(kind.arity())?;
+    c.expect_params(0)?;
+    let out = c.infer(op, &c.input_facts())?.shape;
+    let a = c.input_i64(0)?;
+    let y = if kind.arity() == 1 {
+        a.iter().map(|&x| kind.apply(x, 0)).collect()
+    } else {
+        let b = c.input_i64(1)?;
+        let sa = broadcast_strides(c.inputs[0].shape(), &out);
+        let sb = broadcast_strides(c.inputs[1].shape(), &out);
+        let mut y = vec![0i64; numel(&out)];
+        for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = kind.apply(a[i], b[j]));
+        y
+    };
+    Ok(vec![Tensor::from_i64(&out, y)?])
 }

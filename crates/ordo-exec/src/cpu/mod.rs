@@ -262,6 +262,7 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::Compare(kind) => Box::new(move |c| logic::compare(op, *kind, c)),
         Op::Logic(kind) => Box::new(move |c| logic::logic(op, *kind, c)),
         Op::Not => Box::new(move |c| logic::not(op, c)),
+        Op::Bitwise(kind) => Box::new(move |c| integer::bitwise(op, *kind, c)),
         Op::Cast { to, saturate, round } => {
             Box::new(move |c| random::cast(op, (*to, *saturate, *round), c))
         }

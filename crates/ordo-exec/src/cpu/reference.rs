@@ -228,6 +228,19 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                 *v = f64::from(u8::from(super::elementwise::uniform(ctx.seed, i as u64) < p));
             }
         }
+        Op::Bitwise(kind) => {
+            // The integers as f64 hold them exactly to 2^53; the bits wrap to the type here,
+            // as the kernel's caller wraps them.
+            let (a, b) = (&inputs[0], inputs.get(1).unwrap_or(&inputs[0]));
+            y.dtype = a.dtype;
+            each(&mut y, &|idx| {
+                let (u, v) = (
+                    a.data[broadcast_index(idx, &a.shape)] as i64,
+                    b.data[broadcast_index(idx, &b.shape)] as i64,
+                );
+                ordo_ir::element::wrap_integer(kind.apply(u, v), a.dtype) as f64
+            });
+        }
         Op::Not => {
             y.dtype = DType::Bool;
             y.data = inputs[0].data.iter().map(|&v| f64::from(u8::from(v == 0.0))).collect();

@@ -33,20 +33,19 @@
 //!   `Relaxed`): a hand-over to a worker still looking then costs no wake-up. The hint only
 //!   decides when to take the mutex again; whether to run, wait or stop is decided under it.
 //!
-//! Under `--cfg loom` the primitives use loom's types, and the tests in this file explore
-//! every interleaving of small cases (`RUSTFLAGS="--cfg loom" cargo test -p ordo-exec --lib
-//! --release loom`).
+//! With the `loom` feature the primitives use loom's types, and the tests in this file explore
+//! every interleaving of small cases (`cargo test -p ordo-exec --lib --features loom loom`).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 use loom::sync::atomic::{AtomicUsize, Ordering};
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 use loom::sync::{Condvar, Mutex, MutexGuard};
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 use std::sync::atomic::{AtomicUsize, Ordering};
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// How many predecessors of a task have still to finish.
@@ -77,12 +76,12 @@ struct State {
 /// kernel cold). One millisecond covers the waits between devices inside a step of the zoo's
 /// small models, and bounds what an idle worker spends when devices outnumber cores (its yields
 /// then give the processor to the workers that have work).
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 pub(crate) const LOOK_FOR: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Yields the processor until `found` says there is something to do, for at most
 /// [`LOOK_FOR`]. Nothing under loom, whose model has no time.
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 pub(crate) fn look_until(found: impl Fn() -> bool) {
     let since = std::time::Instant::now();
     while !found() && since.elapsed() < LOOK_FOR {
@@ -90,7 +89,7 @@ pub(crate) fn look_until(found: impl Fn() -> bool) {
     }
 }
 
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 pub(crate) fn look_until(_found: impl Fn() -> bool) {}
 
 /// Tasks ready to run on one pool of workers, lowest rank first.
@@ -159,7 +158,7 @@ impl ReadyQueue {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_tests {
     use super::*;
     use loom::sync::Arc;

@@ -95,6 +95,62 @@ impl LogicKind {
     }
 }
 
+/// An elementwise bit operation of integer tensors (ONNX's `BitwiseAnd`, `BitwiseOr`,
+/// `BitwiseXor`, `BitwiseNot` and `BitShift`), on the two's-complement bits of the element
+/// type. No gradient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BitwiseKind {
+    /// `a & b`.
+    And,
+    /// `a | b`.
+    Or,
+    /// `a ^ b`.
+    Xor,
+    /// `!a` (one input).
+    Not,
+    /// `a << b`: bits shifted past the type's width are lost; a shift by the width or more
+    /// gives 0.
+    ShiftLeft,
+    /// `a >> b`, logical (ONNX shifts unsigned types only); a shift by the width or more
+    /// gives 0.
+    ShiftRight,
+}
+
+impl BitwiseKind {
+    /// ONNX's name of the operation (`BitShift` for both directions).
+    pub fn onnx_name(self) -> &'static str {
+        match self {
+            BitwiseKind::And => "BitwiseAnd",
+            BitwiseKind::Or => "BitwiseOr",
+            BitwiseKind::Xor => "BitwiseXor",
+            BitwiseKind::Not => "BitwiseNot",
+            BitwiseKind::ShiftLeft | BitwiseKind::ShiftRight => "BitShift",
+        }
+    }
+
+    /// How many inputs it takes.
+    pub fn arity(self) -> usize {
+        if self == BitwiseKind::Not { 1 } else { 2 }
+    }
+
+    /// The operation on two integers held in `i64` (an unsigned type's value, a u64's bit
+    /// pattern; `b` is ignored by `Not`); the caller wraps the result to the element type,
+    /// which keeps the bits it has.
+    pub fn apply(self, a: i64, b: i64) -> i64 {
+        // A shift count as unsigned: a u64 count past i64::MAX is a shift by 64 or more.
+        let count = u32::try_from(b as u64).ok().filter(|&n| n < 64);
+        match self {
+            BitwiseKind::And => a & b,
+            BitwiseKind::Or => a | b,
+            BitwiseKind::Xor => a ^ b,
+            BitwiseKind::Not => !a,
+            BitwiseKind::ShiftLeft => count.map_or(0, |n| ((a as u64) << n) as i64),
+            BitwiseKind::ShiftRight => count.map_or(0, |n| ((a as u64) >> n) as i64),
+        }
+    }
+}
+
 fn broadcast(a: &TensorFact, b: &TensorFact) -> Result<Vec<usize>, String> {
     broadcast_shapes(&a.shape, &b.shape)
         .ok_or_else(|| format!("shapes {a} and {b} do not broadcast"))
@@ -120,6 +176,24 @@ pub(crate) fn infer_logic(inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, Str
     expect_bool("input 0", inputs[0])?;
     expect_bool("input 1", inputs[1])?;
     Ok(vec![TensorFact::new(DType::Bool, broadcast(inputs[0], inputs[1])?)])
+}
+
+/// A bit operation: integer inputs of one element type (`kind.arity()` of them), broadcast;
+/// an output of that type.
+pub(crate) fn infer_bitwise(
+    kind: BitwiseKind,
+    inputs: &[&TensorFact],
+) -> Result<Vec<TensorFact>, String> {
+    expect_inputs(inputs, kind.arity())?;
+    let a = inputs[0];
+    if !a.dtype.is_integer() {
+        return Err(format!("{} takes integers, got {a}", kind.onnx_name()));
+    }
+    let Some(b) = inputs.get(1) else { return Ok(vec![a.clone()]) };
+    if a.dtype != b.dtype {
+        return Err(format!("input dtypes differ: {a} and {b}"));
+    }
+    Ok(vec![TensorFact::new(a.dtype, broadcast(a, b)?)])
 }
 
 /// `Not`: one bool input.

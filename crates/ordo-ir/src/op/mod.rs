@@ -35,7 +35,7 @@ pub use einsum::Einsum;
 pub use elementwise::{ActivationKind, UnaryOp, broadcast_shapes};
 pub use grad::{Grad, Optimizer, Saved, Update, Wrt};
 pub use linear::Linear;
-pub use logic::{CompareKind, LogicKind};
+pub use logic::{BitwiseKind, CompareKind, LogicKind};
 pub use loss::{LossReduction, NllLoss};
 pub use norm::{BatchNorm, LayerNorm};
 pub use opaque::Opaque;
@@ -123,6 +123,8 @@ pub enum Op {
     Logic(LogicKind),
     /// Elementwise negation of a bool tensor.
     Not,
+    /// An elementwise bit operation of integer tensors with NumPy broadcasting.
+    Bitwise(BitwiseKind),
     /// `Where(condition, x, y)`: `x` where the condition holds, else `y` (all three broadcast).
     Where,
     /// `x` clamped to `[min, max]` (either may be infinite: no bound on that side).
@@ -380,6 +382,7 @@ impl Op {
             Op::ArgExtreme { max: true, .. } => "ArgMax",
             Op::ArgExtreme { max: false, .. } => "ArgMin",
             Op::Logic(k) => k.onnx_name(),
+            Op::Bitwise(k) => k.onnx_name(),
             Op::Not => "Not",
             Op::Cast { .. } => "Cast",
             Op::BitCast { .. } => "BitCast",
@@ -473,6 +476,7 @@ impl Op {
             Op::Reduce(r) => r.infer(inputs),
             Op::Compare(_) => logic::infer_compare(inputs),
             Op::Logic(_) => logic::infer_logic(inputs),
+            Op::Bitwise(k) => logic::infer_bitwise(*k, inputs),
             Op::Not => logic::infer_not(inputs),
             Op::Cast { to, .. } => random::infer_cast(*to, inputs),
             Op::BitCast { to } => random::infer_bit_cast(*to, inputs),
@@ -563,6 +567,7 @@ impl Op {
             Op::Compare(_)
             | Op::Logic(_)
             | Op::Not
+            | Op::Bitwise(_)
             | Op::Where
             | Op::Cast { .. }
             | Op::BitCast { .. } => out_elems,

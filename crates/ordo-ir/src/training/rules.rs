@@ -124,6 +124,7 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         | Op::Compare(_)
         | Op::Logic(_)
         | Op::Not
+        | Op::Bitwise(_)
         | Op::Cast { .. }
         | Op::BitCast { .. }
         | Op::RandomLike(_)

@@ -2,8 +2,8 @@
 //! and `IsInf` (comparisons), `PRelu` (a `Where`), `LpNormalization` (a division by an L1 or
 //! L2 norm), `DepthToSpace` and `SpaceToDepth` (reshapes around a transpose), and `EyeLike`
 //! (a constant: its values depend on its input's shape only), `OneHot` (a comparison with
-//! the classes, then a `Where`), `Swish` and `RotaryEmbedding`. Their gradients are those of
-//! the IR ops.
+//! the classes, then a `Where`), `Swish`, `RotaryEmbedding` and `CenterCropPad` (a `Pad`,
+//! negative where it crops). Their gradients are those of the IR ops.
 
 use ordo_ir::op::{CompareKind, LogicKind, Reduce, ReduceKind};
 use ordo_ir::{DType, Op, OutletId};
@@ -30,7 +30,7 @@ fn part(node: &Node<'_>, p: &str) -> String {
 }
 
 /// A scalar constant of input 0's float type as a buffer.
-fn scalar(ctx: &mut Ctx<'_>, node: &Node<'_>, p: &str, v: f64) -> OnnxResult<OutletId> {
+pub(crate) fn scalar(ctx: &mut Ctx<'_>, node: &Node<'_>, p: &str, v: f64) -> OnnxResult<OutletId> {
     let dtype = ctx.fact_of(node, &ctx.input(node, 0)?)?.dtype;
     let c = ConstTensor { elem: code::FLOAT, shape: vec![], data: ConstData::Float(vec![v]) };
     ctx.buffer(node, &part(node, p), &crate::fold::cast(&c, dtype))
@@ -357,4 +357,47 @@ pub(crate) fn rotary_embedding(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult
     }
     let back = if xs.len() == 4 { Op::Transpose { perm: bshd.to_vec() } } else { reshape(&xs) };
     one(ctx.emit_value(&node.name, back, &[turned])?)
+}
+
+/// `CenterCropPad(x, shape)`: each axis of `axes` (default: all) cropped or padded with zeros
+/// to its size in `shape`, centred (an odd difference leaves the extra element at the end,
+/// as onnx's reference does): one IR `Pad`, whose negative counts crop.
+pub(crate) fn center_crop_pad(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let x = ctx.input(node, 0)?;
+    if matches!(x, Value::Const(_)) {
+        return Err(node.unsupported("a constant: imported by the generic rule"));
+    }
+    let dims = ctx.fact_of(node, &x)?.shape;
+    let rank = dims.len();
+    let sizes = ctx
+        .const_input(node, 1, "shape")?
+        .to_i64s()
+        .ok_or_else(|| node.malformed("shape must be integers"))?;
+    let axes: Vec<usize> = match node.ints("axes") {
+        Some(axes) => {
+            axes.iter().map(|&a| resolve_axis(node, a, rank)).collect::<OnnxResult<_>>()?
+        }
+        None => (0..rank).collect(),
+    };
+    if sizes.len() != axes.len() {
+        return Err(node.malformed(format!(
+            "shape has {} sizes for {} axes",
+            sizes.len(),
+            axes.len()
+        )));
+    }
+    let mut pads = vec![0i64; 2 * rank];
+    for (&axis, &size) in axes.iter().zip(&sizes) {
+        if size < 1 {
+            return Err(node.malformed(format!("shape: size {size} for axis {axis}")));
+        }
+        // Padding (positive) or cropping (negative) of `change` elements: half before,
+        // rounded toward zero, the rest after.
+        let change = size - dims[axis] as i64;
+        pads[axis] = change / 2;
+        pads[axis + rank] = change - change / 2;
+    }
+    let w = ctx.wire(node, 0)?;
+    let op = Op::Pad { pads, mode: ordo_ir::op::PadMode::Constant, value: 0.0 };
+    one(ctx.emit_value(&node.name, op, &[w])?)
 }

@@ -1,10 +1,11 @@
 //! Comparisons (`Equal`, `Less`, `LessOrEqual`, `Greater`, `GreaterOrEqual`), logic (`And`,
-//! `Or`, `Xor`, `Not`) and `Where` of run-time tensors: the IR's `Compare`, `Logic`, `Not`
-//! and `Where`. All-constant inputs fold (the generic fallback); a constant operand beside a
+//! `Or`, `Xor`, `Not`), `Where` and bit operations (`BitwiseAnd`, `BitwiseOr`, `BitwiseXor`,
+//! `BitwiseNot`, `BitShift`) of run-time tensors: the IR's `Compare`, `Logic`, `Not`, `Where`
+//! and `Bitwise`. All-constant inputs fold (the generic fallback); a constant operand beside a
 //! run-time one becomes a buffer of the run-time one's element type.
 
 use ordo_ir::Op;
-use ordo_ir::op::{CompareKind, LogicKind};
+use ordo_ir::op::{BitwiseKind, CompareKind, LogicKind};
 
 use super::elementwise::operand;
 use super::{Outputs, one};
@@ -51,4 +52,38 @@ pub(crate) fn logic(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
         }
     };
     one(ctx.emit_value(&node.name, op, &wires)?)
+}
+
+/// `BitwiseAnd`, `BitwiseOr`, `BitwiseXor`, `BitwiseNot` and `BitShift` (its `direction`
+/// `LEFT` or `RIGHT`) of run-time integer tensors.
+pub(crate) fn bitwise(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let kind = match node.op_type() {
+        "BitwiseAnd" => BitwiseKind::And,
+        "BitwiseOr" => BitwiseKind::Or,
+        "BitwiseXor" => BitwiseKind::Xor,
+        "BitwiseNot" => BitwiseKind::Not,
+        _ => node.choice(
+            "direction",
+            "",
+            &[("LEFT", BitwiseKind::ShiftLeft), ("RIGHT", BitwiseKind::ShiftRight)],
+        )?,
+    };
+    if node.num_inputs() != kind.arity() {
+        return Err(node.malformed(format!(
+            "{} takes {} input(s), it has {}",
+            kind.onnx_name(),
+            kind.arity(),
+            node.num_inputs()
+        )));
+    }
+    let inputs =
+        (0..node.num_inputs()).map(|i| ctx.input(node, i)).collect::<OnnxResult<Vec<_>>>()?;
+    if inputs.iter().all(|v| matches!(v, Value::Const(_))) {
+        return Err(node.unsupported("constants only (folded)"));
+    }
+    let wires = match &inputs[..] {
+        [a, b] => vec![operand(ctx, node, 0, Some(b))?, operand(ctx, node, 1, Some(a))?],
+        _ => vec![ctx.wire(node, 0)?],
+    };
+    one(ctx.emit_value(&node.name, Op::Bitwise(kind), &wires)?)
 }

@@ -53,10 +53,16 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "BatchNormalization",
     "Bernoulli",
     "BitCast",
+    "BitShift",
+    "BitwiseAnd",
+    "BitwiseNot",
+    "BitwiseOr",
+    "BitwiseXor",
     "Cast",
     "CastLike",
     "Ceil",
     "Celu",
+    "CenterCropPad",
     "Clip",
     "Concat",
     "Constant",
@@ -104,6 +110,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Log",
     "LogSoftmax",
     "LpNormalization",
+    "LpPool",
     "MatMul",
     "Max",
     "MaxPool",
@@ -192,6 +199,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "Max" | "Min" | "Sum" | "Mean" => elementwise::extreme,
         "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor"
         | "Not" | "Where" => logic::logic,
+        "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" | "BitwiseNot" | "BitShift" => logic::bitwise,
         "Clip" => elementwise::clip,
         "Neg" | "Sqrt" => elementwise::const_unary,
         "Softmax" | "LogSoftmax" => elementwise::softmax,
@@ -211,6 +219,8 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "Trilu" => elementwise::trilu,
         "MaxPool" | "AveragePool" => pool::pool,
         "GlobalAveragePool" => pool::global_avg,
+        "LpPool" => pool::lp_pool,
+        "CenterCropPad" => composite::center_crop_pad,
         "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd"
         | "ReduceSumSquare" | "ReduceL1" | "ReduceL2" | "ReduceLogSum" | "ReduceLogSumExp" => {
             reduce::reduce

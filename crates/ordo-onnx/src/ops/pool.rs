@@ -1,7 +1,7 @@
-//! Pooling: `MaxPool`, `AveragePool`, `GlobalAveragePool`.
+//! Pooling: `MaxPool`, `AveragePool`, `GlobalAveragePool`, and `LpPool` written as IR ops.
 
 use ordo_ir::Op;
-use ordo_ir::op::{Pool2d, PoolNd, Reduce, ReduceKind};
+use ordo_ir::op::{Pool2d, PoolNd, Reduce, ReduceKind, UnaryOp};
 
 use super::{Outputs, one};
 use crate::ctx::Ctx;
@@ -125,4 +125,49 @@ pub(crate) fn global_avg(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outpu
     let op =
         Op::Reduce(Reduce { kind: ReduceKind::Mean, axes: (2..rank).collect(), keepdims: true });
     one(ctx.emit_value(&node.name, op, &[x])?)
+}
+
+/// `LpPool`: `(Σ |x|^p)^(1/p)` over each window, zeros in the padding; written as IR ops,
+/// whose gradients it takes: `|x|` (or `x·x` for p = 2) to the power p, averaged over the
+/// window with the padding counted, times the window's size, to the power 1/p (a square root
+/// for p = 2).
+pub(crate) fn lp_pool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
+    if fact.rank() < 3 {
+        return Err(node.malformed(format!("input {fact}: pooling needs [N, C, d1, ...]")));
+    }
+    if !fact.dtype.is_float() {
+        return Err(node.unsupported(format!("input {fact}: LpPool of integers")));
+    }
+    let p = node.int("p", 2)?;
+    if p < 1 {
+        return Err(node.malformed(format!("p = {p}: expected a positive integer")));
+    }
+    let mut window = window_nd(node, &fact.shape[2..], false)?;
+    if window.ceil_mode {
+        // A window past the padding holds fewer elements than the kernel: the average's
+        // divisor would no longer be the kernel's size.
+        return Err(node.unsupported("LpPool with ceil_mode"));
+    }
+    window.count_include_pad = true;
+    let size = window.kernel.iter().product::<usize>() as f64;
+    let x = ctx.wire(node, 0)?;
+    let part = |p: &str| format!("{}.{p}", node.name);
+    let powered = match p {
+        1 => ctx.emit(&part("abs"), Op::Unary { func: UnaryOp::Abs }, &[x], Vec::new())?[0],
+        2 => ctx.emit(&part("square"), Op::Mul, &[x, x], Vec::new())?[0],
+        _ => {
+            let abs =
+                ctx.emit(&part("abs"), Op::Unary { func: UnaryOp::Abs }, &[x], Vec::new())?[0];
+            let exponent = super::composite::scalar(ctx, node, "p", p as f64)?;
+            ctx.emit(&part("power"), Op::Pow, &[abs, exponent], Vec::new())?[0]
+        }
+    };
+    let mean = ctx.emit(&part("mean"), Op::Pool(window), &[powered], Vec::new())?[0];
+    let sum = ctx.emit(&part("sum"), Op::Scale { factor: size }, &[mean], Vec::new())?[0];
+    if p == 2 {
+        return one(ctx.emit_value(&node.name, Op::Unary { func: UnaryOp::Sqrt }, &[sum])?);
+    }
+    let root = super::composite::scalar(ctx, node, "root", 1.0 / p as f64)?;
+    one(ctx.emit_value(&node.name, Op::Pow, &[sum, root])?)
 }

@@ -397,6 +397,16 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
         for fmod in [false, true] {
             cases.push(case(Op::Mod { fmod }, vec![ints.clone(), divisors.clone()], s));
         }
+        // Bit operations, the second operand broadcast along the rows; shift counts 0 to 4.
+        use ordo_ir::op::BitwiseKind;
+        let counts = Tensor::from_i64(&[4], vec![0, 1, 3, 4]).unwrap();
+        for kind in [BitwiseKind::And, BitwiseKind::Or, BitwiseKind::Xor] {
+            cases.push(case(Op::Bitwise(kind), vec![ints.clone(), divisors.clone()], s));
+        }
+        for kind in [BitwiseKind::ShiftLeft, BitwiseKind::ShiftRight] {
+            cases.push(case(Op::Bitwise(kind), vec![ints.clone(), counts.clone()], s));
+        }
+        cases.push(case(Op::Bitwise(BitwiseKind::Not), vec![ints.clone()], s));
     }
     {
         // Batched product, a diagonal with a sum, a three-way contraction, a full sum.

@@ -1,8 +1,9 @@
 //! Element types held in a wider storage: integer kernels against arithmetic in `i128`
 //! wrapped by hand, u64 bit patterns against `u64` arithmetic, f16 and bf16 rounding against
-//! their bit layouts, and the errors of values a type cannot hold.
+//! their bit layouts, bit operations against `i128`'s, and the errors of values a type cannot
+//! hold.
 
-use ordo_ir::op::{CompareKind, Reduce, ReduceKind};
+use ordo_ir::op::{BitwiseKind, CompareKind, Reduce, ReduceKind};
 use ordo_ir::{DType, Op, TensorFact};
 
 use super::super::{KernelContext, Tensor, held_as, run};
@@ -108,6 +109,56 @@ fn integer_arithmetic_wraps_to_every_type_as_i128_arithmetic_does() {
         for (k, &g) in got.as_i64().unwrap().iter().enumerate() {
             let want = value(a[k], dtype) / value(nonzero[k], dtype);
             assert_eq!(g, wrapped(want, dtype), "{dtype} Div");
+        }
+    }
+}
+
+#[test]
+fn bit_operations_keep_each_types_bits_as_i128_bit_operations_do() {
+    for dtype in INTEGERS {
+        let xs = samples(dtype);
+        let a: Vec<i64> = xs.iter().flat_map(|&x| xs.iter().map(move |_| x)).collect();
+        let b: Vec<i64> = xs.iter().flat_map(|_| xs.iter().copied()).collect();
+        let (ta, tb) = (int_tensor(&a), int_tensor(&b));
+        type Expect = fn(i128, i128) -> i128;
+        let ops: [(BitwiseKind, Expect); 3] = [
+            (BitwiseKind::And, |x, y| x & y),
+            (BitwiseKind::Or, |x, y| x | y),
+            (BitwiseKind::Xor, |x, y| x ^ y),
+        ];
+        for (kind, expect) in ops {
+            let types = [dtype, dtype];
+            let got =
+                run_typed(&Op::Bitwise(kind), &[ta.clone(), tb.clone()], &types, dtype).unwrap();
+            for (k, &g) in got.as_i64().unwrap().iter().enumerate() {
+                let want = expect(value(a[k], dtype), value(b[k], dtype));
+                assert_eq!(g, wrapped(want, dtype), "{dtype} {kind:?} of {} and {}", a[k], b[k]);
+            }
+        }
+        let not = run_typed(&Op::Bitwise(BitwiseKind::Not), &[int_tensor(&xs)], &[dtype], dtype);
+        for (k, &g) in not.unwrap().as_i64().unwrap().iter().enumerate() {
+            assert_eq!(g, wrapped(!value(xs[k], dtype), dtype), "{dtype} Not of {}", xs[k]);
+        }
+    }
+    // Shifts (ONNX's BitShift takes unsigned types): by every count up to the width, and past.
+    for (dtype, bits) in [(DType::U8, 8), (DType::U16, 16), (DType::U32, 32), (DType::U64, 64)] {
+        let xs = samples(dtype);
+        let counts: Vec<i64> = (0..=bits + 1).collect();
+        let a: Vec<i64> = xs.iter().flat_map(|&x| counts.iter().map(move |_| x)).collect();
+        let n: Vec<i64> = xs.iter().flat_map(|_| counts.iter().copied()).collect();
+        let types = [dtype, dtype];
+        for kind in [BitwiseKind::ShiftLeft, BitwiseKind::ShiftRight] {
+            let inputs = [int_tensor(&a), int_tensor(&n)];
+            let got = run_typed(&Op::Bitwise(kind), &inputs, &types, dtype).unwrap();
+            for (k, &g) in got.as_i64().unwrap().iter().enumerate() {
+                let (x, count) = (value(a[k], dtype), n[k]);
+                let want = match kind {
+                    _ if count >= bits => 0,
+                    BitwiseKind::ShiftLeft => x << count,
+                    _ => x >> count,
+                };
+                assert_eq!(g, wrapped(want, dtype), "{dtype} {kind:?} of {x} by {count}");
+            }
         }
     }
 }
