@@ -456,6 +456,9 @@ fn onnx_cases(dir: &Path) -> Vec<Case> {
         // Bit operations: a shift with no direction it knows, an AND of floats.
         ("bad_attrs/bitshift_direction", "`shift`: direction `UP`: expected LEFT or RIGHT"),
         ("bad_attrs/bitwise_floats", "BitwiseAnd takes integers, got f32[2,3,4]"),
+        // Quantization scales that fit neither per axis nor per block.
+        ("bad_attrs/quantize_scale_shape", "a scale of shape [5] for an input of shape [2, 3, 4]"),
+        ("bad_attrs/dequantize_blocks", "blocks of 2 along axis 1 need [2, 2]"),
         ("external/bad_location", "`../convnet.onnx` is not inside the model's folder"),
     ] {
         let path = fixtures.join(format!("{name}.onnx"));

@@ -18,6 +18,7 @@ mod logic;
 mod loss;
 mod norm;
 mod pool;
+mod quantize;
 mod random;
 mod reduce;
 mod sequence;
@@ -74,7 +75,9 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "CumProd",
     "CumSum",
     "DepthToSpace",
+    "DequantizeLinear",
     "Div",
+    "DynamicQuantizeLinear",
     "Dropout",
     "Einsum",
     "Elu",
@@ -127,6 +130,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "PRelu",
     "Pad",
     "Pow",
+    "QuantizeLinear",
     "RMSNormalization",
     "RandomNormal",
     "RandomNormalLike",
@@ -220,6 +224,9 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "MaxPool" | "AveragePool" => pool::pool,
         "GlobalAveragePool" => pool::global_avg,
         "LpPool" => pool::lp_pool,
+        "QuantizeLinear" => quantize::quantize,
+        "DequantizeLinear" => quantize::dequantize,
+        "DynamicQuantizeLinear" => quantize::dynamic_quantize,
         "CenterCropPad" => composite::center_crop_pad,
         "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd"
         | "ReduceSumSquare" | "ReduceL1" | "ReduceL2" | "ReduceLogSum" | "ReduceLogSumExp" => {
