@@ -4,6 +4,9 @@
 use ordo_ir::Op;
 use ordo_ir::op::Grad;
 
+use std::cmp::Ordering;
+
+use super::element::{reads_unsigned, u64_order};
 use super::error::KernelResult;
 use super::tensor::{Data, Tensor};
 use super::util::{Call, for_each_lane, resolve_axis, split_at_axis, tensor};
@@ -109,12 +112,14 @@ pub(crate) fn hardmax(op: &Op, axis: i64, c: Call) -> KernelResult<Vec<Tensor>> 
 }
 
 /// The positions (along the lane) of the `k` extremes of each lane, in output order: sorted
-/// from the extreme, ties by the lower index, NaN as the largest (ONNX's reference).
-fn top_positions(
-    x: &[f32],
+/// from the extreme by `ascending` (an order of the storage's values), ties by the lower index
+/// (ONNX's reference).
+fn top_positions<T: Copy>(
+    x: &[T],
     layout: (usize, usize, usize),
     k: usize,
     largest: bool,
+    ascending: impl Fn(T, T) -> Ordering,
 ) -> Vec<Vec<usize>> {
     let len = layout.1;
     let mut lanes = Vec::new();
@@ -122,12 +127,7 @@ fn top_positions(
         let mut order: Vec<usize> = (0..len).collect();
         // A stable sort keeps ties in index order.
         order.sort_by(|&i, &j| {
-            let (a, b) = (x[at(i)], x[at(j)]);
-            let key = |v: f32| if v.is_nan() { f32::INFINITY } else { v };
-            let ord = key(a)
-                .partial_cmp(&key(b))
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then((b.is_nan() as u8).cmp(&(a.is_nan() as u8)).reverse());
+            let ord = ascending(x[at(i)], x[at(j)]);
             if largest { ord.reverse() } else { ord }
         });
         order.truncate(k);
@@ -136,7 +136,17 @@ fn top_positions(
     lanes
 }
 
-/// `TopK`: the values (or indices) of the `k` extremes along the axis, of a float tensor.
+/// Floats in ascending order, NaN as the largest.
+fn float_order(a: f32, b: f32) -> Ordering {
+    let key = |v: f32| if v.is_nan() { f32::INFINITY } else { v };
+    key(a)
+        .partial_cmp(&key(b))
+        .unwrap_or(Ordering::Equal)
+        .then((b.is_nan() as u8).cmp(&(a.is_nan() as u8)).reverse())
+}
+
+/// `TopK`: the values (or indices) of the `k` extremes along the axis, of a float or integer
+/// tensor (a u64 one ordered as unsigned).
 pub(crate) fn top_k(
     op: &Op,
     (k, axis, largest, indices): (usize, i64, bool, bool),
@@ -145,24 +155,36 @@ pub(crate) fn top_k(
     c.expect_inputs(1)?;
     c.expect_params(0)?;
     let out = c.infer(op, &c.input_facts())?.shape;
-    let (x, shape) = (c.input_f32(0)?, c.inputs[0].shape());
+    let shape = c.inputs[0].shape();
     let a = resolve_axis(&c, axis, shape.len())?;
     let layout = split_at_axis(shape, a);
-    let inner = layout.2;
+    let lanes = match c.inputs[0].data() {
+        Data::F32(x) => top_positions(x, layout, k, largest, float_order),
+        Data::I64(x) if reads_unsigned(&c) => {
+            top_positions(x, layout, k, largest, |a, b| u64_order(a).cmp(&u64_order(b)))
+        }
+        Data::I64(x) => top_positions(x, layout, k, largest, |a: i64, b| a.cmp(&b)),
+        _ => return Err(c.value_err("TopK of a tensor neither float nor integer")),
+    };
     // The output's lanes run in the same (outer, inner) order, `k` long.
-    let out_layout = (layout.0, k, inner);
-    let lanes = top_positions(x, layout, k, largest);
-    let mut values = vec![0.0f32; out.iter().product()];
-    let mut index = vec![0i64; values.len()];
+    let inner = layout.2;
+    let mut picks = vec![0usize; out.iter().product()];
     let mut lane = lanes.iter();
-    for_each_lane(out_layout, |at| {
+    for_each_lane((layout.0, k, inner), |at| {
         let picked = lane.next().expect("one lane per output lane");
         for (j, &p) in picked.iter().enumerate() {
-            values[at(j)] = x[p];
-            index[at(j)] = ((p / inner) % layout.1) as i64;
+            picks[at(j)] = p;
         }
     });
-    Ok(vec![if indices { Tensor::from_i64(&out, index)? } else { tensor(&out, values)? }])
+    if indices {
+        let index = picks.iter().map(|&p| ((p / inner) % layout.1) as i64).collect();
+        return Ok(vec![Tensor::from_i64(&out, index)?]);
+    }
+    if let Data::I64(x) = c.inputs[0].data() {
+        return Ok(vec![Tensor::from_i64(&out, picks.iter().map(|&p| x[p]).collect())?]);
+    }
+    let x = c.input_f32(0)?;
+    Ok(vec![tensor(&out, picks.iter().map(|&p| x[p]).collect())?])
 }
 
 /// The gradient of `TopK`'s values: each upstream gradient to the input position its value
@@ -180,7 +202,7 @@ pub(crate) fn top_k_grad(
     c.expect_input_shape(1, &shape)?;
     let (dy, x) = (c.input_f32(0)?, c.input_f32(1)?);
     let layout = split_at_axis(&shape, resolve_axis(&c, axis, shape.len())?);
-    let lanes = top_positions(x, layout, k, largest);
+    let lanes = top_positions(x, layout, k, largest, float_order);
     let mut dx = vec![0.0f32; x.len()];
     let mut lane = lanes.iter();
     for_each_lane((layout.0, k, layout.2), |at| {

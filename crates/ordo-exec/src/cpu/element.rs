@@ -86,6 +86,7 @@ pub fn reads_u64(op: &Op) -> bool {
             | Op::Mod { .. }
             | Op::Compare(_)
             | Op::Bitwise(_)
+            | Op::TopK { .. }
             | Op::Where
             | Op::Cast { .. }
             | Op::BitCast { .. }

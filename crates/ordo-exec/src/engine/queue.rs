@@ -34,7 +34,8 @@
 //!   decides when to take the mutex again; whether to run, wait or stop is decided under it.
 //!
 //! With the `loom` feature the primitives use loom's types, and the tests in this file explore
-//! every interleaving of small cases (`cargo test -p ordo-exec --lib --features loom loom`).
+//! every interleaving of small cases (`cargo test --workspace --lib --features ordo-exec/loom
+//! loom`).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

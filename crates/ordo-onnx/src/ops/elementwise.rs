@@ -615,12 +615,13 @@ pub(crate) fn modulo(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
     one(ctx.emit_value(&node.name, Op::Mod { fmod }, &[x, y])?)
 }
 
-/// `TopK` of a run-time float tensor with a constant K: one IR `TopK` per output read (the
+/// `TopK` of a run-time float or integer tensor with a constant K: one IR `TopK` per output read (the
 /// values, the indices). Sorted output serves `sorted = 0` too (its order is unspecified).
 pub(crate) fn top_k(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let x = ctx.input(node, 0)?;
-    if matches!(x, Value::Const(_)) || !ctx.fact_of(node, &x)?.dtype.is_float() {
-        return Err(node.unsupported("the IR's TopK takes run-time float tensors"));
+    let dtype = ctx.fact_of(node, &x)?.dtype;
+    if matches!(x, Value::Const(_)) || !(dtype.is_float() || dtype.is_integer()) {
+        return Err(node.unsupported("the IR's TopK takes run-time float or integer tensors"));
     }
     let rank = ctx.fact_of(node, &x)?.rank();
     let k = if node.opset < 10 {

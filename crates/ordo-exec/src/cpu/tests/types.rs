@@ -164,6 +164,25 @@ fn bit_operations_keep_each_types_bits_as_i128_bit_operations_do() {
 }
 
 #[test]
+fn top_k_of_integers_orders_signed_and_unsigned_values_as_their_types_do() {
+    let big = u64::MAX - 1; // held as -2
+    let values = int_tensor(&[3, big as i64, -7, 3, 0]);
+    let top = |largest: bool, indices: bool, dtype: DType| {
+        let op = Op::TopK { k: 3, axis: 0, largest, indices };
+        let out = if indices { DType::I64 } else { dtype };
+        let got = run_typed(&op, std::slice::from_ref(&values), &[dtype], out).unwrap();
+        got.as_i64().unwrap().to_vec()
+    };
+    // As i64: -7 and -2 are the smallest; ties (the two 3s) by the lower index.
+    assert_eq!(top(true, false, DType::I64), [3, 3, 0]);
+    assert_eq!(top(true, true, DType::I64), [0, 3, 4]);
+    assert_eq!(top(false, false, DType::I64), [-7, -2, 0]);
+    // As u64: u64::MAX - 1 and then -7's bit pattern are the largest.
+    assert_eq!(top(true, true, DType::U64), [1, 2, 0]);
+    assert_eq!(top(false, true, DType::U64), [4, 0, 3]);
+}
+
+#[test]
 fn u64_values_past_i64_compare_divide_and_cast_as_unsigned() {
     let big = u64::MAX - 1; // held as -2
     let a = int_tensor(&[big as i64, 5, big as i64]);
