@@ -133,21 +133,29 @@ def runtime_runs(tmp_path_factory):
     """Every case of RUNTIME_CASES run by PyTorch's runtime on two processes: its plan and the
     directory of the ranks' gradients and losses, by (schedule, modulo)."""
     stages, micro_batches = 2, 4
-    root = tmp_path_factory.mktemp("runtime")
-    jobs = {}
-    for schedule, modulo in RUNTIME_CASES:
-        plan = ordo.pytorch_schedule(
+
+    def plan_of(schedule, modulo):
+        return ordo.pytorch_schedule(
             transformer_problem(stages, micro_batches),
             stages=stages,
             micro_batches=micro_batches,
             schedule=schedule,
             modulo=modulo,
         )
+
+    return run_on_two_ranks(tmp_path_factory.mktemp("runtime"), RUNTIME_CASES, plan_of, run_rank)
+
+
+def run_on_two_ranks(root, cases, plan_of, worker):
+    """Each (schedule, modulo) of `cases` planned by `plan_of`, then all run by `worker` on one
+    pair of processes (a launch costs seconds of imports): {case: (plan, the directory of the
+    ranks' results)}."""
+    jobs = {}
+    for schedule, modulo in cases:
         directory = root / f"{schedule}-{modulo}"
         directory.mkdir()
-        jobs[schedule, modulo] = (plan, str(directory))
-    args = (stages, str(root / "init"), list(jobs.values()))
-    mp.spawn(run_rank, args=args, nprocs=stages, join=True)
+        jobs[schedule, modulo] = (plan_of(schedule, modulo), str(directory))
+    mp.spawn(worker, args=(2, str(root / "init"), list(jobs.values())), nprocs=2, join=True)
     return jobs
 
 
@@ -244,21 +252,19 @@ def traced_runs(tmp_path_factory):
 
     x, _ = traced_data()
     profiled = ot.profile(NotSequential(), x[:2], reps=1, warmup=0, split_backward=True)
-    root = tmp_path_factory.mktemp("traced")
-    jobs = {}
-    for schedule, modulo in TRACED_CASES:
-        plan = op.schedule(
+
+    def plan_of(schedule, modulo):
+        return op.schedule(
             profiled,
             stages=2,
             micro_batches=TRACED_MICRO_BATCHES,
             schedule=schedule,
             modulo=modulo,
         )
-        directory = root / f"{schedule}-{modulo}"
-        directory.mkdir()
-        jobs[schedule, modulo] = (plan, str(directory))
-    mp.spawn(run_traced_rank, args=(2, str(root / "init"), list(jobs.values())), nprocs=2)
-    return jobs
+
+    return run_on_two_ranks(
+        tmp_path_factory.mktemp("traced"), TRACED_CASES, plan_of, run_traced_rank
+    )
 
 
 @pytest.mark.parametrize("schedule, modulo", TRACED_CASES)

@@ -7,8 +7,8 @@ use super::error::KernelResult;
 use super::integer;
 use super::tensor::{Data, Tensor};
 use super::util::{
-    Call, broadcast_shapes, broadcast_strides, erf, for_each_broadcast, for_each_lane, reduce_to,
-    resolve_axis, split_at_axis, tensor,
+    Call, binary_layout, broadcast_shapes, broadcast_strides, erf, for_each_broadcast,
+    for_each_lane, reduce_to, resolve_axis, split_at_axis, tensor,
 };
 
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
@@ -204,10 +204,7 @@ pub(crate) fn scale_grad(of: &Op, factor: f64, g: &Grad, c: Call) -> KernelResul
 /// `Add`, `Mul`, `Div`, `Max`, `Min` or `Pow` with NumPy broadcasting.
 pub(crate) fn binary(op: &Op, c: Call) -> KernelResult<Vec<Tensor>> {
     c.expect_inputs(2)?;
-    c.expect_params(0)?;
-    let out = c.infer(op, &c.input_facts())?.shape;
-    let sa = broadcast_strides(c.inputs[0].shape(), &out);
-    let sb = broadcast_strides(c.inputs[1].shape(), &out);
+    let (out, sa, sb) = binary_layout(op, &c)?;
     if c.inputs[0].as_i64().is_some() {
         return Ok(vec![integer::binary(op, &c, &out, &sa, &sb)?]);
     }

@@ -10,7 +10,7 @@ use ordo_ir::op::BitwiseKind;
 use super::element::{reads_unsigned, u64_order};
 use super::error::KernelResult;
 use super::tensor::Tensor;
-use super::util::{Call, broadcast_strides, for_each_broadcast, numel};
+use super::util::{Call, binary_layout, for_each_broadcast, numel};
 
 /// Why an integer op has no value for a pair of operands.
 #[derive(Clone, Copy)]
@@ -101,18 +101,15 @@ pub(crate) fn clip(min: f64, max: f64, c: &Call) -> KernelResult<Tensor> {
 /// bits that type has (a u8's `Not` of 5 is 250).
 pub(crate) fn bitwise(op: &Op, kind: BitwiseKind, c: Call) -> KernelResult<Vec<Tensor>> {
     c.expect_inputs(kind.arity())?;
-    c.expect_params(0)?;
-    let out = c.infer(op, &c.input_facts())?.shape;
     let a = c.input_i64(0)?;
-    let y = if kind.arity() == 1 {
-        a.iter().map(|&x| kind.apply(x, 0)).collect()
-    } else {
-        let b = c.input_i64(1)?;
-        let sa = broadcast_strides(c.inputs[0].shape(), &out);
-        let sb = broadcast_strides(c.inputs[1].shape(), &out);
-        let mut y = vec![0i64; numel(&out)];
-        for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = kind.apply(a[i], b[j]));
-        y
-    };
+    if kind.arity() == 1 {
+        c.expect_params(0)?;
+        let out = c.infer(op, &c.input_facts())?.shape;
+        return Ok(vec![Tensor::from_i64(&out, a.iter().map(|&x| kind.apply(x, 0)).collect())?]);
+    }
+    let (out, sa, sb) = binary_layout(op, &c)?;
+    let b = c.input_i64(1)?;
+    let mut y = vec![0i64; numel(&out)];
+    for_each_broadcast(&out, &sa, &sb, |o, i, j| y[o] = kind.apply(a[i], b[j]));
     Ok(vec![Tensor::from_i64(&out, y)?])
 }

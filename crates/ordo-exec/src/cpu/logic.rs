@@ -6,16 +6,9 @@ use ordo_ir::op::{CompareKind, Grad, LogicKind};
 use super::element::{reads_unsigned, u64_order};
 use super::error::KernelResult;
 use super::tensor::{Data, Tensor};
-use super::util::{Call, broadcast_strides, for_each_broadcast, numel, reduce_to, tensor};
-
-/// The output shape of `op` and the broadcast strides of its first two inputs.
-fn binary_layout(op: &Op, c: &Call) -> KernelResult<(Vec<usize>, Vec<usize>, Vec<usize>)> {
-    c.expect_params(0)?;
-    let out = c.infer(op, &c.input_facts())?.shape;
-    let sa = broadcast_strides(c.inputs[0].shape(), &out);
-    let sb = broadcast_strides(c.inputs[1].shape(), &out);
-    Ok((out, sa, sb))
-}
+use super::util::{
+    Call, binary_layout, broadcast_strides, for_each_broadcast, numel, reduce_to, tensor,
+};
 
 /// `Equal`, `Less`, ...: a bool tensor.
 pub(crate) fn compare(op: &Op, kind: CompareKind, c: Call) -> KernelResult<Vec<Tensor>> {

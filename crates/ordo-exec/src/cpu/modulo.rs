@@ -6,7 +6,9 @@ use ordo_ir::op::Grad;
 use super::element::reads_unsigned;
 use super::error::KernelResult;
 use super::tensor::{Data, Tensor};
-use super::util::{Call, broadcast_strides, for_each_broadcast, numel, reduce_to, tensor};
+use super::util::{
+    Call, binary_layout, broadcast_strides, for_each_broadcast, numel, reduce_to, tensor,
+};
 
 /// Python's integer remainder (the divisor's sign) or C's (`fmod`: the dividend's); of u64
 /// bit patterns when `unsigned`.
@@ -21,10 +23,7 @@ fn int_rem(a: i64, b: i64, fmod: bool, unsigned: bool) -> Option<i64> {
 
 pub(crate) fn modulo(op: &Op, fmod: bool, c: Call) -> KernelResult<Vec<Tensor>> {
     c.expect_inputs(2)?;
-    c.expect_params(0)?;
-    let out = c.infer(op, &c.input_facts())?.shape;
-    let sa = broadcast_strides(c.inputs[0].shape(), &out);
-    let sb = broadcast_strides(c.inputs[1].shape(), &out);
+    let (out, sa, sb) = binary_layout(op, &c)?;
     Ok(vec![match (c.inputs[0].data(), c.inputs[1].data()) {
         (Data::F32(a), Data::F32(b)) => {
             if !fmod {

@@ -164,6 +164,19 @@ pub(crate) fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
     strides
 }
 
+/// The output shape of `op` (a node without parameters) and the broadcast strides of its first
+/// two inputs: what a binary kernel with NumPy broadcasting reads before its loop.
+pub(crate) fn binary_layout(
+    op: &Op,
+    c: &Call,
+) -> KernelResult<(Vec<usize>, Vec<usize>, Vec<usize>)> {
+    c.expect_params(0)?;
+    let out = c.infer(op, &c.input_facts())?.shape;
+    let sa = broadcast_strides(c.inputs[0].shape(), &out);
+    let sb = broadcast_strides(c.inputs[1].shape(), &out);
+    Ok((out, sa, sb))
+}
+
 /// Calls `f(output index, offset in a, offset in b)` for every element of `out`, in order,
 /// with the strides of [`broadcast_strides`].
 pub(crate) fn for_each_broadcast(
