@@ -33,42 +33,25 @@
 //!   `Relaxed`): a hand-over to a worker still looking then costs no wake-up. The hint only
 //!   decides when to take the mutex again; whether to run, wait or stop is decided under it.
 //!
-//! With the `loom` feature the primitives use loom's types, and the tests in this file explore
-//! every interleaving of small cases (`cargo test --workspace --lib --features ordo-exec/loom
-//! loom`).
+//! # Model checking
+//!
+//! The queue and the countdown (`queue/ready.rs`) are written against the primitives of a
+//! `sync` module and compiled twice: here on std's, and in the tests of `queue/loom_tests.rs`
+//! on loom's, whose model explores every interleaving of small cases. The loom copy is an
+//! ordinary test module (loom is a dev-dependency), so `cargo test` runs the model checks with
+//! the rest and nothing is built again under other features or flags.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+#[cfg(test)]
+mod loom_tests;
+mod ready;
 
-#[cfg(feature = "loom")]
-use loom::sync::atomic::{AtomicUsize, Ordering};
-#[cfg(feature = "loom")]
-use loom::sync::{Condvar, Mutex, MutexGuard};
-#[cfg(not(feature = "loom"))]
-use std::sync::atomic::{AtomicUsize, Ordering};
-#[cfg(not(feature = "loom"))]
-use std::sync::{Condvar, Mutex, MutexGuard};
+pub(crate) use ready::{Countdown, ReadyQueue};
 
-/// How many predecessors of a task have still to finish.
-#[derive(Debug)]
-pub(crate) struct Countdown(AtomicUsize);
-
-impl Countdown {
-    pub(crate) fn new(count: usize) -> Self {
-        Self(AtomicUsize::new(count))
-    }
-
-    /// One predecessor finished: whether it was the last.
-    pub(crate) fn arrive(&self) -> bool {
-        self.0.fetch_sub(1, Ordering::AcqRel) == 1
-    }
-}
-
-#[derive(Debug, Default)]
-struct State {
-    ready: BinaryHeap<Reverse<(u32, u32)>>,
-    closed: bool,
-    sleepers: usize,
+/// The primitives that `ready` is written against: std's (the loom tests give it loom's).
+mod sync {
+    pub(super) use super::look_until;
+    pub(super) use std::sync::atomic::{AtomicUsize, Ordering};
+    pub(super) use std::sync::{Condvar, Mutex, MutexGuard};
 }
 
 /// How long an idle worker looks for work, yielding the processor, before it sleeps (on its
@@ -77,147 +60,14 @@ struct State {
 /// kernel cold). One millisecond covers the waits between devices inside a step of the zoo's
 /// small models, and bounds what an idle worker spends when devices outnumber cores (its yields
 /// then give the processor to the workers that have work).
-#[cfg(not(feature = "loom"))]
 pub(crate) const LOOK_FOR: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Yields the processor until `found` says there is something to do, for at most
-/// [`LOOK_FOR`]. Nothing under loom, whose model has no time.
-#[cfg(not(feature = "loom"))]
+/// [`LOOK_FOR`].
 pub(crate) fn look_until(found: impl Fn() -> bool) {
     let since = std::time::Instant::now();
     while !found() && since.elapsed() < LOOK_FOR {
         std::thread::yield_now();
-    }
-}
-
-#[cfg(feature = "loom")]
-pub(crate) fn look_until(_found: impl Fn() -> bool) {}
-
-/// Tasks ready to run on one pool of workers, lowest rank first.
-#[derive(Debug, Default)]
-pub(crate) struct ReadyQueue {
-    state: Mutex<State>,
-    wake: Condvar,
-    /// Ready tasks, or 1 once closed: a hint that looking workers read without the lock.
-    hint: AtomicUsize,
-}
-
-impl ReadyQueue {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A worker never panics while holding the lock (kernels run outside it), so a
-        // poisoned lock still holds consistent state.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Makes `task` of `rank` ready.
-    pub(crate) fn push(&self, rank: u32, task: u32) {
-        let mut state = self.lock();
-        state.ready.push(Reverse((rank, task)));
-        self.hint.store(state.ready.len(), Ordering::Relaxed);
-        if state.sleepers > 0 {
-            self.wake.notify_one();
-        }
-    }
-
-    /// The ready task of lowest rank, waiting for one; `None` once the queue is closed.
-    pub(crate) fn pop(&self) -> Option<u32> {
-        let mut state = self.lock();
-        let mut looked = false;
-        loop {
-            if state.closed {
-                return None;
-            }
-            if let Some(Reverse((_, task))) = state.ready.pop() {
-                self.hint.store(state.ready.len(), Ordering::Relaxed);
-                return Some(task);
-            }
-            if !looked {
-                // Look for a while without the lock; whatever the hint says, the decision is
-                // taken again under the lock, so a stale hint costs a round, never a task.
-                drop(state);
-                look_until(|| self.hint.load(Ordering::Relaxed) > 0);
-                looked = true;
-                state = self.lock();
-                continue;
-            }
-            state.sleepers += 1;
-            state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
-            state.sleepers -= 1;
-        }
-    }
-
-    /// Whether the queue holds no ready task, as far as a look without the lock can tell.
-    pub(crate) fn looks_empty(&self) -> bool {
-        self.hint.load(Ordering::Relaxed) == 0
-    }
-
-    /// Hands out nothing more and wakes every sleeper.
-    pub(crate) fn close(&self) {
-        self.lock().closed = true;
-        self.hint.store(1, Ordering::Relaxed);
-        self.wake.notify_all();
-    }
-}
-
-#[cfg(all(test, feature = "loom"))]
-mod loom_tests {
-    use super::*;
-    use loom::sync::Arc;
-    use loom::thread;
-
-    /// Two predecessors finish on two threads; exactly one of them makes the successor ready,
-    /// and the worker that pops it sees both of their writes.
-    #[test]
-    fn loom_the_last_arrival_hands_over_and_publishes() {
-        loom::model(|| {
-            let done = Arc::new((Countdown::new(2), ReadyQueue::default()));
-            let outputs = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
-            let producers: Vec<_> = (0..2)
-                .map(|i| {
-                    let (done, outputs) = (done.clone(), outputs.clone());
-                    thread::spawn(move || {
-                        outputs[i].store(i + 1, Ordering::Relaxed);
-                        if done.0.arrive() {
-                            done.1.push(0, 7);
-                        }
-                    })
-                })
-                .collect();
-            assert_eq!(done.1.pop(), Some(7));
-            assert_eq!(outputs[0].load(Ordering::Relaxed), 1);
-            assert_eq!(outputs[1].load(Ordering::Relaxed), 2);
-            for p in producers {
-                p.join().unwrap();
-            }
-        });
-    }
-
-    /// A worker sleeping on an empty queue is woken by a close: it never waits forever.
-    #[test]
-    fn loom_close_wakes_a_sleeping_worker() {
-        loom::model(|| {
-            let queue = Arc::new(ReadyQueue::default());
-            let worker = {
-                let queue = queue.clone();
-                thread::spawn(move || queue.pop())
-            };
-            queue.close();
-            assert_eq!(worker.join().unwrap(), None);
-        });
-    }
-
-    /// A push to a queue with a sleeping worker is never lost, whichever comes first.
-    #[test]
-    fn loom_a_push_wakes_a_sleeping_worker() {
-        loom::model(|| {
-            let queue = Arc::new(ReadyQueue::default());
-            let worker = {
-                let queue = queue.clone();
-                thread::spawn(move || queue.pop())
-            };
-            queue.push(3, 1);
-            assert_eq!(worker.join().unwrap(), Some(1));
-        });
     }
 }
 
