@@ -459,6 +459,18 @@ fn onnx_cases(dir: &Path) -> Vec<Case> {
         // Quantization scales that fit neither per axis nor per block.
         ("bad_attrs/quantize_scale_shape", "a scale of shape [5] for an input of shape [2, 3, 4]"),
         ("bad_attrs/dequantize_blocks", "blocks of 2 along axis 1 need [2, 2]"),
+        // Operators written as IR ops, each refusing what it cannot mean.
+        ("bad_attrs/gridsample_mode", "`sample`: mode `quadratic`"),
+        ("bad_attrs/gridsample_padding", "`sample`: padding_mode `mirror`"),
+        ("bad_attrs/lrn_size", "`lrn`: no `size`"),
+        ("bad_attrs/gru_direction", "`gru`: direction `sideways`"),
+        ("bad_attrs/gru_hidden", "`gru` (GRU): hidden_size 5 for R f32[1,12,4]"),
+        ("bad_attrs/bn_momentum", "`bn`: momentum 2 is not in [0, 1]"),
+        ("bad_attrs/reverse_lengths", "`reverse`: sequence length 9 outside 0..=3"),
+        ("bad_attrs/maxunpool_index", "`unpool`: index 40 outside the unpooled [1, 1, 4, 4]"),
+        ("bad_attrs/col2im_block", "`col2im` (Col2Im): input f32[1,9,4]"),
+        ("bad_attrs/compress_condition", "a condition of 5 values for an axis of 3"),
+        ("bad_attrs/affine_grid_size", "theta f32[2,3,4]: expected [2, 2, 3] floats"),
         ("external/bad_location", "`../convnet.onnx` is not inside the model's folder"),
     ] {
         let path = fixtures.join(format!("{name}.onnx"));

@@ -12,17 +12,24 @@ mod conv3d;
 mod einsum;
 mod elementwise;
 pub(crate) mod generic;
+mod grid;
+mod grid_sample;
+mod indexed;
 mod interpolate;
 mod linear;
 mod logic;
 mod loss;
 mod norm;
+mod parts;
 mod pool;
+mod qlinear;
 mod quantize;
 mod random;
+mod recurrent;
 mod reduce;
 mod sequence;
 mod shape;
+mod spectral;
 
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
@@ -42,6 +49,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Acos",
     "Acosh",
     "Add",
+    "AffineGrid",
     "And",
     "ArgMax",
     "ArgMin",
@@ -64,6 +72,8 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Ceil",
     "Celu",
     "CenterCropPad",
+    "Col2Im",
+    "Compress",
     "Clip",
     "Concat",
     "Constant",
@@ -74,6 +84,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Cosh",
     "CumProd",
     "CumSum",
+    "DFT",
     "DepthToSpace",
     "DequantizeLinear",
     "Div",
@@ -92,11 +103,13 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "GatherElements",
     "GatherND",
     "Gelu",
+    "GRU",
     "Gemm",
     "GlobalAveragePool",
     "GlobalMaxPool",
     "Greater",
     "GreaterOrEqual",
+    "GridSample",
     "GroupNormalization",
     "HardSigmoid",
     "HardSwish",
@@ -105,6 +118,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "InstanceNormalization",
     "IsInf",
     "IsNaN",
+    "LRN",
     "LSTM",
     "LayerNormalization",
     "LeakyRelu",
@@ -115,9 +129,12 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "LpNormalization",
     "LpPool",
     "MatMul",
+    "MatMulInteger",
     "Max",
     "MaxPool",
+    "MaxUnpool",
     "Mean",
+    "MeanVarianceNormalization",
     "Min",
     "Mish",
     "Mod",
@@ -128,10 +145,12 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "OneHot",
     "Or",
     "PRelu",
+    "QLinearMatMul",
     "Pad",
     "Pow",
     "QuantizeLinear",
     "RMSNormalization",
+    "RNN",
     "RandomNormal",
     "RandomNormalLike",
     "RandomUniform",
@@ -149,6 +168,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "ReduceSumSquare",
     "Relu",
     "Reshape",
+    "ReverseSequence",
     "Resize",
     "RotaryEmbedding",
     "Round",
@@ -194,6 +214,8 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "BatchNormalization" => norm::batch_norm,
         "LayerNormalization" => norm::layer_norm,
         "RMSNormalization" => norm::rms_norm,
+        "MeanVarianceNormalization" => norm::mean_variance_normalization,
+        "LRN" => norm::lrn,
         "Relu" | "Sigmoid" | "Tanh" | "HardSwish" | "HardSigmoid" | "Gelu" | "Erf" | "Exp"
         | "Log" | "Abs" | "Sin" | "Cos" | "Reciprocal" | "Softplus" | "Softsign" | "Elu"
         | "Selu" | "LeakyRelu" | "ThresholdedRelu" | "Celu" | "Shrink" | "Tan" | "Asin"
@@ -228,6 +250,15 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "DequantizeLinear" => quantize::dequantize,
         "DynamicQuantizeLinear" => quantize::dynamic_quantize,
         "CenterCropPad" => composite::center_crop_pad,
+        "AffineGrid" => grid::affine_grid,
+        "Compress" => indexed::compress,
+        "ReverseSequence" => indexed::reverse_sequence,
+        "MaxUnpool" => indexed::max_unpool,
+        "Col2Im" => indexed::col2im,
+        "MatMulInteger" => qlinear::matmul_integer,
+        "QLinearMatMul" => qlinear::qlinear_matmul,
+        "DFT" => spectral::dft,
+        "GridSample" => grid_sample::grid_sample,
         "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd"
         | "ReduceSumSquare" | "ReduceL1" | "ReduceL2" | "ReduceLogSum" | "ReduceLogSumExp" => {
             reduce::reduce
@@ -254,6 +285,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "GatherND" => sequence::gather_nd,
         "ScatterND" | "ScatterElements" | "Scatter" => sequence::scatter_nd,
         "LSTM" => sequence::lstm,
+        "GRU" | "RNN" => recurrent::unrolled,
         "Constant" => shape::constant,
         "ConstantOfShape" => shape::constant_of_shape,
         "Shape" => shape::shape,
@@ -287,6 +319,12 @@ pub(crate) fn weight_slots(op_type: &str) -> &'static [usize] {
         "Gather" => &[0],
         _ => &[],
     }
+}
+
+/// Whether output `k` of `node` is read: by a node or as a graph output (an export may name
+/// outputs that nothing reads, as PyTorch's names an LSTM's last states).
+pub(crate) fn output_read(ctx: &Ctx<'_>, node: &Node<'_>, k: usize) -> bool {
+    node.proto.output.get(k).is_some_and(|t| !t.is_empty() && ctx.uses(t) > 0)
 }
 
 /// A node with a single output.

@@ -1,9 +1,11 @@
 //! Normalisation: `BatchNormalization` (inference and training mode), `LayerNormalization`,
-//! `RMSNormalization`, `InstanceNormalization` and `GroupNormalization`.
+//! `RMSNormalization`, `InstanceNormalization`, `GroupNormalization`,
+//! `MeanVarianceNormalization` and `LRN`.
 
-use ordo_ir::op::{BatchNorm, LayerNorm, Reduce, ReduceKind, UnaryOp};
+use ordo_ir::op::{BatchNorm, LayerNorm, PadMode, Reduce, ReduceKind, UnaryOp};
 use ordo_ir::{Op, OutletId};
 
+use super::composite::scalar;
 use super::conv::param_name;
 use super::{Outputs, one, reshape_op, resolve_axis};
 use crate::ctx::Ctx;
@@ -14,8 +16,12 @@ use crate::value::Value;
 
 /// `BatchNormalization` with scale, bias, running mean and running variance as parameters.
 /// In training mode the updated running statistics (outputs 1 and 2) are part of the IR op,
-/// not separate tensors.
+/// not separate tensors; where the graph reads them, the node is [`batch_norm_training`].
 pub(crate) fn batch_norm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let statistics_read = (1..node.num_outputs()).any(|k| super::output_read(ctx, node, k));
+    if node.int("training_mode", 0)? != 0 && statistics_read {
+        return batch_norm_training(ctx, node);
+    }
     let params = ["scale", "bias", "running mean", "running variance"]
         .iter()
         .enumerate()
@@ -30,6 +36,105 @@ pub(crate) fn batch_norm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outpu
     let mut outputs = vec![Some(Value::wire(out, fact))];
     outputs.resize(node.num_outputs().max(1), None);
     Ok(outputs)
+}
+
+/// `BatchNormalization` in training mode with its updated running statistics read, as IR ops:
+/// `x` normalised by the batch's mean and (biased) variance over every dim but the channels,
+/// then scaled and shifted per channel; the running statistics `running * momentum + batch *
+/// (1 - momentum)` (ONNX's definition, its momentum weighing the old value).
+fn batch_norm_training(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let x = float_wire(ctx, node)?;
+    let fact = ctx.graph.fact(x).cloned().expect("emitted");
+    let c = match fact.shape[..] {
+        [_, c, ..] => c,
+        _ => return Err(node.shape_error(format!("input {fact}: expected [N, C, ...]"))),
+    };
+    let momentum = node.float("momentum", 0.9)?;
+    if !(0.0..=1.0).contains(&momentum) {
+        return Err(node.malformed(format!("momentum {momentum} is not in [0, 1]")));
+    }
+    let axes = std::iter::once(0).chain(2..fact.rank()).collect();
+    let stats = standardize(ctx, node, x, axes, node.float("epsilon", 1e-5)?, true)?;
+    let per_channel = channel_shape(c, fact.rank() - 1);
+    let scale = reshaped(ctx, node, 1, "scale", &per_channel)?;
+    let bias = reshaped(ctx, node, 2, "bias", &per_channel)?;
+    let y = affine(ctx, node, stats.normed, scale, Some(bias))?;
+    let mut outputs = vec![Some(ctx.wire_value(y))];
+    let batch = [stats.mean.expect("centered"), stats.variance];
+    for (k, (what, batch)) in ["running_mean", "running_variance"].iter().zip(batch).enumerate() {
+        let old = reshaped(ctx, node, k + 3, what, &[c])?;
+        let batch = emit_reshape(ctx, node, &format!("batch_{what}"), batch, &[c])?;
+        let kept =
+            ctx.emit_part(node, &format!("{what}_kept"), Op::Scale { factor: momentum }, &[old])?;
+        let new = Op::Scale { factor: 1.0 - momentum };
+        let new = ctx.emit_part(node, &format!("{what}_new"), new, &[batch])?;
+        let updated = ctx.emit_part(node, what, Op::Add, &[kept, new])?;
+        outputs.push(Some(ctx.wire_value(updated)));
+    }
+    outputs.truncate(node.num_outputs().max(1));
+    Ok(outputs)
+}
+
+/// `MeanVarianceNormalization`: `(x - mean) / std` over `axes` (default `[0, 2, 3]`), as IR
+/// ops. ONNX divides by `std + 1e-9`; here `1e-18` is added to the variance under the root,
+/// the same within float rounding and as safe for a constant input (0, not NaN).
+pub(crate) fn mean_variance_normalization(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+) -> OnnxResult<Outputs> {
+    let x = float_wire(ctx, node)?;
+    let rank = ctx.graph.fact(x).expect("emitted").rank();
+    let axes = node.ints("axes").unwrap_or(&[0, 2, 3]);
+    let mut resolved =
+        axes.iter().map(|&a| resolve_axis(node, a, rank)).collect::<OnnxResult<Vec<_>>>()?;
+    resolved.sort_unstable();
+    resolved.dedup();
+    let stats = standardize(ctx, node, x, resolved, 1e-18, true)?;
+    one(ctx.emit_value(&node.name, Op::Scale { factor: 1.0 }, &[stats.normed])?)
+}
+
+/// `LRN` (local response normalisation across channels): `x / (bias + alpha / size *
+/// square_sum) ^ beta`, where `square_sum` sums `x^2` over the `size` channels around each
+/// (`floor((size - 1) / 2)` before, `ceil((size - 1) / 2)` after, clipped at the edges), as IR
+/// ops: the squares padded with zeros along the channels, then `size` shifted slices added.
+pub(crate) fn lrn(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let x = float_wire(ctx, node)?;
+    let fact = ctx.graph.fact(x).cloned().expect("emitted");
+    let c = match fact.shape[..] {
+        [_, c, _, ..] => c,
+        _ => return Err(node.shape_error(format!("input {fact}: expected [N, C, D1, ...]"))),
+    };
+    if !node.has_attr("size") {
+        return Err(node.malformed("no `size`: LRN needs the number of channels it sums"));
+    }
+    let size = match node.int("size", 0)? {
+        size if size >= 1 => size as usize,
+        size => return Err(node.malformed(format!("size {size}: expected at least 1 channel"))),
+    };
+    let (before, after) = ((size - 1) / 2, size / 2);
+    let square = ctx.emit_part(node, "square", Op::Mul, &[x, x])?;
+    let mut pads = vec![0; 2 * fact.rank()];
+    pads[1] = before as i64;
+    pads[fact.rank() + 1] = after as i64;
+    let pad = Op::Pad { pads, mode: PadMode::Constant, value: 0.0 };
+    let padded = ctx.emit_part(node, "padded", pad, &[square])?;
+    let mut sum = None;
+    for k in 0..size {
+        let slice = Op::Slice { axis: 1, start: k as i64, end: (k + c) as i64, step: 1 };
+        let shifted = ctx.emit_part(node, &format!("window_{k}"), slice, &[padded])?;
+        sum = Some(match sum {
+            None => shifted,
+            Some(s) => ctx.emit_part(node, &format!("sum_{k}"), Op::Add, &[s, shifted])?,
+        });
+    }
+    let sum = sum.expect("size >= 1");
+    let alpha = node.float("alpha", 1e-4)? / size as f64;
+    let scaled = ctx.emit_part(node, "scaled", Op::Scale { factor: alpha }, &[sum])?;
+    let bias = scalar(ctx, node, "bias", node.float("bias", 1.0)?)?;
+    let base = ctx.emit_part(node, "base", Op::Add, &[scaled, bias])?;
+    let beta = scalar(ctx, node, "beta", node.float("beta", 0.75)?)?;
+    let denominator = ctx.emit_part(node, "denominator", Op::Pow, &[base, beta])?;
+    one(ctx.emit_value(&node.name, Op::Div, &[x, denominator])?)
 }
 
 /// `LayerNormalization` over the dims from `axis` on: the IR's `LayerNorm` when the scale
@@ -165,11 +270,12 @@ fn float_wire(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<OutletId> {
     Ok(x)
 }
 
-/// What [`standardize`] computes: `(x - mean) * inv_std` (or `x * inv_std`), the mean and
-/// `inv_std`, with the reduced dims kept as 1.
+/// What [`standardize`] computes: `(x - mean) * inv_std` (or `x * inv_std`), the mean, the
+/// variance and `inv_std`, with the reduced dims kept as 1.
 struct Standardized {
     normed: OutletId,
     mean: Option<OutletId>,
+    variance: OutletId,
     inv_std: OutletId,
 }
 
@@ -199,7 +305,7 @@ fn standardize(
     let shifted = ctx.emit_part(node, "variance_eps", Op::Add, &[var, eps_wire])?;
     let inv_std = ctx.emit_part(node, "inv_std", Op::Unary { func: UnaryOp::Rsqrt }, &[shifted])?;
     let normed = ctx.emit_part(node, "normalized", Op::Mul, &[d, inv_std])?;
-    Ok(Standardized { normed, mean: mu, inv_std })
+    Ok(Standardized { normed, mean: mu, variance: var, inv_std })
 }
 
 /// `normed * scale (+ bias)`, the last node named after `node`.

@@ -185,12 +185,27 @@ fn gather_nd_batched(
     one(ctx.emit_value(&node.name, reshape(&out), &[gathered])?)
 }
 
+/// `LSTM`: the IR's own op where it takes the node ([`ir_lstm`]) and only `Y` is read, else
+/// unrolled over time as IR ops ([`super::recurrent::unrolled`]).
+pub(crate) fn lstm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    if (1..node.num_outputs()).any(|k| super::output_read(ctx, node, k)) {
+        return super::recurrent::unrolled(ctx, node);
+    }
+    let before = ctx.graph.nodes.len();
+    match ir_lstm(ctx, node) {
+        Err(crate::error::OnnxError::Unsupported { .. }) if ctx.graph.nodes.len() == before => {
+            super::recurrent::unrolled(ctx, node)
+        }
+        result => result,
+    }
+}
+
 /// `LSTM`, forward or bidirectional, with default activations, zero initial states and no
 /// sequence lengths. Its weights may be parameters used directly (`W [dirs, 4H, I]`, ...) or
 /// slices and concatenations of per-direction parameters (PyTorch's export reorders the gates
 /// that way); they become the IR's per-direction `weight_ih`, `weight_hh`, `bias_ih` and
-/// `bias_hh`. Output `Y` is `[T, dirs, B, H]` as in ONNX; `Y_h` and `Y_c` are not imported.
-pub(crate) fn lstm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+/// `bias_hh`. Output `Y` is `[T, dirs, B, H]` as in ONNX.
+fn ir_lstm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let x = ctx.fact_of(node, &ctx.input(node, 0)?)?;
     if x.rank() != 3 || node.int("layout", 0)? != 0 {
         return Err(node.unsupported(format!("input {x}: only sequence-first [T, B, I] input")));

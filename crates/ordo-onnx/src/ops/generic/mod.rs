@@ -48,8 +48,8 @@ pub(crate) fn has_rule(op_type: &str) -> bool {
     rules::family(op_type).is_some()
 }
 
-/// Imports `node` as one opaque op per output.
-pub(crate) fn generic(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+/// The facts (and constant values) of `node`'s inputs, `None` for an absent one.
+fn inputs_of(ctx: &Ctx<'_>, node: &Node<'_>) -> OnnxResult<Vec<Option<In>>> {
     let mut ins: Vec<Option<In>> = Vec::with_capacity(node.num_inputs());
     for i in 0..node.num_inputs() {
         ins.push(match node.input(i) {
@@ -61,6 +61,18 @@ pub(crate) fn generic(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
             }
         });
     }
+    Ok(ins)
+}
+
+/// The outputs' facts by the operator's shape rule, for a mapping written as IR ops that
+/// shares the rule (and its checks of the attributes) with the plannable import.
+pub(crate) fn inferred(ctx: &Ctx<'_>, node: &Node<'_>) -> OnnxResult<Vec<TensorFact>> {
+    rules::infer(node, &inputs_of(ctx, node)?)
+}
+
+/// Imports `node` as one opaque op per output.
+pub(crate) fn generic(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let ins = inputs_of(ctx, node)?;
     if let Some(folded) = fold::fold_constants(node, &ins)? {
         return Ok(vec![Some(Value::constant(folded))]);
     }
