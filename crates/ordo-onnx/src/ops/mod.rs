@@ -191,6 +191,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "SpaceToDepth",
     "Split",
     "Sqrt",
+    "STFT",
     "Squeeze",
     "Sub",
     "Sum",
@@ -258,6 +259,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "MatMulInteger" => qlinear::matmul_integer,
         "QLinearMatMul" => qlinear::qlinear_matmul,
         "DFT" => spectral::dft,
+        "STFT" => spectral::stft,
         "GridSample" => grid_sample::grid_sample,
         "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd"
         | "ReduceSumSquare" | "ReduceL1" | "ReduceL2" | "ReduceLogSum" | "ReduceLogSumExp" => {

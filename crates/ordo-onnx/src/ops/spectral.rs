@@ -5,7 +5,7 @@
 
 use std::f64::consts::PI;
 
-use ordo_ir::{DType, Op};
+use ordo_ir::{DType, Op, OutletId};
 
 use super::{Outputs, one, reshape_op, resolve_axis};
 use crate::ctx::Ctx;
@@ -53,10 +53,103 @@ pub(crate) fn dft(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     if n == 0 || m == 0 {
         return Err(node.malformed(format!("dft_length {n}: expected at least 1 point")));
     }
+    let x = ctx.wire(node, 0)?;
+    let spec = Transform { axis, n, m, inverse, real_inverse };
+    let y = transform(ctx, node, x, &fact.shape, spec)?;
+    one(ctx.wire_value(y))
+}
+
+/// `STFT(signal, frame_step, window, frame_length)`: `signal` `[B, L, c]` cut into frames of
+/// `frame_length` points every `frame_step` (one `Gather` of constant positions), each weighed
+/// by the window (if given, of `frame_length` values), then transformed as [`dft`] does along
+/// the frame (one-sided by default): `[B, frames, bins, 2]`.
+pub(crate) fn stft(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
+    let scalar = |ctx: &Ctx<'_>, i: usize, what: &str| -> OnnxResult<i64> {
+        let v = ctx.const_input(node, i, what)?.to_i64s().unwrap_or_default();
+        match v[..] {
+            [v] => Ok(v),
+            _ => Err(node.malformed(format!("{what} (input {i}) must be one integer"))),
+        }
+    };
+    let step = scalar(ctx, 1, "frame_step")?;
+    let window = match node.input(2).filter(|i| !i.is_empty()) {
+        Some(_) => Some(ctx.fact_of(node, &ctx.input(node, 2)?)?),
+        None => None,
+    };
+    let frame = match node.input(3).filter(|i| !i.is_empty()) {
+        Some(_) => scalar(ctx, 3, "frame_length")?,
+        None => match &window {
+            Some(w) => w.shape.first().copied().unwrap_or(0) as i64,
+            None => fact.shape.get(1).copied().unwrap_or(0) as i64,
+        },
+    };
+    if fact.dtype != DType::F32 {
+        return Err(node.unsupported(format!("signal {fact}: the transform runs on f32")));
+    }
+    let [batch, length, c] = fact.shape[..] else {
+        return Err(node.shape_error(format!("signal {fact}: expected [B, L, 1 or 2]")));
+    };
+    if !matches!(c, 1 | 2) || step < 1 || frame < 1 || frame as usize > length {
+        return Err(node.malformed(format!(
+            "frame_step {step} and frame_length {frame} over a signal {fact}: expected frames \
+             of 1 to {length} points, a step of at least 1 and a last dim of 1 or 2"
+        )));
+    }
+    if let Some(w) = &window
+        && w.shape != [frame as usize]
+    {
+        return Err(node.shape_error(format!("window {w}: expected [{frame}] (the frame length)")));
+    }
+    let (step, frame) = (step as usize, frame as usize);
+    let frames = (length - frame) / step + 1;
+    let onesided = node.int("onesided", 1)? != 0;
+    let positions = (0..frames).flat_map(|f| (0..frame).map(move |j| (f * step + j) as i64));
+    let positions = ConstTensor {
+        elem: code::INT64,
+        shape: vec![frames, frame],
+        data: ConstData::Int(positions.collect()),
+    };
+    let positions = ctx.buffer(node, &format!("{}.frames", node.name), &positions)?;
+    let x = ctx.wire(node, 0)?;
+    let mut framed = ctx.emit_part(node, "framed", Op::Gather { axis: 1 }, &[x, positions])?;
+    if window.is_some() {
+        let w = ctx.wire(node, 2)?;
+        let w = ctx.emit_part(node, "window", reshape_op(&[1, 1, frame, 1]), &[w])?;
+        framed = ctx.emit_part(node, "windowed", Op::Mul, &[framed, w])?;
+    }
+    let m = if onesided { frame / 2 + 1 } else { frame };
+    let spec = Transform { axis: 2, n: frame, m, inverse: false, real_inverse: false };
+    let shape = [batch, frames, frame, c];
+    let y = transform(ctx, node, framed, &shape, spec)?;
+    one(ctx.wire_value(y))
+}
+
+/// What [`transform`] computes: along `axis`, `n` points to `m` bins (or, for a real inverse,
+/// bins to `n` real points).
+#[derive(Clone, Copy)]
+struct Transform {
+    axis: usize,
+    n: usize,
+    m: usize,
+    inverse: bool,
+    real_inverse: bool,
+}
+
+/// The transform of `x` (f32 of `shape`, its last dim 1 or 2), the last node named after
+/// `node`.
+fn transform(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    mut x: OutletId,
+    shape: &[usize],
+    spec: Transform,
+) -> OnnxResult<OutletId> {
+    let Transform { axis, n, m, inverse, real_inverse } = spec;
+    let (r, c, length) = (shape.len(), shape[shape.len() - 1], shape[axis]);
     // [.., L, .., c] -> [B.., L, c] (the axis next to last).
     let mut perm: Vec<usize> = (0..r - 1).filter(|&d| d != axis).collect();
     perm.extend([axis, r - 1]);
-    let mut x = ctx.wire(node, 0)?;
     if axis != r - 2 {
         x = ctx.emit_part(node, "to_rows", Op::Transpose { perm: perm.clone() }, &[x])?;
     }
@@ -71,7 +164,7 @@ pub(crate) fn dft(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
         let pad = Op::Pad { pads, mode: ordo_ir::op::PadMode::Constant, value: 0.0 };
         x = ctx.emit_part(node, "padded", pad, &[x])?;
     }
-    let batch: Vec<usize> = perm[..r - 2].iter().map(|&d| fact.shape[d]).collect();
+    let batch: Vec<usize> = perm[..r - 2].iter().map(|&d| shape[d]).collect();
     let rows: usize = batch.iter().product();
     // [B.., p, c] -> [B.., c, p] -> [rows, c * p], times the matrix -> [rows, 2 * m] (or
     // [rows, n] for a real inverse).
@@ -90,7 +183,7 @@ pub(crate) fn dft(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let name = format!("{}.matrix", node.name);
     let matrix = ctx.buffer(node, &name, &crate::fold::cast(&matrix, DType::F32))?;
     x = ctx.emit_part(node, "transformed", Op::MatMul, &[x, matrix])?;
-    let shape: Vec<usize> = if real_inverse {
+    let out_shape: Vec<usize> = if real_inverse {
         batch.into_iter().chain([n, 1]).collect()
     } else {
         // [rows, 2 * m] -> [rows, 2, m] -> [rows, m, 2].
@@ -100,14 +193,14 @@ pub(crate) fn dft(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     };
     // -> [B.., m, 2] -> the axis back in place.
     if axis == r - 2 {
-        return one(ctx.emit_value(&node.name, reshape_op(&shape), &[x])?);
+        return Ok(ctx.emit(&node.name, reshape_op(&out_shape), &[x], Vec::new())?[0]);
     }
-    x = ctx.emit_part(node, "unrows", reshape_op(&shape), &[x])?;
+    x = ctx.emit_part(node, "unrows", reshape_op(&out_shape), &[x])?;
     let mut back = vec![0; r];
     for (i, &d) in perm.iter().enumerate() {
         back[d] = i;
     }
-    one(ctx.emit_value(&node.name, Op::Transpose { perm: back }, &[x])?)
+    Ok(ctx.emit(&node.name, Op::Transpose { perm: back }, &[x], Vec::new())?[0])
 }
 
 /// The `[c * n, 2 * m]` matrix that maps a signal's real parts (rows `0..n`) and imaginary
