@@ -310,7 +310,7 @@ pub struct ModelInfo {
     pub outputs: Vec<String>,
     /// The graph inputs that some node reads where an export writes a constant: one that sets
     /// a shape (`Resize`'s roi, scales and sizes, `Upsample`'s scales, `OneHot`'s depth,
-    /// `Range`'s start, limit and delta) or
+    /// `Range`'s start, limit and delta, `MelWeightMatrix`'s sizes, rate and edges) or
     /// stands for an attribute (`OneHot`'s off and on values, `Pad`'s constant value).
     pub shape_inputs: Vec<String>,
     /// The graph inputs that some node reads as its first operand (the data an op works on,
@@ -354,6 +354,7 @@ pub fn model_info(model: &[u8]) -> OnnxResult<ModelInfo> {
                     "Pad" => &[2],
                     "Range" => &[0, 1, 2],
                     "Dropout" => &[1],
+                    "MelWeightMatrix" => &[0, 1, 2, 3, 4],
                     _ => &[],
                 };
                 slots.iter().filter_map(|&s| n.input.get(s)).filter(|s| !s.is_empty()).cloned()

@@ -307,14 +307,14 @@ def load_example():
     return module
 
 
-@pytest.mark.parametrize(
-    "schedule, modulo", [("auto", None), ("gpipe", None), ("zb-h2", None), ("zb-h1", 1)]
-)
+@pytest.mark.parametrize("schedule, modulo", [("auto", None), ("zb-h1", 1)])
 def test_torchrun_trains_as_one_process_does(schedule, modulo, tmp_path):
     """`torchrun --nproc-per-node 2` of the example: ordo plans on rank 0, both ranks run the
     plan; after three SGD steps every parameter and every micro-batch's loss equal those of
     one process training on the same micro-batches (bitwise: one thread per process, as
-    torchrun sets, in both)."""
+    torchrun sets, in both). The example's own choice and its modulo flag; every schedule's
+    numerics on PyTorch's runtime are `runtime_runs`' (one launch for all of them, where a
+    torchrun launch of the example costs about 14 s on 2 cores)."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     command += ["--nproc-per-node", "2", EXAMPLE, "--schedule", schedule, "--steps", "3"]
     command += ["--out", str(tmp_path)] + (["--modulo", str(modulo)] if modulo else [])

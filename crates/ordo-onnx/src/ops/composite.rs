@@ -306,7 +306,7 @@ pub(crate) fn rotary_embedding(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult
     let mut angles = Vec::new();
     for (i, name) in [(1, "cos"), (2, "sin")] {
         let mut cache = ctx.wire(node, i)?;
-        if node.input(3).is_some_and(|n| !n.is_empty()) {
+        if node.input(3).is_some() {
             let positions = ctx.wire(node, 3)?;
             cache = ctx.emit_part(
                 node,

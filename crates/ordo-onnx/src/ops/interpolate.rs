@@ -197,7 +197,7 @@ pub(crate) fn resize(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
         return Err(node.unsupported(format!("input {fact}: the IR interpolates floats")));
     }
     let rank = fact.rank();
-    let given = |i: usize| node.input(i).is_some_and(|n| !n.is_empty());
+    let given = |i: usize| node.input(i).is_some();
     let list = |ctx: &Ctx<'_>, i: usize, what: &str| -> OnnxResult<Option<Vec<f64>>> {
         if !given(i) {
             return Ok(None);

@@ -185,7 +185,7 @@ fn normalized(
     let rank = ctx.graph.fact(x).expect("emitted").rank();
     let stats = standardize(ctx, node, x, (axis..rank).collect(), eps, centered)?;
     let scale = ctx.wire(node, 1)?;
-    let bias = match centered && node.input(2).is_some_and(|b| !b.is_empty()) {
+    let bias = match centered && node.input(2).is_some() {
         true => Some(ctx.wire(node, 2)?),
         false => None,
     };

@@ -29,11 +29,6 @@ fn int8_fact(ctx: &Ctx<'_>, node: &Node<'_>, i: usize, what: &str) -> OnnxResult
     Ok(fact)
 }
 
-/// Whether input `i` is given.
-fn present(node: &Node<'_>, i: usize) -> bool {
-    node.input(i).is_some_and(|n| !n.is_empty())
-}
-
 /// Operand `i` as f32 less its zero point (input `zero`, if given): one value, or for the
 /// left operand one per row (`[M]`, applied as `[M, 1]`), for the right one per column.
 fn centered(
@@ -45,7 +40,7 @@ fn centered(
 ) -> OnnxResult<OutletId> {
     let x = ctx.wire(node, i)?;
     let x = ctx.emit_part(node, &format!("operand{i}"), Op::cast(DType::F32), &[x])?;
-    if !present(node, zero) {
+    if node.input(zero).is_none() {
         return Ok(x);
     }
     let z = ctx.wire(node, zero)?;

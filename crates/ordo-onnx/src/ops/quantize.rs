@@ -104,11 +104,6 @@ fn spread(
     Ok(w)
 }
 
-/// Whether input `i` is given.
-fn present(node: &Node<'_>, i: usize) -> bool {
-    node.input(i).is_some_and(|n| !n.is_empty())
-}
-
 /// The facts of the input and the scale, after the checks that need no emitting: a
 /// run-time input (constants fold by the generic rule), a float scale, no `precision`.
 fn operands(
@@ -143,7 +138,7 @@ pub(crate) fn dequantize(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outpu
     let layout = layout(node, &x_fact.shape, &scale_fact.shape)?;
     let x = ctx.wire(node, 0)?;
     let mut y = ctx.emit_part(node, "x", Op::cast(DType::F32), &[x])?;
-    if present(node, 2) {
+    if node.input(2).is_some() {
         // x - zero_point as x + (-1 * zero_point): the IR has no subtraction.
         let zero = spread(ctx, node, 2, "zero_point", layout, &x_fact.shape)?;
         let negated = ctx.emit_part(node, "zero_point.neg", Op::Scale { factor: -1.0 }, &[zero])?;
@@ -164,7 +159,7 @@ pub(crate) fn quantize(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs
     if !x_fact.dtype.is_float() {
         return Err(node.malformed(format!("its input is {x_fact}, not a float")));
     }
-    let to = if present(node, 2) {
+    let to = if node.input(2).is_some() {
         ctx.fact_of(node, &ctx.input(node, 2)?)?.dtype
     } else {
         match node.int("output_dtype", 0)? {
@@ -185,7 +180,7 @@ pub(crate) fn quantize(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs
     if range.is_some() {
         q = ctx.emit_part(node, "rounded", Op::Unary { func: UnaryOp::Round }, &[q])?;
     }
-    if present(node, 2) {
+    if node.input(2).is_some() {
         let zero = spread(ctx, node, 2, "zero_point", layout, &x_fact.shape)?;
         q = ctx.emit_part(node, "shifted", Op::Add, &[q, zero])?;
     }

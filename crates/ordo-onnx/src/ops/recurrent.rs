@@ -80,7 +80,7 @@ struct Layer {
 }
 
 fn fact(ctx: &Ctx<'_>, node: &Node<'_>, i: usize) -> OnnxResult<Option<TensorFact>> {
-    match node.input(i).filter(|n| !n.is_empty()) {
+    match node.input(i) {
         None => Ok(None),
         Some(_) => Ok(Some(ctx.fact_of(node, &ctx.input(node, i)?)?)),
     }
@@ -151,7 +151,7 @@ fn layer(ctx: &Ctx<'_>, node: &Node<'_>) -> OnnxResult<Layer> {
             return Err(node.unsupported("input_forget (coupled input and forget gates)"));
         }
     }
-    if node.input(4).is_some_and(|n| !n.is_empty()) {
+    if node.input(4).is_some() {
         let lengths = ctx.const_input(node, 4, "sequence_lens")?.to_i64s().unwrap_or_default();
         if lengths.len() != batch || lengths.iter().any(|&l| l != steps as i64) {
             return Err(node.unsupported(format!(
@@ -233,7 +233,7 @@ pub(crate) fn unrolled(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs
         let w = weight(ctx, &mut p, 1, input_size)?;
         let recurrence = weight(ctx, &mut p, 2, h)?;
         let (mut input_bias, mut recurrence_bias) = (None, None);
-        if node.input(3).is_some_and(|n| !n.is_empty()) {
+        if node.input(3).is_some() {
             let bias = ctx.wire(node, 3)?;
             let bias = p.slice(ctx, bias, 0, d, d + 1)?;
             let bias = p.reshape(ctx, bias, &[2 * gh])?;
@@ -245,7 +245,7 @@ pub(crate) fn unrolled(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs
             inputs = p.add(ctx, inputs, bias)?;
         }
         let inputs = p.reshape(ctx, inputs, &[t, b, gh])?;
-        let peepholes = match (l.cell, node.input(7).filter(|n| !n.is_empty())) {
+        let peepholes = match (l.cell, node.input(7)) {
             (Cell::Lstm, Some(_)) => {
                 let all = ctx.wire(node, 7)?;
                 let all = p.slice(ctx, all, 0, d, d + 1)?;
@@ -340,7 +340,7 @@ fn initial_state(
     l: &Layer,
 ) -> OnnxResult<OutletId> {
     let (b, h) = (l.batch, l.hidden);
-    if node.input(i).is_none_or(|n| n.is_empty()) {
+    if node.input(i).is_none() {
         let zeros = ConstTensor {
             elem: code::FLOAT,
             shape: vec![b, h],

@@ -510,7 +510,7 @@ pub(crate) fn split(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let total = fact.shape[axis];
     let sizes: Vec<usize> = if let Some(s) = node.ints("split") {
         s.iter().map(|&v| v.max(0) as usize).collect()
-    } else if node.input(1).is_some_and(|n| !n.is_empty()) {
+    } else if node.input(1).is_some() {
         let split = ctx.const_input(node, 1, "split")?;
         split
             .to_i64s()
@@ -560,7 +560,7 @@ pub(crate) fn pad(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
             ("wrap", PadMode::Wrap),
         ],
     )?;
-    let present = |i: usize| node.input(i).is_some_and(|n| !n.is_empty());
+    let present = |i: usize| node.input(i).is_some();
     let (given, value) = if node.opset < 11 {
         let pads = node.ints("pads").ok_or_else(|| node.malformed("no pads"))?.to_vec();
         (pads, node.float("value", 0.0)?)

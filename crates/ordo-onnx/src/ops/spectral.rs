@@ -32,7 +32,7 @@ pub(crate) fn dft(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     if !matches!(c, 1 | 2) {
         return Err(node.shape_error(format!("signal {fact}: its last dim must be 1 or 2")));
     }
-    let axis = match node.input(2).filter(|i| !i.is_empty()) {
+    let axis = match node.input(2) {
         Some(_) => {
             let axis = ctx.const_input(node, 2, "axis")?.to_i64s().unwrap_or_default();
             axis.first().copied().unwrap_or(-2)
@@ -41,7 +41,7 @@ pub(crate) fn dft(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     };
     let axis = resolve_axis(node, axis, r)?;
     let length = fact.shape[axis];
-    let n = match node.input(1).filter(|i| !i.is_empty()) {
+    let n = match node.input(1) {
         Some(_) => {
             let given = ctx.const_input(node, 1, "dft_length")?.to_i64s().unwrap_or_default();
             given.first().copied().unwrap_or(0).max(0) as usize
@@ -73,11 +73,11 @@ pub(crate) fn stft(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
         }
     };
     let step = scalar(ctx, 1, "frame_step")?;
-    let window = match node.input(2).filter(|i| !i.is_empty()) {
+    let window = match node.input(2) {
         Some(_) => Some(ctx.fact_of(node, &ctx.input(node, 2)?)?),
         None => None,
     };
-    let frame = match node.input(3).filter(|i| !i.is_empty()) {
+    let frame = match node.input(3) {
         Some(_) => scalar(ctx, 3, "frame_length")?,
         None => match &window {
             Some(w) => w.shape.first().copied().unwrap_or(0) as i64,

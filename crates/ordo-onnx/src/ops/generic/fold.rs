@@ -1,7 +1,8 @@
 //! Generic operators evaluated at import time when every input is a constant: the index and
 //! mask arithmetic that exporters write around attention (`Range`, comparisons, logic,
 //! `Where`, `Mod`, `Max`, `Min`, `Abs`...), whose results feed `Expand` targets, `Reshape`
-//! shapes and masks that the importer needs as values.
+//! shapes and masks that the importer needs as values; and the window functions (`HannWindow`,
+//! `HammingWindow`, `BlackmanWindow`), whose one input is a size, and `MelWeightMatrix`.
 
 use super::In;
 use crate::error::OnnxResult;
@@ -201,9 +202,109 @@ pub(super) fn fold_constants(
             };
             Ok(Some(ConstTensor { elem: x.elem, shape, data }))
         }
+        "HannWindow" | "HammingWindow" | "BlackmanWindow" => {
+            let [size] = consts[..] else { return Ok(None) };
+            let Some(size) = size.scalar().filter(|&n| n >= 1.0 && n as u64 <= MAX_WINDOW) else {
+                return Err(node.malformed("size must be a positive integer of at most 2^24"));
+            };
+            let elem = node.int("output_datatype", i64::from(code::FLOAT))? as i32;
+            if !crate::tensor::is_float_code(elem) {
+                return Err(bad(format!("a window of output_datatype {elem}: floats only")));
+            }
+            let n = size as usize;
+            let periodic = node.int("periodic", 1)? != 0;
+            let span = if periodic { n as f64 } else { n as f64 - 1.0 };
+            let value = |i: usize| -> f64 {
+                let turn = 2.0 * std::f64::consts::PI * i as f64 / span;
+                match node.op_type() {
+                    "HannWindow" => (std::f64::consts::PI * i as f64 / span).sin().powi(2),
+                    "HammingWindow" => 25.0 / 46.0 - (1.0 - 25.0 / 46.0) * turn.cos(),
+                    _ => 0.42 - 0.5 * turn.cos() + 0.08 * (2.0 * turn).cos(),
+                }
+            };
+            let data = ConstData::Float((0..n).map(value).collect());
+            let window = ConstTensor { elem: code::FLOAT, shape: vec![n], data };
+            let dtype = crate::tensor::ir_dtype(elem).ok_or_else(|| {
+                bad(format!("a window of output_datatype {elem}: a type the IR does not hold"))
+            })?;
+            Ok(Some(fold::cast(&window, dtype)))
+        }
+        "MelWeightMatrix" => {
+            let [bins, length, rate, lower, upper] = consts[..] else { return Ok(None) };
+            let scalars = [bins, length, rate, lower, upper].map(|c| c.scalar());
+            let [Some(bins), Some(length), Some(rate), Some(lower), Some(upper)] = scalars else {
+                return Err(node.malformed("its five inputs must be scalars"));
+            };
+            let elem = node.int("output_datatype", i64::from(code::FLOAT))? as i32;
+            let dtype =
+                crate::tensor::ir_dtype(elem).filter(|d| d.is_float()).ok_or_else(|| {
+                    bad(format!("a mel matrix of output_datatype {elem}: floats only"))
+                })?;
+            let matrix =
+                mel_weights(bins, length, rate, lower, upper).map_err(|m| node.malformed(m))?;
+            Ok(Some(fold::cast(&matrix, dtype)))
+        }
         _ => Ok(None),
     }
 }
+
+/// ONNX's `MelWeightMatrix` (its reference, step by step): `[length / 2 + 1, bins]` triangles
+/// over mel-spaced edges between `lower` and `upper` hertz, the edges rounded down to
+/// spectrogram bins.
+fn mel_weights(
+    bins: f64,
+    length: f64,
+    rate: f64,
+    lower: f64,
+    upper: f64,
+) -> Result<ConstTensor, String> {
+    let valid = bins >= 1.0 && length >= 1.0 && rate > 0.0 && lower >= 0.0 && upper > lower;
+    if !valid || bins * length > MAX_WINDOW as f64 {
+        return Err(format!(
+            "num_mel_bins {bins}, dft_length {length}, sample_rate {rate}, edges {lower} to \
+             {upper} Hz: expected positive sizes (their product at most 2^24), a positive rate \
+             and 0 <= lower < upper"
+        ));
+    }
+    let (bins, length) = (bins as usize, length as usize);
+    let rows = length / 2 + 1;
+    let mel = |hz: f64| 2595.0 * (1.0 + hz / 700.0).log10();
+    let (low, high) = (mel(lower), mel(upper));
+    let step = (high - low) / (bins + 2) as f64;
+    let edges: Vec<i64> = (0..bins + 2)
+        .map(|k| {
+            let hz = 700.0 * (10f64.powf((k as f64 * step + low) / 2595.0) - 1.0);
+            (((length + 1) as f64 * hz) / rate).floor() as i64
+        })
+        .collect();
+    let mut out = vec![0.0; rows * bins];
+    let mut set = |j: i64, i: usize, v: f64| -> Result<(), String> {
+        match usize::try_from(j).ok().filter(|&j| j < rows) {
+            Some(j) => {
+                out[j * bins + i] = v;
+                Ok(())
+            }
+            None => Err(format!("a mel edge at bin {j}, past the {rows} spectrogram bins")),
+        }
+    };
+    for i in 0..bins {
+        let (left, center, right) = (edges[i], edges[i + 1], edges[i + 2]);
+        if center == left {
+            set(center, i, 1.0)?;
+        } else {
+            for j in left..=center {
+                set(j, i, (j - left) as f64 / (center - left) as f64)?;
+            }
+        }
+        for j in center..right {
+            set(j, i, (right - j) as f64 / (right - center) as f64)?;
+        }
+    }
+    Ok(ConstTensor { elem: code::FLOAT, shape: vec![rows, bins], data: ConstData::Float(out) })
+}
+
+/// The longest window folded (2^24 values).
+const MAX_WINDOW: u64 = 1 << 24;
 
 /// A folded comparison or logic result as ONNX's bool.
 fn as_bool(c: ConstTensor) -> ConstTensor {
