@@ -471,6 +471,7 @@ fn onnx_cases(dir: &Path) -> Vec<Case> {
         ("bad_attrs/col2im_block", "`col2im` (Col2Im): input f32[1,9,4]"),
         ("bad_attrs/compress_condition", "a condition of 5 values for an axis of 3"),
         ("bad_attrs/affine_grid_size", "theta f32[2,3,4]: expected [2, 2, 3] floats"),
+        ("bad_attrs/maxunpool_strides", "`unpool`: kernel_shape [2, 2], strides [2]"),
         ("external/bad_location", "`../convnet.onnx` is not inside the model's folder"),
     ] {
         let path = fixtures.join(format!("{name}.onnx"));
@@ -485,6 +486,19 @@ fn onnx_cases(dir: &Path) -> Vec<Case> {
             args: strings(&args),
             refuse: true,
             culprit: vec![path.clone(), culprit.to_string()],
+        });
+    }
+    // Valid models whose constant tables (a ReverseSequence's indices over 2^38 elements, a
+    // 65536-point DFT's matrix) would exceed what ordo keeps: planned as opaque ops, never an
+    // allocation that aborts.
+    for name in ["bad_attrs/reverse_huge", "bad_attrs/dft_huge"] {
+        let path = fixtures.join(format!("{name}.onnx"));
+        let path = path.to_str().expect("a UTF-8 path").to_string();
+        cases.push(Case {
+            label: format!("onnx {name}: inspect"),
+            args: strings(&["inspect", &path]),
+            culprit: vec![path.clone()],
+            refuse: false,
         });
     }
     let good = std::fs::read(fixtures.join("convnet.onnx")).expect("the convnet fixture");

@@ -4,7 +4,7 @@
 
 use ordo_ir::Op;
 
-use super::{Outputs, one, reshape_op};
+use super::{Outputs, check_constant, one, reshape_op};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
@@ -17,8 +17,7 @@ use crate::tensor::{ConstData, ConstTensor, code};
 /// `-1 + (2i + 1) / n` (a dim of one point: -1 and 0, as PyTorch's `affine_grid`).
 pub(crate) fn affine_grid(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let size = ctx.const_input(node, 1, "size")?.to_i64s().unwrap_or_default();
-    let theta = ctx.wire(node, 0)?;
-    let fact = ctx.graph.fact(theta).cloned().expect("emitted");
+    let fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
     let spatial: Vec<usize> = match &size[..] {
         [_, _, rest @ ..] if matches!(rest.len(), 2 | 3) && rest.iter().all(|&d| d > 0) => {
             rest.iter().map(|&d| d as usize).collect()
@@ -37,6 +36,7 @@ pub(crate) fn affine_grid(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
             r + 1
         )));
     }
+    check_constant(node, "base grid", &[spatial.clone(), vec![r + 1]].concat())?;
     let align_corners = node.int("align_corners", 0)? != 0;
     let coordinates: Vec<Vec<f64>> =
         spatial.iter().map(|&d| axis_points(d, align_corners)).collect();
@@ -58,6 +58,7 @@ pub(crate) fn affine_grid(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
         ConstTensor { elem: code::FLOAT, shape: vec![points, r + 1], data: ConstData::Float(base) };
     let base = crate::fold::cast(&base, fact.dtype);
     let base = ctx.buffer(node, &format!("{}.base_grid", node.name), &base)?;
+    let theta = ctx.wire(node, 0)?;
     let transposed = Op::Transpose { perm: vec![0, 2, 1] };
     let theta_t = ctx.emit_part(node, "theta_transposed", transposed, &[theta])?;
     let mapped = ctx.emit_part(node, "mapped", Op::MatMul, &[base, theta_t])?;

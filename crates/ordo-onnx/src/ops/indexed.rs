@@ -6,7 +6,7 @@
 use ordo_ir::op::ScatterReduction;
 use ordo_ir::{DType, Op, OutletId};
 
-use super::{Outputs, one, reshape_op, resolve_axis};
+use super::{Outputs, check_constant, one, reshape_op, resolve_axis};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
@@ -24,15 +24,14 @@ fn index_buffer(
     ctx.buffer(node, &format!("{}.{part}", node.name), &c)
 }
 
-/// A buffer of zeros of `dtype` and `shape`.
+/// A buffer of zeros of `dtype` and `shape` (a splat: never spelled out at import).
 fn zeros(
     ctx: &mut Ctx<'_>,
     node: &Node<'_>,
     dtype: DType,
     shape: Vec<usize>,
 ) -> OnnxResult<OutletId> {
-    let n = shape.iter().product();
-    let c = ConstTensor { elem: code::FLOAT, shape, data: ConstData::Float(vec![0.0; n]) };
+    let c = ConstTensor { elem: code::FLOAT, shape, data: ConstData::Splat(0.0) };
     ctx.buffer(node, &format!("{}.zeros", node.name), &crate::fold::cast(&c, dtype))
 }
 
@@ -112,6 +111,7 @@ pub(crate) fn reverse_sequence(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult
     if let Some(bad) = lengths.iter().find(|&&l| !(0..=time as i64).contains(&l)) {
         return Err(node.malformed(format!("sequence length {bad} outside 0..={time}")));
     }
+    check_constant(node, "index table", &fact.shape)?;
     let indices = (0..fact.numel() as usize)
         .map(|flat| {
             let at = coordinates(flat, &fact.shape);
@@ -145,7 +145,12 @@ pub(crate) fn max_unpool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outpu
     }
     let mut pooled = fact.shape[..2].to_vec();
     for d in 0..r {
-        let size = (fact.shape[d + 2] as i64 - 1) * strides[d] - pads[d] - pads[d + r] + kernel[d];
+        // Saturating: strides, pads and kernel are attributes.
+        let size = (fact.shape[d + 2] as i64 - 1)
+            .saturating_mul(strides[d])
+            .saturating_sub(pads[d])
+            .saturating_sub(pads[d + r])
+            .saturating_add(kernel[d]);
         pooled.push(usize::try_from(size).map_err(|_| {
             node.shape_error(format!("an unpooled size {size} along spatial dim {d}"))
         })?);
@@ -163,6 +168,7 @@ pub(crate) fn max_unpool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outpu
             fact.numel()
         )));
     }
+    check_constant(node, "output", &pooled)?;
     let total: usize = pooled.iter().product();
     if let Some(bad) = indices.iter().find(|&&i| !(0..total as i64).contains(&i)) {
         return Err(node.malformed(format!("index {bad} outside the unpooled {pooled:?}")));
@@ -218,19 +224,22 @@ pub(crate) fn col2im(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
              {pads:?}, strides {strides:?}: expected positive sizes of one rank (pads twice)"
         )));
     }
-    // Blocks along each dim, as a convolution's output size.
+    // Blocks along each dim, as a convolution's output size; products saturate (the sizes are
+    // attributes), and a saturated one fails the checks below.
+    let product = |v: &[i64]| v.iter().fold(1i64, |a, &b| a.saturating_mul(b));
     let counts: Vec<i64> = (0..r)
         .map(|d| {
-            let span = dilations[d] * (block[d] - 1) + 1;
-            (image[d] + pads[d] + pads[d + r] - span) / strides[d] + 1
+            let span = dilations[d].saturating_mul(block[d] - 1).saturating_add(1);
+            let padded = image[d].saturating_add(pads[d]).saturating_add(pads[d + r]);
+            (padded - span) / strides[d] + 1
         })
         .collect();
-    let cells: usize = block.iter().product::<i64>() as usize;
-    let positions: i64 = counts.iter().product();
+    let cells = product(&block) as usize;
     let [n, channels_cells, l] = fact.shape[..] else {
         return Err(node.shape_error(format!("input {fact}: expected [N, C * block cells, L]")));
     };
-    if counts.iter().any(|&c| c < 1) || positions != l as i64 || channels_cells % cells != 0 {
+    let positions = if counts.iter().any(|&c| c < 1) { 0 } else { product(&counts) };
+    if positions != l as i64 || channels_cells % cells != 0 {
         return Err(node.shape_error(format!(
             "input {fact}: expected [N, C * {cells}, {}] for blocks {block:?} over an image \
              {image:?}",
@@ -238,7 +247,9 @@ pub(crate) fn col2im(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
         )));
     }
     let c = channels_cells / cells;
-    let pixels: usize = image.iter().product::<i64>() as usize;
+    let pixels = product(&image) as usize;
+    check_constant(node, "scatter target", &[n, c, pixels.saturating_add(1)])?;
+    check_constant(node, "index table", &fact.shape)?;
     let block_shape: Vec<usize> = block.iter().map(|&b| b as usize).collect();
     let count_shape: Vec<usize> = counts.iter().map(|&b| b as usize).collect();
     // Where the element of block cell `b` at block position `p` lands (`pixels`: dropped).

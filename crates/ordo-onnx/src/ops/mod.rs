@@ -329,6 +329,22 @@ pub(crate) fn output_read(ctx: &Ctx<'_>, node: &Node<'_>, k: usize) -> bool {
     node.proto.output.get(k).is_some_and(|t| !t.is_empty() && ctx.uses(t) > 0)
 }
 
+/// Checks, before a mapping computes a constant of `shape` (index tables, transform
+/// matrices: their size follows from the model's sizes), that ordo keeps a constant that large;
+/// otherwise the mapping is unsupported and, having emitted nothing yet, the node falls back to
+/// the plannable import. The sizes are multiplied saturating: they may come from attributes.
+pub(crate) fn check_constant(node: &Node<'_>, what: &str, shape: &[usize]) -> OnnxResult<()> {
+    let elements = shape.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64));
+    if elements > crate::tensor::MAX_CONSTANT {
+        return Err(node.unsupported(format!(
+            "its {what} would be a constant of {elements} elements; ordo keeps constants of at \
+             most {}",
+            crate::tensor::MAX_CONSTANT
+        )));
+    }
+    Ok(())
+}
+
 /// A node with a single output.
 pub(crate) fn one(value: Value) -> OnnxResult<Outputs> {
     Ok(vec![Some(value)])

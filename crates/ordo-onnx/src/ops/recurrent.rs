@@ -341,11 +341,8 @@ fn initial_state(
 ) -> OnnxResult<OutletId> {
     let (b, h) = (l.batch, l.hidden);
     if node.input(i).is_none() {
-        let zeros = ConstTensor {
-            elem: code::FLOAT,
-            shape: vec![b, h],
-            data: ConstData::Float(vec![0.0; b * h]),
-        };
+        let zeros =
+            ConstTensor { elem: code::FLOAT, shape: vec![b, h], data: ConstData::Splat(0.0) };
         return ctx.buffer(node, &format!("{}.zero_state{i}", node.name), &zeros);
     }
     let s = ctx.wire(node, i)?;

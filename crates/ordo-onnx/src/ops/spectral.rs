@@ -7,7 +7,7 @@ use std::f64::consts::PI;
 
 use ordo_ir::{DType, Op, OutletId};
 
-use super::{Outputs, one, reshape_op, resolve_axis};
+use super::{Outputs, check_constant, one, reshape_op, resolve_axis};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
@@ -53,8 +53,9 @@ pub(crate) fn dft(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     if n == 0 || m == 0 {
         return Err(node.malformed(format!("dft_length {n}: expected at least 1 point")));
     }
-    let x = ctx.wire(node, 0)?;
     let spec = Transform { axis, n, m, inverse, real_inverse };
+    check_constant(node, "transform matrix", &spec.matrix_dims(c, length))?;
+    let x = ctx.wire(node, 0)?;
     let y = transform(ctx, node, x, &fact.shape, spec)?;
     one(ctx.wire_value(y))
 }
@@ -104,6 +105,10 @@ pub(crate) fn stft(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let (step, frame) = (step as usize, frame as usize);
     let frames = (length - frame) / step + 1;
     let onesided = node.int("onesided", 1)? != 0;
+    let m = if onesided { frame / 2 + 1 } else { frame };
+    let spec = Transform { axis: 2, n: frame, m, inverse: false, real_inverse: false };
+    check_constant(node, "frame positions", &[frames, frame])?;
+    check_constant(node, "transform matrix", &spec.matrix_dims(c, frame))?;
     let positions = (0..frames).flat_map(|f| (0..frame).map(move |j| (f * step + j) as i64));
     let positions = ConstTensor {
         elem: code::INT64,
@@ -118,8 +123,6 @@ pub(crate) fn stft(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
         let w = ctx.emit_part(node, "window", reshape_op(&[1, 1, frame, 1]), &[w])?;
         framed = ctx.emit_part(node, "windowed", Op::Mul, &[framed, w])?;
     }
-    let m = if onesided { frame / 2 + 1 } else { frame };
-    let spec = Transform { axis: 2, n: frame, m, inverse: false, real_inverse: false };
     let shape = [batch, frames, frame, c];
     let y = transform(ctx, node, framed, &shape, spec)?;
     one(ctx.wire_value(y))
@@ -134,6 +137,19 @@ struct Transform {
     m: usize,
     inverse: bool,
     real_inverse: bool,
+}
+
+impl Transform {
+    /// The dims of the constant matrix of a signal of `c` parts and `length` points along the
+    /// axis: `[c, rows per part, columns]` (their product its size).
+    fn matrix_dims(&self, c: usize, length: usize) -> [usize; 3] {
+        match self.real_inverse {
+            // Bins in (as many as the signal has), n real points out.
+            true => [c, length, self.n],
+            // n points in (the signal cut or padded), real and imaginary bins out.
+            false => [c, self.n, 2 * self.m],
+        }
+    }
 }
 
 /// The transform of `x` (f32 of `shape`, its last dim 1 or 2), the last node named after
@@ -154,7 +170,7 @@ fn transform(
         x = ctx.emit_part(node, "to_rows", Op::Transpose { perm: perm.clone() }, &[x])?;
     }
     // The signal cut or padded to n points (a spectrum's bins are the matrix's business).
-    let points = if real_inverse { length } else { n };
+    let [_, points, columns] = spec.matrix_dims(c, length);
     if !real_inverse && n < length {
         let cut = Op::Slice { axis: r as i64 - 2, start: 0, end: n as i64, step: 1 };
         x = ctx.emit_part(node, "cut", cut, &[x])?;
@@ -171,9 +187,9 @@ fn transform(
     let swap: Vec<usize> = (0..r - 2).chain([r - 1, r - 2]).collect();
     x = ctx.emit_part(node, "parts_first", Op::Transpose { perm: swap }, &[x])?;
     x = ctx.emit_part(node, "rows", reshape_op(&[rows, c * points]), &[x])?;
-    let (matrix, columns) = match real_inverse {
-        true => (real_inverse_matrix(c, length, n), n),
-        false => (transform_matrix(c, n, m, inverse), 2 * m),
+    let matrix = match real_inverse {
+        true => real_inverse_matrix(c, length, n),
+        false => transform_matrix(c, n, m, inverse),
     };
     let matrix = ConstTensor {
         elem: code::FLOAT,

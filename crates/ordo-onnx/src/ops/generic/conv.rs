@@ -169,8 +169,20 @@ pub(super) fn spatial(node: &Node<'_>, ins: &[Option<In>]) -> OnnxResult<Vec<Ten
             let n = kernel.len();
             let strides = ints_or(node, "strides", n, 1);
             let pads = ints_or(node, "pads", 2 * n, 0);
+            if x.rank() != n + 2 || strides.len() != n || pads.len() != 2 * n {
+                return Err(node.malformed(format!(
+                    "kernel_shape {kernel:?}, strides {strides:?} and pads {pads:?} for an \
+                     input {x}"
+                )));
+            }
+            // Saturating: strides, pads and kernel are attributes (the shape check then
+            // refuses a size that saturated).
             let spatial = (0..n).map(|i| {
-                ((x.shape[i + 2] as i64 - 1) * strides[i] + kernel[i] - pads[i] - pads[i + n])
+                (x.shape[i + 2] as i64 - 1)
+                    .saturating_mul(strides[i])
+                    .saturating_add(kernel[i])
+                    .saturating_sub(pads[i])
+                    .saturating_sub(pads[i + n])
                     .max(0) as usize
             });
             one(x.dtype, x.shape[..2].iter().copied().chain(spatial).collect())

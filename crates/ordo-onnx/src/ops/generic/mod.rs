@@ -67,7 +67,17 @@ fn inputs_of(ctx: &Ctx<'_>, node: &Node<'_>) -> OnnxResult<Vec<Option<In>>> {
 /// The outputs' facts by the operator's shape rule, for a mapping written as IR ops that
 /// shares the rule (and its checks of the attributes) with the plannable import.
 pub(crate) fn inferred(ctx: &Ctx<'_>, node: &Node<'_>) -> OnnxResult<Vec<TensorFact>> {
-    rules::infer(node, &inputs_of(ctx, node)?)
+    let outputs = rules::infer(node, &inputs_of(ctx, node)?)?;
+    check_shapes(node, &outputs)?;
+    Ok(outputs)
+}
+
+/// Checks inferred outputs against the importer's limits on shapes.
+fn check_shapes(node: &Node<'_>, outputs: &[TensorFact]) -> OnnxResult<()> {
+    for fact in outputs {
+        crate::tensor::check_shape(&fact.shape).map_err(|m| node.shape_error(m))?;
+    }
+    Ok(())
 }
 
 /// Imports `node` as one opaque op per output.
@@ -93,9 +103,7 @@ pub(crate) fn generic(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
             ctx.bounded.push(node.name.clone());
         }
     }
-    for fact in &outputs {
-        crate::tensor::check_shape(&fact.shape).map_err(|m| node.shape_error(m))?;
-    }
+    check_shapes(node, &outputs)?;
     let flops = rules::flops(node, &ins, &outputs);
     // The tensors the op reads at run time; integer constants (axes, pads, sizes: what its
     // shape follows from) stay constants, for other nodes to fold too.
