@@ -1,7 +1,12 @@
 """ordo's pipeline schedules against PyTorch's own, side by side on one split (run under
 torchrun; one thread per process, as torchrun sets):
 
-    torchrun --standalone --nproc-per-node 2 crates/ordo-py/bench/pipeline.py
+    MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=4294967296 \
+        torchrun --standalone --nproc-per-node 2 crates/ordo-py/bench/pipeline.py --pin
+
+(glibc's allocator otherwise moves its mmap threshold with what was freed, so that a 128 KiB
+activation is mapped afresh in one run and reused in the next: the schedules' order changed
+from run to run; ``--pin`` puts each rank on a core of its own.)
 
 A chain of blocks (Linear + GELU), the same stage boundaries for every schedule; for each:
 the median step time over --steps steps after two of warm-up (the schedules taking turns
@@ -9,12 +14,19 @@ step by step), the throughput relative to
 PyTorch's ScheduleGPipe, the peak bytes each rank holds saved for backward during a step
 (``ordo.torch.SavedTensorsPeak``: a CPU has no allocator statistics), and for ordo's own
 schedules its predicted step and peak memory per stage (simulated from rank 0's profile;
-parameters, gradients and optimizer state included).
+parameters, gradients and optimizer state included), calibrated as ``ordo.pipelining.pipeline``
+calibrates: the transfers, the runtime's cost per action, the slowdown of ranks computing at
+once, dX and dW timed as PyTorch's runtime computes them. Then: how well the predictions rank
+and size the measured steps (with the slowdown and without it), one process training the
+same micro-batches against the profile's prediction of it (the machine's drift between the
+profile and the measurements), and ``auto``'s choice against PyTorch's best schedule.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import time
 
@@ -59,6 +71,29 @@ def timed_in_turns(runs: list, steps: int) -> list[float]:
     return [statistics.median(samples) for samples in times]
 
 
+def spearman(xs: list[float], ys: list[float]) -> float:
+    """Spearman's rank correlation of two samples, ties given their average rank."""
+
+    def ranks(values):
+        order = sorted(range(len(values)), key=lambda i: values[i])
+        result = [0.0] * len(values)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                result[order[k]] = (i + j) / 2
+            i = j + 1
+        return result
+
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.mean(rx), statistics.mean(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    norm = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
+    return cov / norm if norm else 0.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=16)
@@ -66,43 +101,63 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--micro-batches", type=int, default=8)
     parser.add_argument("--steps", type=int, default=7)
+    parser.add_argument(
+        "--split",
+        default="pipelining",
+        type=lambda v: v == "true" or v,
+        help="how the profile times dX and dW apart: pipelining (as PyTorch's runtime) or true",
+    )
+    parser.add_argument("--pin", action="store_true", help="each rank on a core of its own")
     args = parser.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
+    if args.pin:
+        os.sched_setaffinity(0, {rank % os.cpu_count()})
     net = blocks(args.blocks, args.width)
     x = torch.randn(args.batch, args.width)
     y = torch.randn(args.batch, args.width)
     m = args.micro_batches
     comm = op.measure_p2p()
     overhead = op.measure_action_overhead(micro_batches=m, comm=comm)
+    micro = x[: args.batch // m]
+    slowdown = op.measure_compute_slowdown(net, micro)
     plans = [None]
     if rank == 0:
-        micro = x[: args.batch // m]
-        profiled = ot.profile(net, micro, reps=5, warmup=2, split_backward=True, comm=comm)
+        profiled = ot.profile(net, micro, reps=5, warmup=2, split_backward=args.split, comm=comm)
+        # The profile's own prediction of one process training the M micro-batches.
+        graph = json.loads(profiled.to_json())
+        one_process_us = m * sum(n["forward_us"] + n["backward_us"] for n in graph["nodes"])
+        # Each schedule planned with the measured slowdown and without it (factor 1), to
+        # compare the predictions of both in one run.
         plans[0] = {
-            (name, modulo): op.schedule(
+            (name, modulo, factor): op.schedule(
                 profiled,
                 stages=world,
                 micro_batches=m,
                 schedule=name,
                 modulo=modulo,
                 action_overhead_us=overhead,
+                compute_slowdown=factor,
             )
             for name in op.SCHEDULES
             for modulo in (None, args.blocks // (2 * world))
+            for factor in (1.0, slowdown)
         }
+        plans[0]["one process"] = one_process_us
     dist.broadcast_object_list(plans, src=0)
     plans = plans[0]
     results = []
 
-    def measure(label, build, predicted=None):
+    def measure(label, build, name=None, modulo=None):
         model = blocks(args.blocks, args.width)
         run = build(model)
         with ot.SavedTensorsPeak(exclude=list(model.parameters())) as saved:
             run()
         peaks = [None] * world
         dist.all_gather_object(peaks, saved.peak)
-        results.append([label, run, predicted, peaks])
+        predicted = plans[(name, modulo, slowdown)]["predicted"][name] if name else None
+        unslowed = plans[(name, modulo, 1.0)]["predicted"][name][0] if name else None
+        results.append([label, run, predicted, peaks, unslowed])
 
     def ordo_runner(plan):
         def build(model):
@@ -113,7 +168,7 @@ def main() -> None:
         return build
 
     def torch_runner(cls, modulo):
-        plan = plans[("1f1b", modulo)]  # its stage boundaries, for the same split
+        plan = plans[("1f1b", modulo, 1.0)]  # its stage boundaries, for the same split
 
         def build(model):
             stages = op.stages_of(model, plan, rank)
@@ -133,17 +188,25 @@ def main() -> None:
 
         return build
 
+    def one_process(model):
+        # Rank 0 trains the whole model on the micro-batches in turn; the others wait.
+        def run():
+            if rank == 0:
+                for micro_x, micro_y in zip(x.chunk(m), y.chunk(m)):
+                    (loss_fn(model(micro_x), micro_y) / m).backward()
+
+        return run
+
     measure("torch GPipe", torch_runner(ScheduleGPipe, None))
     measure("torch 1F1B", torch_runner(Schedule1F1B, None))
     for name in op.SCHEDULES:
-        plan = plans[(name, None)]
-        measure(f"ordo {name}", ordo_runner(plan), plan["predicted"][name])
+        measure(f"ordo {name}", ordo_runner(plans[(name, None, 1.0)]), name)
     modulo = args.blocks // (2 * world)
     measure("torch interleaved 1F1B", torch_runner(ScheduleInterleaved1F1B, modulo))
     measure("torch interleaved ZB", torch_runner(ScheduleInterleavedZeroBubble, modulo))
-    for name in ("1f1b", "zb-h1", "zb-h2"):
-        plan = plans[(name, modulo)]
-        measure(f"ordo {name} interleaved", ordo_runner(plan), plan["predicted"][name])
+    for name in op.SCHEDULES:
+        measure(f"ordo {name} interleaved", ordo_runner(plans[(name, modulo, 1.0)]), name, modulo)
+    measure("one process (rank 0)", one_process)
     for result, seconds in zip(results, timed_in_turns([r[1] for r in results], args.steps)):
         result[1] = seconds
     if rank == 0:
@@ -151,14 +214,15 @@ def main() -> None:
         print(
             f"{args.blocks} blocks of {args.width}, batch {args.batch}, {m} micro-batches, "
             f"{world} ranks; median of {args.steps} steps; transfers {comm[0]:.0f} us + "
-            f"{comm[1] * 1e3:.3f} us/KB, runtime {overhead:.0f} us per action (measured)"
+            f"{comm[1] * 1e3:.3f} us/KB, runtime {overhead:.0f} us per action, ranks computing "
+            f"at once {slowdown:.2f}x slower (measured)"
         )
         print(
             f"{'schedule':28} {'step ms':>8} {'vs GPipe':>9} {'predicted ms':>13}  "
             f"{'saved for backward, peak per rank':>34}  predicted peak per stage"
         )
         mib = 2**20
-        for label, seconds, predicted, measured in results:
+        for label, seconds, predicted, measured, _ in results:
             step = f"{predicted[0] / 1e3:.1f}" if predicted else "-"
             peaks = " ".join(f"{p / mib:.1f}MiB" for p in predicted[1]) if predicted else "-"
             saved = " ".join(f"{p / mib:.2f}MiB" for p in measured)
@@ -166,17 +230,36 @@ def main() -> None:
                 f"{label:28} {seconds * 1e3:8.1f} {base / seconds:8.2f}x {step:>13}  "
                 f"{saved:>34}  {peaks}"
             )
-        ours = [(label, seconds, p[0]) for label, seconds, p, _ in results if p]
-        by_measured = [label for label, _, _ in sorted(ours, key=lambda r: r[1])]
-        by_predicted = [label for label, _, _ in sorted(ours, key=lambda r: r[2])]
-        print("ordo's schedules, measured fastest first: ", ", ".join(by_measured))
-        print("ordo's schedules, predicted fastest first:", ", ".join(by_predicted))
-        rank_of = {label: i for i, label in enumerate(by_measured)}
-        d2 = sum((rank_of[label] - i) ** 2 for i, label in enumerate(by_predicted))
-        n = len(ours)
-        print(f"Spearman's rank correlation, predicted vs measured: {1 - 6 * d2 / (n**3 - n):.2f}")
-        errors = sorted(abs(p / 1e3 - s * 1e3) / (s * 1e3) for _, s, p in ours)
-        print(f"median |predicted - measured| / measured: {errors[len(errors) // 2]:.0%}")
+        ours = [(label, seconds, p[0], u) for label, seconds, p, _, u in results if p]
+        by_measured = [r[0] for r in sorted(ours, key=lambda r: r[1])]
+        print("ordo's schedules, measured fastest first:", ", ".join(by_measured))
+        for column, title in [(2, "with the slowdown"), (3, "without it")]:
+            by_predicted = [r[0] for r in sorted(ours, key=lambda r: r[column])]
+            rho = spearman([r[1] for r in ours], [r[column] for r in ours])
+            errors = [abs(r[column] / 1e3 - r[1] * 1e3) / (r[1] * 1e3) for r in ours]
+            print(
+                f"predicted {title}, fastest first: {', '.join(by_predicted)}; Spearman's "
+                f"rank correlation with the measured {rho:.2f} (ties averaged), median "
+                f"|predicted - measured| / measured {statistics.median(errors):.0%}"
+            )
+        # The machine's speed drifts between the profile and the measurements: the profile's
+        # prediction of one process, against that process measured in the turns.
+        one = results[-1][1] * 1e6
+        drift = one / plans["one process"]
+        errors = [abs(r[2] * drift / 1e3 - r[1] * 1e3) / (r[1] * 1e3) for r in ours]
+        print(
+            f"one process: measured {one / 1e3:.1f} ms, the profile predicts "
+            f"{plans['one process'] / 1e3:.1f} ms ({drift:.2f}x); the predictions scaled by "
+            f"that: median error {statistics.median(errors):.0%}"
+        )
+        # `auto` simulates the same candidates: every schedule, contiguous and interleaved.
+        chosen = min(ours, key=lambda r: r[2])
+        best_torch = min((r for r in results if r[0].startswith("torch")), key=lambda r: r[1])
+        print(
+            f"auto's choice, {chosen[0]}: {best_torch[1] / chosen[1]:.3f}x the throughput of "
+            f"PyTorch's best built-in schedule here ({best_torch[0]}); the best of ordo's "
+            f"measured: {min(ours, key=lambda r: r[1])[0]}"
+        )
     dist.destroy_process_group()
 
 

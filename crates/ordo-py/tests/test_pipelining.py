@@ -332,8 +332,14 @@ def test_ordos_choice_and_bad_pipelines_are_ordo_errors():
     plan = op.schedule(profiled, stages=2, micro_batches=4)
     assert plan["schedule"] in op.SCHEDULES
     fastest = min(plan["predicted"], key=lambda s: plan["predicted"][s][0])
-    assert plan["schedule"] == fastest, "auto picks the fastest predicted schedule"
-    assert set(plan["predicted"]) == set(op.SCHEDULES)
+    chosen = plan["schedule"] + ("" if plan["modulo"] is None else f", modulo {plan['modulo']}")
+    assert chosen == fastest, "auto picks the fastest predicted schedule"
+    # Each schedule contiguous and interleaved (4 blocks, 2 ranks: groups of 1 block).
+    assert set(plan["predicted"]) == {*op.SCHEDULES, *(f"{s}, modulo 1" for s in op.SCHEDULES)}
+    assert len(plan["stage_rank"]) == (2 if plan["modulo"] is None else 4)
+    given = op.schedule(profiled, stages=2, micro_batches=4, modulo=2)
+    assert set(given["predicted"]) == set(op.SCHEDULES), "a given modulo is kept"
+    assert given["modulo"] == 2
     # A runtime's cost per action is charged on every rank's actions: a split backward has
     # more of them (F, I, W against F, B).
     charged = op.schedule(profiled, stages=2, micro_batches=4, action_overhead_us=1000)
@@ -342,6 +348,13 @@ def test_ordos_choice_and_bad_pipelines_are_ordo_errors():
         assert step_us >= plan["predicted"][name][0] + 1000 * actions / 2, name
     with pytest.raises(ordo.OrdoError, match="action_overhead_us=-1"):
         op.schedule(profiled, stages=2, micro_batches=4, action_overhead_us=-1)
+    # Ranks that slow each other stretch the work they overlap, never more than the factor.
+    slowed = op.schedule(profiled, stages=2, micro_batches=4, compute_slowdown=2.0)
+    for name, (step_us, _) in slowed["predicted"].items():
+        assert plan["predicted"][name][0] < step_us <= 2 * plan["predicted"][name][0] + 1, name
+    for bad in (0.5, float("nan"), 101.0):
+        with pytest.raises(ordo.OrdoError, match=f"compute_slowdown={bad}"):
+            op.schedule(profiled, stages=2, micro_batches=4, compute_slowdown=bad)
     problem = transformer_problem(2, 4)
     cases = [
         (lambda: ordo.pytorch_schedule(problem, stages=0, micro_batches=4), "stages"),
@@ -376,6 +389,36 @@ def test_ordos_choice_and_bad_pipelines_are_ordo_errors():
             call()
 
 
+def slowdown_rank(rank, world, init_file, out_dir):
+    """Measures the compute slowdown on one rank, every rank pinned to the same core."""
+    import torch.distributed as dist
+
+    import ordo.pipelining as op
+
+    torch.set_num_threads(1)
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        torch.manual_seed(0)
+        net = nn.Sequential(*[nn.Linear(256, 256) for _ in range(8)])
+        factor = op.measure_compute_slowdown(net, torch.randn(64, 256), reps=5)
+        assert all(p.grad is None for p in net.parameters())
+        with open(os.path.join(out_dir, f"{rank}.txt"), "w") as f:
+            f.write(repr(factor))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_the_compute_slowdown_sees_ranks_sharing_a_core(tmp_path):
+    """Two ranks pinned to one core take turns on it: training together takes about twice as
+    long as alone, which ``measure_compute_slowdown`` reports (every rank rank 0's figure)."""
+    mp.spawn(slowdown_rank, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2)
+    factors = [float((tmp_path / f"{rank}.txt").read_text()) for rank in range(2)]
+    assert factors[0] == factors[1]
+    assert 1.5 <= factors[0] <= 3.0, factors
+
+
 def test_pipeline_refuses_a_split_the_group_cannot_run(tmp_path):
     """``ordo.torch.pipeline`` checks its arguments against the process group (of one rank
     here) before profiling anything."""
@@ -394,6 +437,9 @@ def test_pipeline_refuses_a_split_the_group_cannot_run(tmp_path):
         for kwargs, message in cases:
             with pytest.raises(ordo.OrdoError, match=re.escape(message)):
                 ot.pipeline(net, x, loss_fn=loss_fn, **kwargs)
+        import ordo.pipelining as op
+
+        assert op.measure_compute_slowdown(net, x) == 1.0, "one rank shares with no other"
     finally:
         dist.destroy_process_group()
 

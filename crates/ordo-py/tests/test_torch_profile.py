@@ -120,7 +120,25 @@ def test_user_chosen_granularity_and_tied_modules():
         assert device_of["shared"] == device_of["shared#1"], algo
 
 
+@pytest.mark.parametrize("split", [True, "pipelining"])
+def test_split_backward_times_input_and_weight_gradients_apart(split):
+    """Both ways of timing dX and dW apart (ordo's split layers, PyTorch's pipeline runtime's
+    I and W) give every layer with parameters both times, a layer without them no dW, and
+    leave no gradient behind."""
+    net = Net()
+    profiled = ot.profile(net, torch.randn(2, 3, 8, 8), reps=2, warmup=1, split_backward=split)
+    modules = dict(net.named_modules())
+    for node in profiled.costgraph["nodes"]:
+        has_params = any(True for _ in modules[node["name"]].parameters())
+        assert node["input_grad_us"] > 0, node["name"]
+        assert (node["weight_grad_us"] > 0) == has_params, node["name"]
+    assert all(p.grad is None for p in net.parameters())
+    assert profiled.training_model() is not None  # a split profile makes a training graph
+
+
 def test_bad_arguments_are_ordo_errors():
+    with pytest.raises(ordo.OrdoError, match="split_backward='sideways'"):
+        ot.profile(Net(), torch.randn(2, 3, 8, 8), split_backward="sideways")
     with pytest.raises(ordo.OrdoError, match="no_such_block"):
         ot.profile(Net(), torch.randn(2, 3, 8, 8), leaf_modules=["no_such_block"])
     with pytest.raises(ordo.OrdoError, match="reps"):

@@ -27,6 +27,7 @@ __all__ = [
     "SCHEDULES",
     "Runner",
     "measure_action_overhead",
+    "measure_compute_slowdown",
     "measure_p2p",
     "pipeline",
     "schedule",
@@ -50,47 +51,73 @@ def schedule(
     modulo: int | None = None,
     memory: int | str | None = None,
     action_overhead_us: float = 0.0,
+    compute_slowdown: float = 1.0,
 ) -> dict:
-    """ordo's pipeline of ``profiled`` (``ordo.torch.profile(..., split_backward=True)`` of
-    one micro-batch) over ``stages`` ranks: the dict of ``ordo.pytorch_schedule`` with the
-    ``schedule`` chosen and ``predicted`` (each candidate's simulated step in µs and peak
-    memory in bytes per stage). ``"auto"`` picks the fastest schedule whose stages fit in
-    ``memory`` bytes each (a number or text such as ``"4GiB"``; default: no limit).
+    """ordo's pipeline of ``profiled`` (``ordo.torch.profile(..., split_backward=
+    "pipelining")`` of one micro-batch: its ``I`` and ``W`` actions timed as PyTorch's runtime
+    runs them) over ``stages`` ranks: the dict of ``ordo.pytorch_schedule`` with the
+    ``schedule`` and ``modulo`` chosen and ``predicted`` (each candidate's simulated step in
+    µs and peak memory in bytes per stage; an interleaved candidate as ``"1f1b, modulo 2"``).
+    ``"auto"`` picks the fastest schedule whose stages fit in ``memory`` bytes each (a number
+    or text such as ``"4GiB"``; default: no limit), also interleaved (two groups of units per
+    rank) unless ``modulo`` is given.
     ``action_overhead_us``: the runtime's cost per action (``measure_action_overhead``),
-    charged in the predictions."""
+    charged in the predictions; ``compute_slowdown``: how much slower work runs while another
+    rank works at once (``measure_compute_slowdown``; 1 for ranks on hosts of their own), the
+    predictions stretching each task by the share of it that overlaps other ranks' work."""
     if stages < 2:
         raise ordo.OrdoError(f"stages={stages}: a pipeline needs at least 2 stages")
     if micro_batches < 1:
         raise ordo.OrdoError(f"micro_batches={micro_batches}: at least 1")
+    if not 1.0 <= compute_slowdown <= 100.0:  # also refuses NaN
+        raise ordo.OrdoError(
+            f"compute_slowdown={compute_slowdown}: expected a number from 1 to 100"
+        )
     target = ordo.Target.uniform(stages, memory=memory)
     problem = ordo.Problem(profiled.training_model(), target, mode="training-graph")
-    candidates = SCHEDULES if schedule == "auto" else (schedule,)
-    predicted = {}
-    for name in candidates:
+    candidates = _candidates(problem, stages, micro_batches, schedule, modulo)
+    predicted, plans = {}, {}
+    for name, groups in candidates:
         planned = ordo.plan(
             problem,
             "pipeline",
             stages=stages,
             micro_batches=micro_batches,
             schedule=name,
-            modulo=modulo,
+            modulo=groups,
             action_overhead_us=action_overhead_us,
         )
-        report = ordo.simulate(planned)
-        predicted[name] = (report.step_time_us, report.peak_memory_bytes[:stages])
-    fitting = [n for n in candidates if all(p <= m for p, m in zip(predicted[n][1], target.memory))]
+        report = ordo.simulate(planned, host_slowdown=compute_slowdown)
+        key = name if groups == modulo else f"{name}, modulo {groups}"
+        predicted[key] = (report.step_time_us, report.peak_memory_bytes[:stages])
+        plans[key] = (name, groups)
+    fitting = [k for k in predicted if all(p <= m for p, m in zip(predicted[k][1], target.memory))]
     if not fitting:
-        peaks = {n: max(p) for n, (_, p) in predicted.items()}
+        peaks = {k: max(p) for k, (_, p) in predicted.items()}
         raise ordo.OrdoError(
             f"no schedule fits in {max(target.memory)} bytes per stage: peaks {peaks}"
         )
-    chosen = min(fitting, key=lambda n: predicted[n][0])
+    chosen, groups = plans[min(fitting, key=lambda k: predicted[k][0])]
     result = ordo.pytorch_schedule(
-        problem, stages=stages, micro_batches=micro_batches, schedule=chosen, modulo=modulo
+        problem, stages=stages, micro_batches=micro_batches, schedule=chosen, modulo=groups
     )
-    result["schedule"] = chosen
-    result["predicted"] = predicted
+    result["schedule"], result["modulo"], result["predicted"] = chosen, groups, predicted
     return result
+
+
+def _candidates(problem, stages: int, micro_batches: int, schedule: str, modulo):
+    """The (schedule, modulo) pairs to simulate: ``schedule`` at ``modulo``, or for ``"auto"``
+    every schedule; ``"auto"`` without a modulo also tries each schedule interleaved, two
+    groups of units per rank (PyTorch's interleaved schedules), where the units suffice."""
+    names = SCHEDULES if schedule == "auto" else (schedule,)
+    pairs = [(name, modulo) for name in names]
+    if schedule != "auto" or modulo is not None:
+        return pairs
+    contiguous = ordo.pytorch_schedule(
+        problem, stages=stages, micro_batches=micro_batches, schedule=names[0]
+    )
+    groups = sum(len(units) for units in contiguous["stage_units"]) // (2 * stages)
+    return pairs + [(name, groups) for name in names] if groups >= 1 else pairs
 
 
 _plan_schedule = schedule  # `pipeline` has an argument of that name
@@ -131,6 +158,39 @@ def measure_p2p(
     return fixed, us_per_byte
 
 
+def measure_compute_slowdown(
+    module: nn.Module, example_inputs, *, loss_fn=None, group=None, reps: int = 5
+) -> float:
+    """How much slower rank 0 trains while every rank trains at once than while it trains
+    alone, as a factor of at least 1: ranks that share a host's cores and memory slow each
+    other (1 for ranks on hosts of their own), which a profile taken by one rank does not
+    see. Each run is one forward and backward of ``module`` on ``example_inputs``
+    (``loss_fn(output)``, default the sum of the outputs); the ratio of the medians of
+    ``reps`` runs each way, each run started by a barrier. Every rank calls it and gets rank
+    0's figure (``schedule(compute_slowdown=)`` takes it)."""
+    import torch.distributed as dist
+
+    from ordo._outputs import default_loss
+    from ordo._process_group import from_rank0, median_us
+
+    if reps < 1:
+        raise ordo.OrdoError(f"reps={reps}: at least one timed run")
+    if dist.get_world_size(group) < 2:
+        return 1.0
+    inputs = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
+    rank = dist.get_rank(group)
+
+    def train() -> None:
+        output = module(*inputs)
+        (loss_fn(output) if loss_fn else default_loss(output)).backward()
+        module.zero_grad(set_to_none=True)
+
+    # Alone: the other ranks wait in the next run's barrier (blocked, not spinning).
+    alone = median_us(train if rank == 0 else lambda: None, reps=reps, warmup=1, group=group)
+    together = median_us(train, reps=reps, warmup=1, group=group)
+    return from_rank0([max(1.0, together / alone)], group)[0]
+
+
 def measure_action_overhead(
     group=None, *, micro_batches: int = 8, comm: tuple[float, float] | None = None, reps: int = 7
 ) -> float:
@@ -151,7 +211,7 @@ def measure_action_overhead(
     if rank == 0:
         import ordo.torch as ot
 
-        profiled = ot.profile(tiny, x[:2], reps=3, warmup=1, split_backward=True, comm=comm)
+        profiled = ot.profile(tiny, x[:2], reps=3, warmup=1, split_backward="pipelining", comm=comm)
         box[0] = _plan_schedule(
             profiled, stages=world, micro_batches=micro_batches, schedule="1f1b"
         )
@@ -188,8 +248,9 @@ def pipeline(
 ) -> Runner:
     """Every rank's one call (under ``torchrun``): rank 0 profiles ``module`` on the first
     micro-batch of ``example_inputs`` (one step's batch), its transfers costed as the group
-    sends them (``measure_p2p``) and each action charged what the runtime spends on it
-    (``measure_action_overhead``), plans its pipeline over ``stages``
+    sends them (``measure_p2p``), each action charged what the runtime spends on it
+    (``measure_action_overhead``) and the work stretched by what ranks computing at once cost
+    each other (``measure_compute_slowdown``), plans its pipeline over ``stages``
     ranks (default: the group's size) with ``schedule`` (see ``schedule``), and sends the plan
     to every rank; each rank gets a ``Runner`` of its stages (``runner.schedule`` is the plan,
     ``runner.parameters()`` its stages' parameters, for the optimizer)."""
@@ -205,16 +266,19 @@ def pipeline(
             f"{micro_batches} micro-batches"
         )
     rank = dist.get_rank(group)
+    micro = micro_of(example_inputs, micro_batches)
     comm = measure_p2p(group) if world > 1 else (0.0, 0.0)
     overhead = (
         measure_action_overhead(group, micro_batches=micro_batches, comm=comm) if world > 1 else 0.0
     )
+    slowdown = measure_compute_slowdown(module, micro, group=group, reps=reps)
     box: list[dict | None] = [None]
     if rank == 0:  # profiles are timings: one rank plans, so that every rank runs one plan
         import ordo.torch as ot
 
-        micro = micro_of(example_inputs, micro_batches)
-        profiled = ot.profile(module, micro, reps=reps, warmup=1, split_backward=True, comm=comm)
+        profiled = ot.profile(
+            module, micro, reps=reps, warmup=1, split_backward="pipelining", comm=comm
+        )
         box[0] = _plan_schedule(
             profiled,
             stages=stages,
@@ -223,6 +287,7 @@ def pipeline(
             modulo=modulo,
             memory=memory,
             action_overhead_us=overhead,
+            compute_slowdown=slowdown,
         )
     from ordo._process_group import global_rank
 

@@ -174,7 +174,7 @@ def profile(
     training: bool = True,
     comm: tuple[float, float] | None = None,
     name: str | None = None,
-    split_backward: bool = False,
+    split_backward: bool | str = False,
 ) -> Profiled:
     """Profiles ``module`` on ``example_inputs`` (a tensor or a tuple of them) into an ordo
     cost graph of its layers.
@@ -187,10 +187,17 @@ def profile(
     us_per_byte)`` of a transfer (default: ``measure_copy`` on this machine).
     ``split_backward``: also time each layer's input gradient and weight gradient apart
     (``input_grad_us``, ``weight_grad_us`` on each node), which ``training_costgraph`` and the
-    pipeline schedules that split the backward need.
+    pipeline schedules that split the backward need: ``True`` times them as ordo's split
+    layers compute them (``ordo.data_parallel``'s first k), ``"pipelining"`` as PyTorch's
+    pipeline runtime does for its ``I`` and ``W`` actions (``ordo.pipelining``), whose
+    bookkeeping makes the two together dearer than one backward.
     """
     if reps < 1 or warmup < 0:
         raise ordo.OrdoError(f"reps={reps}, warmup={warmup}: at least one timed run")
+    if split_backward not in (False, True, "pipelining"):
+        raise ordo.OrdoError(
+            f"split_backward={split_backward!r}: expected False, True or 'pipelining'"
+        )
     inputs = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
     leaf_names = {m for m in leaf_modules if isinstance(m, str)}
     leaf_types = tuple(m for m in leaf_modules if isinstance(m, type))
@@ -344,11 +351,12 @@ def _producers(
     return found
 
 
-def _backward_us(module, args, kwargs, device, split: bool) -> tuple[float, float, float]:
+def _backward_us(module, args, kwargs, device, split) -> tuple[float, float, float]:
     """The layer's backward alone, in µs: gradients of its (floating-point) inputs and
     parameters for an upstream gradient of ones, on fresh copies of its inputs; with
     ``split``, also the input gradients alone and the parameter gradients alone (as a
-    schedule that splits the backward runs them), else those two are 0."""
+    schedule that splits the backward runs them: ``"pipelining"`` as PyTorch's pipeline
+    runtime does, else each by itself as ordo's split layers do), else those two are 0."""
     # Gradients are taken with respect to leaves; the layer gets clones of them, which it may
     # modify in place (ReLU(inplace=True), a block's `x += ...`).
     leaves = [
@@ -374,7 +382,37 @@ def _backward_us(module, args, kwargs, device, split: bool) -> tuple[float, floa
     total = timed(inputs + params)
     if not split:
         return total, 0.0, 0.0
+    if split == "pipelining":
+        return (total, *_pipelining_split_us(module, leaves, kwargs, device, inputs, params))
     return total, timed(inputs), timed(params)
+
+
+def _pipelining_split_us(module, leaves, kwargs, device, inputs, params) -> tuple[float, float]:
+    """The layer's input and weight gradients in µs as PyTorch's pipeline runtime computes
+    them for its ``I`` and ``W`` actions (``stage_backward_input``, which also keeps what the
+    weight gradients need, then ``stage_backward_weight``): dearer than one backward, and
+    dearer than either alone, by its bookkeeping. Gradients land in ``.grad`` (the profile
+    clears the module's afterwards)."""
+    from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
+
+    with torch.enable_grad():
+        copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in leaves]
+        outputs = [t for t in tensors(module(*copies, **kwargs)) if t.requires_grad]
+        if not outputs:
+            return 0.0, 0.0
+        grads = [torch.ones_like(t) for t in outputs]
+        _sync(device)
+        start = time.perf_counter()
+        _, groups = stage_backward_input(outputs, grads, inputs, iter(params))
+        _sync(device)
+        middle = time.perf_counter()
+        if params:  # a layer without parameters has no W to run (as in the other split)
+            stage_backward_weight(iter(params), groups)
+            _sync(device)
+        end = time.perf_counter() if params else middle
+    for leaf in inputs:
+        leaf.grad = None
+    return (middle - start) * 1e6, (end - middle) * 1e6
 
 
 def _measure(
