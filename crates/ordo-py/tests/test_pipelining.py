@@ -323,6 +323,32 @@ def test_torchrun_trains_as_one_process_does(schedule, modulo, tmp_path):
     assert_trained_as_one_process(tmp_path, schedule, steps=3)
 
 
+@pytest.mark.parametrize("ranks, per_rank, micro_batches", [(2, 2, 8), (2, 3, 4), (4, 2, 8)])
+def test_interleaved_1f1b_is_megatrons_order_as_pytorch_writes_it(ranks, per_rank, micro_batches):
+    """Under modulo allocation ordo's 1f1b is interleaved 1F1B in Megatron's order: each rank's
+    actions are those of PyTorch's ScheduleInterleaved1F1B (its order computed by its own code,
+    built without a process group)."""
+    from torch.distributed.pipelining.schedules import ScheduleInterleaved1F1B
+
+    import ordo.pipelining as op
+    import ordo.torch as ot
+
+    stages = ranks * per_rank
+    profiled = ot.profile(blocks(stages), torch.randn(2, 8), reps=1, warmup=0, split_backward=True)
+    plan = op.schedule(
+        profiled, stages=ranks, micro_batches=micro_batches, schedule="1f1b", modulo=1
+    )
+    assert plan["stage_rank"] == [s % ranks for s in range(stages)]
+    theirs = ScheduleInterleaved1F1B.__new__(ScheduleInterleaved1F1B)
+    theirs.pp_group_size, theirs.n_local_stages, theirs.number_of_stages = ranks, per_rank, stages
+    theirs._n_microbatches = theirs.n_microbatches = micro_batches
+    theirs.microbatches_per_round = ranks
+    for rank in range(ranks):
+        theirs.rank = rank
+        actions = theirs._calculate_single_rank_operations(rank)
+        assert plan["actions"][rank] == [str(a) for a in actions if a is not None], rank
+
+
 def test_ordos_choice_and_bad_pipelines_are_ordo_errors():
     import ordo.pipelining as op
     import ordo.torch as ot

@@ -53,6 +53,7 @@
 
 mod actions;
 mod executable;
+mod interleaved;
 mod microbatch;
 mod order;
 mod units;

@@ -13,7 +13,7 @@ use crate::error::SchedError;
 
 /// What an operation computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Kind {
+pub(super) enum Kind {
     Forward,
     /// dX and dW of a chunk together (GPipe, 1F1B).
     Backward,
@@ -28,13 +28,13 @@ enum Kind {
 const MAX_LAGGING_DW: usize = 1;
 
 /// One operation: `kind` of micro-batch `batch` on chunk `chunk`, its nodes in order.
-struct Op {
-    kind: Kind,
-    batch: usize,
-    chunk: usize,
-    device: usize,
-    nodes: Vec<usize>,
-    cost: u64,
+pub(super) struct Op {
+    pub kind: Kind,
+    pub batch: usize,
+    pub chunk: usize,
+    pub device: usize,
+    pub nodes: Vec<usize>,
+    pub cost: u64,
 }
 
 /// Each device's nodes in the order it runs them, and each node's predicted finish time (µs).
@@ -146,103 +146,120 @@ pub(super) fn device_orders(
     }
     let mut started = vec![vec![false; batches]; devices];
 
-    let mut ready_at = vec![0u64; ops.len()];
-    let mut ready: Vec<Vec<usize>> = vec![Vec::new(); devices];
-    for (k, op) in ops.iter().enumerate() {
-        if waiting[k] == 0 {
-            ready[op.device].push(k);
+    // Interleaved 1F1B takes Megatron's order where it applies; the rest is list-scheduled.
+    let fixed = match schedule {
+        PipelineSchedule::OneFOneB => {
+            super::interleaved::megatron_order(&ops, device_of_chunk, devices, batches)
         }
-    }
-    let mut free_at = vec![0u64; devices];
-    let mut sequence: Vec<Vec<usize>> = vec![Vec::new(); devices];
-    let mut start_at = vec![0u64; ops.len()];
-    let (mut now, mut done, mut relaxed) = (0u64, 0usize, false);
-    while done < ops.len() {
-        let mut progress = false;
-        for d in 0..devices {
-            if free_at[d] > now {
-                continue;
+        _ => None,
+    };
+    let (sequence, start_at, free_at) = if let Some(order) = fixed {
+        let (start_at, free_at) =
+            super::interleaved::run_in_order(&ops, &order, &successors, waiting)?;
+        (order, start_at, free_at)
+    } else {
+        let mut ready_at = vec![0u64; ops.len()];
+        let mut ready: Vec<Vec<usize>> = vec![Vec::new(); devices];
+        for (k, op) in ops.iter().enumerate() {
+            if waiting[k] == 0 {
+                ready[op.device].push(k);
             }
-            let in_flight = (0..batches).filter(|&m| started[d][m] && left[d][m] > 0).count();
-            let lagging = (0..batches).filter(|&m| left[d][m] == 0 && dw_left[d][m] > 0).count();
-            // Micro-batches whose activations a W still reads.
-            let alive = in_flight + lagging;
-            let allowed = |k: usize| {
-                let op = &ops[k];
-                ready_at[k] <= now
-                    && match (schedule, op.kind) {
-                        (PipelineSchedule::Gpipe, Kind::Forward) => true,
-                        (PipelineSchedule::Gpipe, _) => forwards_left[d] == 0,
-                        (_, Kind::Forward) if zero_bubble => {
-                            started[d][op.batch]
-                                || in_flight < cap[d] && alive < alive_cap
-                                || relaxed
+        }
+        let mut free_at = vec![0u64; devices];
+        let mut sequence: Vec<Vec<usize>> = vec![Vec::new(); devices];
+        let mut start_at = vec![0u64; ops.len()];
+        let (mut now, mut done, mut relaxed) = (0u64, 0usize, false);
+        while done < ops.len() {
+            let mut progress = false;
+            for d in 0..devices {
+                if free_at[d] > now {
+                    continue;
+                }
+                let in_flight = (0..batches).filter(|&m| started[d][m] && left[d][m] > 0).count();
+                let lagging =
+                    (0..batches).filter(|&m| left[d][m] == 0 && dw_left[d][m] > 0).count();
+                // Micro-batches whose activations a W still reads.
+                let alive = in_flight + lagging;
+                let allowed = |k: usize| {
+                    let op = &ops[k];
+                    ready_at[k] <= now
+                        && match (schedule, op.kind) {
+                            (PipelineSchedule::Gpipe, Kind::Forward) => true,
+                            (PipelineSchedule::Gpipe, _) => forwards_left[d] == 0,
+                            (_, Kind::Forward) if zero_bubble => {
+                                started[d][op.batch]
+                                    || in_flight < cap[d] && alive < alive_cap
+                                    || relaxed
+                            }
+                            (_, Kind::Forward) => {
+                                started[d][op.batch]
+                                    || in_flight < cap[d] && lagging <= MAX_LAGGING_DW
+                                    || relaxed
+                            }
+                            _ => true,
                         }
-                        (_, Kind::Forward) => {
-                            started[d][op.batch]
-                                || in_flight < cap[d] && lagging <= MAX_LAGGING_DW
-                                || relaxed
-                        }
-                        _ => true,
-                    }
-            };
-            // Lower is more urgent: the schedule's kind priority, then the oldest micro-batch,
-            // forwards the shallowest chunk first and backwards the deepest.
-            let priority = |k: usize| {
-                let op = &ops[k];
-                let kind = match (schedule, op.kind) {
-                    (PipelineSchedule::Gpipe, Kind::Forward) => 0,
-                    (PipelineSchedule::Gpipe, _) => 1,
-                    (_, Kind::Backward | Kind::InputGrad) => 0,
-                    (_, Kind::Forward) => 1,
-                    (_, Kind::WeightGrad) => 2,
                 };
-                let depth = if op.kind == Kind::Forward { op.chunk } else { chunks - op.chunk };
-                (kind, op.batch, depth)
-            };
-            let Some(&k) = ready[d].iter().filter(|&&k| allowed(k)).min_by_key(|&&k| priority(k))
-            else {
+                // Lower is more urgent: the schedule's kind priority, then the oldest micro-batch,
+                // forwards the shallowest chunk first and backwards the deepest.
+                let priority = |k: usize| {
+                    let op = &ops[k];
+                    let kind = match (schedule, op.kind) {
+                        (PipelineSchedule::Gpipe, Kind::Forward) => 0,
+                        (PipelineSchedule::Gpipe, _) => 1,
+                        (_, Kind::Backward | Kind::InputGrad) => 0,
+                        (_, Kind::Forward) => 1,
+                        (_, Kind::WeightGrad) => 2,
+                    };
+                    let depth = if op.kind == Kind::Forward { op.chunk } else { chunks - op.chunk };
+                    (kind, op.batch, depth)
+                };
+                let Some(&k) =
+                    ready[d].iter().filter(|&&k| allowed(k)).min_by_key(|&&k| priority(k))
+                else {
+                    continue;
+                };
+                ready[d].retain(|&r| r != k);
+                let op = &ops[k];
+                let finish = now + op.cost;
+                free_at[d] = finish;
+                started[d][op.batch] = true;
+                match op.kind {
+                    Kind::WeightGrad => dw_left[d][op.batch] -= 1,
+                    _ => left[d][op.batch] -= 1,
+                }
+                if op.kind == Kind::Forward {
+                    forwards_left[d] -= 1;
+                }
+                sequence[d].push(k);
+                start_at[k] = now;
+                for &(b, time) in &successors[k] {
+                    ready_at[b] = ready_at[b].max(finish + time);
+                    waiting[b] -= 1;
+                    if waiting[b] == 0 {
+                        ready[ops[b].device].push(b);
+                    }
+                }
+                done += 1;
+                progress = true;
+                relaxed = false;
+            }
+            if progress {
                 continue;
-            };
-            ready[d].retain(|&r| r != k);
-            let op = &ops[k];
-            let finish = now + op.cost;
-            free_at[d] = finish;
-            started[d][op.batch] = true;
-            match op.kind {
-                Kind::WeightGrad => dw_left[d][op.batch] -= 1,
-                _ => left[d][op.batch] -= 1,
             }
-            if op.kind == Kind::Forward {
-                forwards_left[d] -= 1;
-            }
-            sequence[d].push(k);
-            start_at[k] = now;
-            for &(b, time) in &successors[k] {
-                ready_at[b] = ready_at[b].max(finish + time);
-                waiting[b] -= 1;
-                if waiting[b] == 0 {
-                    ready[ops[b].device].push(b);
+            let pending =
+                ready.iter().flatten().map(|&k| ready_at[k]).chain(free_at.iter().copied());
+            match pending.filter(|&t| t > now).min() {
+                Some(t) => now = t,
+                None if !relaxed => relaxed = true,
+                None => {
+                    return Err(SchedError::Pipeline(
+                        "the pipeline's operations depend on each other in a circle".into(),
+                    ));
                 }
             }
-            done += 1;
-            progress = true;
-            relaxed = false;
         }
-        if progress {
-            continue;
-        }
-        let pending = ready.iter().flatten().map(|&k| ready_at[k]).chain(free_at.iter().copied());
-        match pending.filter(|&t| t > now).min() {
-            Some(t) => now = t,
-            None if !relaxed => relaxed = true,
-            None => {
-                return Err(SchedError::Pipeline(
-                    "the pipeline's operations depend on each other in a circle".into(),
-                ));
-            }
-        }
-    }
+        (sequence, start_at, free_at)
+    };
     let mut finish_us = vec![0u64; problem.len()];
     let mut order = Vec::with_capacity(devices);
     for d in 0..devices {
