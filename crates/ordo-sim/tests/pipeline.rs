@@ -508,3 +508,23 @@ fn action_overhead_is_charged_once_per_action() {
         }
     }
 }
+
+/// Interleaved 1F1B (modulo allocation, Megatron's order) on a uniform chain of 8 blocks over
+/// 4 stages, two chunks each: it shrinks 1F1B's bubble, as the interleaving is meant to, and
+/// a target with more devices than the pipeline's stages schedules it the same way.
+#[test]
+fn interleaved_one_f_one_b_shrinks_the_bubble_on_any_target() {
+    let (p, m) = (4, 8);
+    let run = |devices: usize, modulo: Option<usize>| {
+        let problem = unit_chain(2 * p, devices);
+        let mut pipeline = Pipeline::new(p, m, PipelineSchedule::OneFOneB);
+        pipeline.modulo = modulo;
+        let planned = pipeline_plan(&problem, &pipeline).unwrap();
+        let report = pipeline_report(&planned, &SimOptions::default()).unwrap();
+        assert_dependencies_kept("1f1b", &planned, &report.report);
+        report.step_time_us
+    };
+    let (contiguous, interleaved) = (run(p, None), run(p, Some(1)));
+    assert!(interleaved < contiguous, "interleaved {interleaved}, contiguous {contiguous}");
+    assert_eq!(run(p + 2, Some(1)), interleaved, "the devices past the stages change nothing");
+}

@@ -11,9 +11,10 @@ use std::collections::HashMap;
 use super::order::{Kind, Op};
 use crate::error::SchedError;
 
-/// Each device's operations in Megatron's interleaved 1F1B order, or `None` where it does
-/// not apply: every device must run the same number `v > 1` of chunks, chunk `c` on device
-/// `c % S`, and the micro-batches come in whole rounds of `S`.
+/// Each device's operations in Megatron's interleaved 1F1B order (none on the devices past the
+/// pipeline's `S` stages), or `None` where it does not apply: every stage's device must run
+/// the same number `v > 1` of chunks, chunk `c` on device `c % S`, and the micro-batches come
+/// in whole rounds of `S`.
 ///
 /// On device `r` the `k`-th forward is micro-batch `(k / Sv) S + k % S` on its local chunk
 /// `(k / S) % v`; the `k`-th backward the same micro-batch on the local chunk counted from
@@ -25,18 +26,21 @@ pub(super) fn megatron_order(
     devices: usize,
     batches: usize,
 ) -> Option<Vec<Vec<usize>>> {
+    // The pipeline's stages: the target may have more devices than it uses.
+    let stages = device_of_chunk.iter().max().map_or(0, |&d| d + 1);
     let chunks = device_of_chunk.len();
-    if devices < 2
-        || chunks <= devices
-        || !chunks.is_multiple_of(devices)
-        || !batches.is_multiple_of(devices)
+    if stages < 2
+        || stages > devices
+        || chunks <= stages
+        || !chunks.is_multiple_of(stages)
+        || !batches.is_multiple_of(stages)
     {
         return None;
     }
-    if device_of_chunk.iter().enumerate().any(|(c, &d)| d != c % devices) {
+    if device_of_chunk.iter().enumerate().any(|(c, &d)| d != c % stages) {
         return None;
     }
-    let v = chunks / devices;
+    let v = chunks / stages;
     let index: HashMap<(Kind, usize, usize), usize> =
         ops.iter().enumerate().map(|(k, op)| ((op.kind, op.batch, op.chunk), k)).collect();
     // Every operation must be a forward or a whole backward (1F1B's kinds).
@@ -44,15 +48,15 @@ pub(super) fn megatron_order(
         return None;
     }
     let total = batches * v;
-    let mut orders = Vec::with_capacity(devices);
-    for r in 0..devices {
+    let mut orders = vec![Vec::new(); devices];
+    for (r, orders) in orders.iter_mut().enumerate().take(stages) {
         let nth = |k: usize, kind: Kind| {
-            let local = (k / devices) % v;
+            let local = (k / stages) % v;
             let local = if kind == Kind::Forward { local } else { v - 1 - local };
-            let batch = k / (devices * v) * devices + k % devices;
-            index.get(&(kind, batch, local * devices + r)).copied()
+            let batch = k / (stages * v) * stages + k % stages;
+            index.get(&(kind, batch, local * stages + r)).copied()
         };
-        let warm_up = (2 * (devices - r - 1) + (v - 1) * devices).min(total);
+        let warm_up = (2 * (stages - r - 1) + (v - 1) * stages).min(total);
         let mut order = Vec::with_capacity(2 * total);
         for k in 0..warm_up {
             order.push(nth(k, Kind::Forward));
@@ -66,7 +70,7 @@ pub(super) fn megatron_order(
         }
         // A chunk that has no operation of some kind (a micro-batch without a backward on
         // it) leaves the formula: list scheduling handles it.
-        orders.push(order.into_iter().collect::<Option<Vec<usize>>>()?);
+        *orders = order.into_iter().collect::<Option<Vec<usize>>>()?;
     }
     let listed: usize = orders.iter().map(Vec::len).sum();
     (listed == ops.len()).then_some(orders)
