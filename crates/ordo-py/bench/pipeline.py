@@ -54,9 +54,9 @@ def loss_fn(output, target):
     return ((output - target) ** 2).mean()
 
 
-def timed_in_turns(runs: list, steps: int) -> list[float]:
-    """The median step time of each of ``runs``, which take turns step by step (so that a
-    slow spell of the machine hits them all alike), after two warm-up steps each."""
+def timed_in_turns(runs: list, steps: int) -> list[list[float]]:
+    """The step times of each of ``runs``, which take turns step by step (so that a slow
+    spell of the machine hits them all alike), after two warm-up steps each."""
     for run in runs:
         for _ in range(2):
             run()
@@ -68,7 +68,7 @@ def timed_in_turns(runs: list, steps: int) -> list[float]:
             run()
             dist.barrier()
             samples.append(time.perf_counter() - start)
-    return [statistics.median(samples) for samples in times]
+    return times
 
 
 def spearman(xs: list[float], ys: list[float]) -> float:
@@ -207,8 +207,11 @@ def main() -> None:
     for name in op.SCHEDULES:
         measure(f"ordo {name} interleaved", ordo_runner(plans[(name, modulo, 1.0)]), name, modulo)
     measure("one process (rank 0)", one_process)
-    for result, seconds in zip(results, timed_in_turns([r[1] for r in results], args.steps)):
-        result[1] = seconds
+    spread = {}
+    for result, samples in zip(results, timed_in_turns([r[1] for r in results], args.steps)):
+        result[1] = statistics.median(samples)
+        quartiles = statistics.quantiles(samples, n=4)
+        spread[result[0]] = (quartiles[2] - quartiles[0]) / result[1]
     if rank == 0:
         base = results[0][1]
         print(
@@ -218,7 +221,7 @@ def main() -> None:
             f"at once {slowdown:.2f}x slower (measured)"
         )
         print(
-            f"{'schedule':28} {'step ms':>8} {'vs GPipe':>9} {'predicted ms':>13}  "
+            f"{'schedule':30} {'step ms':>8} {'IQR':>5} {'vs GPipe':>9} {'predicted ms':>13}  "
             f"{'saved for backward, peak per rank':>34}  predicted peak per stage"
         )
         mib = 2**20
@@ -227,7 +230,8 @@ def main() -> None:
             peaks = " ".join(f"{p / mib:.1f}MiB" for p in predicted[1]) if predicted else "-"
             saved = " ".join(f"{p / mib:.2f}MiB" for p in measured)
             print(
-                f"{label:28} {seconds * 1e3:8.1f} {base / seconds:8.2f}x {step:>13}  "
+                f"{label:30} {seconds * 1e3:8.1f} {spread[label]:5.0%} {base / seconds:8.2f}x "
+                f"{step:>13}  "
                 f"{saved:>34}  {peaks}"
             )
         ours = [(label, seconds, p[0], u) for label, seconds, p, _, u in results if p]
