@@ -232,6 +232,14 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The integers of constant input `i` (floats truncated), or an error saying it must be
+    /// constant, or that it is too large a splat to spell out.
+    pub fn const_ints(&self, node: &Node<'_>, i: usize, what: &str) -> OnnxResult<Vec<i64>> {
+        self.const_input(node, i, what)?.to_i64s().ok_or_else(|| {
+            node.unsupported(format!("{what} (input {i}): too many values to read at import"))
+        })
+    }
+
     /// The fact of a value that is not a constant of a type the IR lacks.
     pub fn fact_of(&self, node: &Node<'_>, value: &Value) -> OnnxResult<TensorFact> {
         match value {

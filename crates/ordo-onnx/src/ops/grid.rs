@@ -16,7 +16,7 @@ use crate::tensor::{ConstData, ConstTensor, code};
 /// dim of `n` points are `-1 + 2i / (n - 1)` with `align_corners`, else the cells' centres
 /// `-1 + (2i + 1) / n` (a dim of one point: -1 and 0, as PyTorch's `affine_grid`).
 pub(crate) fn affine_grid(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
-    let size = ctx.const_input(node, 1, "size")?.to_i64s().unwrap_or_default();
+    let size = ctx.const_ints(node, 1, "size")?;
     let fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
     let spatial: Vec<usize> = match &size[..] {
         [_, _, rest @ ..] if matches!(rest.len(), 2 | 3) && rest.iter().all(|&d| d > 0) => {

@@ -35,13 +35,6 @@ fn zeros(
     ctx.buffer(node, &format!("{}.zeros", node.name), &crate::fold::cast(&c, dtype))
 }
 
-/// The integer values of constant input `i`.
-fn const_ints(ctx: &Ctx<'_>, node: &Node<'_>, i: usize, what: &str) -> OnnxResult<Vec<i64>> {
-    ctx.const_input(node, i, what)?
-        .to_i64s()
-        .ok_or_else(|| node.malformed(format!("{what} (input {i}) must hold integers")))
-}
-
 /// The row-major coordinates of element `flat` of `shape`.
 fn coordinates(mut flat: usize, shape: &[usize]) -> Vec<usize> {
     let mut at = vec![0; shape.len()];
@@ -90,7 +83,7 @@ pub(crate) fn compress(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs
 /// `sequence_lens[b]` elements of each batch entry `b` (along `batch_axis`) reversed, the rest
 /// kept, as one `GatherElements` of indices computed here.
 pub(crate) fn reverse_sequence(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
-    let lengths = const_ints(ctx, node, 1, "sequence_lens")?;
+    let lengths = ctx.const_ints(node, 1, "sequence_lens")?;
     let fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
     if fact.rank() < 2 {
         return Err(node.shape_error(format!("input {fact}: expected at least 2 dims")));
@@ -131,7 +124,7 @@ pub(crate) fn reverse_sequence(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult
 /// written at its flat index (the last of duplicates wins, as ONNX's reference), then, where
 /// `output_shape` is larger, padded with zeros at the end of each dim.
 pub(crate) fn max_unpool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
-    let indices = const_ints(ctx, node, 1, "indices")?;
+    let indices = ctx.const_ints(node, 1, "indices")?;
     let out = super::generic::inferred(ctx, node)?.remove(0);
     let fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
     let kernel = node.ints("kernel_shape").unwrap_or_default();
@@ -198,8 +191,8 @@ pub(crate) fn max_unpool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outpu
 /// `ScatterElements` that adds into zeros of one more place per channel (where the dropped
 /// ones go), then a slice and a reshape.
 pub(crate) fn col2im(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
-    let image = const_ints(ctx, node, 1, "image_shape")?;
-    let block = const_ints(ctx, node, 2, "block_shape")?;
+    let image = ctx.const_ints(node, 1, "image_shape")?;
+    let block = ctx.const_ints(node, 2, "block_shape")?;
     let fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
     let r = image.len();
     let ints = |name: &str, n: usize, default: i64| {

@@ -152,7 +152,7 @@ fn layer(ctx: &Ctx<'_>, node: &Node<'_>) -> OnnxResult<Layer> {
         }
     }
     if node.input(4).is_some() {
-        let lengths = ctx.const_input(node, 4, "sequence_lens")?.to_i64s().unwrap_or_default();
+        let lengths = ctx.const_ints(node, 4, "sequence_lens")?;
         if lengths.len() != batch || lengths.iter().any(|&l| l != steps as i64) {
             return Err(node.unsupported(format!(
                 "sequence_lens {lengths:?}: sequences of other lengths than the input's {steps}"

@@ -155,7 +155,7 @@ pub(crate) fn reshape(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
     let target = if node.opset < 5 {
         node.ints("shape").map(<[i64]>::to_vec).ok_or_else(|| node.malformed("no shape"))?
     } else {
-        ctx.const_input(node, 1, "the target shape")?.to_i64s().unwrap_or_default()
+        ctx.const_ints(node, 1, "the target shape")?
     };
     let allow_zero = node.int("allowzero", 0)? != 0;
     let numel: u64 = dims.iter().map(|&d| d as u64).product();

@@ -34,7 +34,7 @@ pub(crate) fn dft(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     }
     let axis = match node.input(2) {
         Some(_) => {
-            let axis = ctx.const_input(node, 2, "axis")?.to_i64s().unwrap_or_default();
+            let axis = ctx.const_ints(node, 2, "axis")?;
             axis.first().copied().unwrap_or(-2)
         }
         None => node.int("axis", if node.opset >= 20 { -2 } else { 1 })?,
@@ -43,7 +43,7 @@ pub(crate) fn dft(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let length = fact.shape[axis];
     let n = match node.input(1) {
         Some(_) => {
-            let given = ctx.const_input(node, 1, "dft_length")?.to_i64s().unwrap_or_default();
+            let given = ctx.const_ints(node, 1, "dft_length")?;
             given.first().copied().unwrap_or(0).max(0) as usize
         }
         None if real_inverse => 2 * length.saturating_sub(1),
@@ -67,7 +67,7 @@ pub(crate) fn dft(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
 pub(crate) fn stft(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
     let scalar = |ctx: &Ctx<'_>, i: usize, what: &str| -> OnnxResult<i64> {
-        let v = ctx.const_input(node, i, what)?.to_i64s().unwrap_or_default();
+        let v = ctx.const_ints(node, i, what)?;
         match v[..] {
             [v] => Ok(v),
             _ => Err(node.malformed(format!("{what} (input {i}) must be one integer"))),
