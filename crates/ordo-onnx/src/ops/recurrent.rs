@@ -55,10 +55,14 @@ struct Direction {
     reverse: bool,
     /// f, g (and h) of the cell.
     activations: Vec<UnaryOp>,
-    /// The hidden state's weights transposed, `[H, G * H]`.
+    /// The hidden state's weights transposed, `[H, G * H]` (GRU without
+    /// `linear_before_reset`: the z and r gates', `[H, 2H]`).
     recurrence: OutletId,
-    /// The hidden state's bias, `[G * H]`.
+    /// The hidden state's bias, `[G * H]` (`[2H]` where `recurrence` is).
     recurrence_bias: Option<OutletId>,
+    /// GRU without `linear_before_reset`: the h gate's weights `[H, H]` and bias `[H]`, which
+    /// take the reset hidden state, not the hidden state (sliced once, not at every step).
+    reset_gate: Option<(OutletId, Option<OutletId>)>,
     /// The input's part of every gate for every step, `[T, B, G * H]` (its bias added).
     inputs: OutletId,
     /// Peepholes `[i, o, f]`, each `[H]` (LSTM).
@@ -259,8 +263,30 @@ pub(crate) fn unrolled(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs
             _ => None,
         };
         let activations = l.activations[d * per_activation..(d + 1) * per_activation].to_vec();
-        let dir =
-            Direction { reverse, activations, recurrence, recurrence_bias, inputs, peepholes };
+        let (recurrence, recurrence_bias, reset_gate) =
+            if l.cell == Cell::Gru && !l.linear_before_reset {
+                let zr = p.slice(ctx, recurrence, 1, 0, 2 * h)?;
+                let weights = p.slice(ctx, recurrence, 1, 2 * h, 3 * h)?;
+                let (zr_bias, h_bias) = match recurrence_bias {
+                    Some(bias) => (
+                        Some(p.slice(ctx, bias, 0, 0, 2 * h)?),
+                        Some(p.slice(ctx, bias, 0, 2 * h, 3 * h)?),
+                    ),
+                    None => (None, None),
+                };
+                (zr, zr_bias, Some((weights, h_bias)))
+            } else {
+                (recurrence, recurrence_bias, None)
+            };
+        let dir = Direction {
+            reverse,
+            activations,
+            recurrence,
+            recurrence_bias,
+            reset_gate,
+            inputs,
+            peepholes,
+        };
         let mut state_h = initial_state(ctx, &mut p, node, 5, d, &l)?;
         let mut state_c = match l.cell {
             Cell::Lstm => Some(initial_state(ctx, &mut p, node, 6, d, &l)?),
@@ -392,23 +418,25 @@ fn cell_step(
         }
         Cell::Gru => {
             let (xz, xr, xh) = (gate(ctx, p, x, 0)?, gate(ctx, p, x, 1)?, gate(ctx, p, x, 2)?);
-            let (rz, rr, rh) = (gate(ctx, p, hr, 0)?, gate(ctx, p, hr, 1)?, gate(ctx, p, hr, 2)?);
+            let (rz, rr) = (gate(ctx, p, hr, 0)?, gate(ctx, p, hr, 1)?);
             let z = p.add(ctx, xz, rz)?;
             let z = act(ctx, p, z, 0)?;
             let r = p.add(ctx, xr, rr)?;
             let r = act(ctx, p, r, 0)?;
-            let candidate = if l.linear_before_reset {
-                p.mul(ctx, r, rh)?
-            } else {
-                // (r * h_prev) R_h^T + Rb_h: the reset state through the h gate's weights.
-                let reset = p.mul(ctx, r, state_h)?;
-                let weights = p.slice(ctx, dir.recurrence, 1, 2 * h, 3 * h)?;
-                let mut part = p.op(ctx, "reset_recurrence", Op::MatMul, &[reset, weights])?;
-                if let Some(bias) = dir.recurrence_bias {
-                    let bias = p.slice(ctx, bias, 0, 2 * h, 3 * h)?;
-                    part = p.add(ctx, part, bias)?;
+            let candidate = match dir.reset_gate {
+                None => {
+                    let rh = gate(ctx, p, hr, 2)?;
+                    p.mul(ctx, r, rh)?
                 }
-                part
+                Some((weights, bias)) => {
+                    // (r * h_prev) R_h^T + Rb_h: the reset state through the h gate's weights.
+                    let reset = p.mul(ctx, r, state_h)?;
+                    let mut part = p.op(ctx, "reset_recurrence", Op::MatMul, &[reset, weights])?;
+                    if let Some(bias) = bias {
+                        part = p.add(ctx, part, bias)?;
+                    }
+                    part
+                }
             };
             let candidate = p.add(ctx, xh, candidate)?;
             let candidate = act(ctx, p, candidate, 1)?;
