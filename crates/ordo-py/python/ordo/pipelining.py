@@ -166,8 +166,9 @@ def measure_compute_slowdown(
     other (1 for ranks on hosts of their own), which a profile taken by one rank does not
     see. Each run is one forward and backward of ``module`` on ``example_inputs``
     (``loss_fn(output)``, default the sum of the outputs); the ratio of the medians of
-    ``reps`` runs each way, each run started by a barrier. Every rank calls it and gets rank
-    0's figure (``schedule(compute_slowdown=)`` takes it)."""
+    ``reps`` runs each way, each run started by a barrier; the module's gradients are left
+    unset. Every rank calls it and gets rank 0's figure (``schedule(compute_slowdown=)`` takes
+    it)."""
     import torch.distributed as dist
 
     from ordo._outputs import default_loss
