@@ -689,6 +689,44 @@ fn stochastic_depth_trains_the_same_on_any_placement() {
     assert_ne!(one[0], eval[0], "the random ops change the first loss");
 }
 
+/// A training `Dropout` whose mask is read (`fixtures/gen_dropout_mask.py`, ratio 0.25) runs on
+/// the CPU kernels as ONNX defines it: a kept element is the input scaled by 1 / (1 - ratio), a
+/// dropped one is 0, the mask keeps about three quarters of the elements, and a second run
+/// draws the same (the draws depend on node, step and element only).
+#[test]
+fn a_training_dropout_gives_its_mask() {
+    let path = fixture("dropout_mask.onnx");
+    let import = ordo_onnx::import_file_with(&path, &Default::default()).unwrap();
+    // The mapping's scalar constants are buffers of the graph, their values from the import.
+    let model = std::fs::read(&path).unwrap();
+    let shapes: Vec<Vec<usize>> =
+        import.graph.params.iter().map(|p| p.fact.shape.clone()).collect();
+    let values = ordo_onnx::initializers(&model).unwrap();
+    let params: Vec<ordo_exec::cpu::Tensor> =
+        ordo_onnx::param_values(&import.sources, &shapes, &values)
+            .unwrap()
+            .into_iter()
+            .map(|t| match t.values {
+                ordo_onnx::Values::F32(v) => ordo_exec::cpu::Tensor::from_f32(&t.shape, v).unwrap(),
+                other => panic!("a float constant, not {other:?}"),
+            })
+            .collect();
+    let x: Vec<f32> = (0..16 * 64).map(|i| 1.0 + i as f32 / 64.0).collect();
+    let input = ordo_exec::cpu::Tensor::from_f32(&[16, 64], x.clone()).unwrap();
+    let feeds = std::collections::HashMap::from([("x".to_string(), input)]);
+    let run =
+        || ordo_exec::sequential::infer(import.graph.clone(), params.clone(), &feeds).unwrap();
+    let outputs = run();
+    let (y, mask) = (outputs[0].as_f32().unwrap(), outputs[1].as_bool().unwrap());
+    for (i, (&y, &kept)) in y.iter().zip(mask).enumerate() {
+        let want = if kept { x[i] / 0.75 } else { 0.0 };
+        assert!((y - want).abs() <= 1e-6 * want.abs(), "element {i}: {y}, expected {want}");
+    }
+    let kept = mask.iter().filter(|&&m| m).count() as f64 / x.len() as f64;
+    assert!((kept - 0.75).abs() < 0.05, "kept {kept} of the elements");
+    assert_eq!(run(), outputs, "the same draws in a second run");
+}
+
 /// `--freeze NAME` imports a float initializer as a frozen parameter (an ONNX file does not
 /// record which weights train): the trainable count drops by its size, training leaves it
 /// alone (the first loss is the same, the next ones differ), and a name that is no float

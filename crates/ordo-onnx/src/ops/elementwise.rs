@@ -5,7 +5,7 @@
 //! mask (0 on and below the diagonal, -inf above) is `CausalMask`, `x^2` is `x * x` and
 //! `x^-0.5` is `Rsqrt`.
 
-use ordo_ir::op::{ActivationKind, UnaryOp};
+use ordo_ir::op::{ActivationKind, CompareKind, Distribution, UnaryOp};
 use ordo_ir::{Op, OutletId};
 
 use super::{Outputs, one, resolve_axis};
@@ -546,7 +546,20 @@ pub(crate) fn dropout(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
         return Ok(vec![Some(x), Some(Value::constant(mask))]);
     }
     let x = ctx.wire(node, 0)?;
-    Ok(vec![Some(ctx.emit_value(&node.name, Op::Dropout { p }, &[x])?), None])
+    if !super::output_read(ctx, node, 1) {
+        return Ok(vec![Some(ctx.emit_value(&node.name, Op::Dropout { p }, &[x])?), None]);
+    }
+    // The mask is read: the draws as ops of their own, as ONNX defines the operator (keep an
+    // element where a uniform draw in [0, 1) is at least the ratio; scale what is kept by
+    // 1 / (1 - ratio)), from the same counter-based generator as the IR's Dropout.
+    let mut parts = super::parts::Parts::of(node);
+    let uniform = Distribution::Uniform { low: 0.0, high: 1.0 };
+    let draws = parts.op(ctx, "draws", Op::RandomLike(uniform), &[x])?;
+    let keep = parts.compare(ctx, draws, CompareKind::GreaterOrEqual, p)?;
+    let scaled = parts.op(ctx, "kept", Op::Scale { factor: 1.0 / (1.0 - p) }, &[x])?;
+    let zero = parts.constant(ctx, 0.0)?;
+    let y = parts.select(ctx, keep, scaled, zero)?;
+    Ok(vec![Some(ctx.wire_value(y)), Some(ctx.wire_value(keep))])
 }
 
 /// `Trilu` of a constant (a mask), folded.
