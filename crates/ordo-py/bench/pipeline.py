@@ -269,6 +269,57 @@ def main() -> None:
             f"{plans['one process'] / 1e3:.1f} ms ({drift:.2f}x); the predictions scaled by "
             f"that: median error {statistics.median(errors):.0%}"
         )
+        # An experiment: calibrate on one schedule's measured step (ordo's contiguous 1f1b),
+        # predict the others. The drift scales the work; what the scaled prediction of 1f1b
+        # still misses is charged per action (the cost of an action at the model's sizes).
+        one_f_one_b = next(r for r in ours if r[0] == "ordo 1f1b")
+        actions = len(plans[("1f1b", None, 1.0)]["actions"][0])
+        bare = {
+            (name, groups): op.schedule(
+                profiled,
+                stages=world,
+                micro_batches=m,
+                schedule=name,
+                modulo=groups,
+                compute_slowdown=slowdown,
+            )["predicted"][name][0]
+            for name in op.SCHEDULES
+            for groups in (None, modulo)
+        }
+        per_action = max(0.0, one_f_one_b[1] * 1e6 - drift * bare[("1f1b", None)]) / actions
+        calibrated = {
+            key: drift
+            * op.schedule(
+                profiled,
+                stages=world,
+                micro_batches=m,
+                schedule=key[0],
+                modulo=key[1],
+                compute_slowdown=slowdown,
+                action_overhead_us=per_action / drift,
+            )["predicted"][key[0]][0]
+            for key in bare
+        }
+        key_of = {
+            f"ordo {name}{' interleaved' if groups else ''}": (name, groups)
+            for name, groups in bare
+        }
+        others = [(r[0], r[1], calibrated[key_of[r[0]]]) for r in ours if r[0] != "ordo 1f1b"]
+        pairs = [
+            (a, b)
+            for i, a in enumerate(others)
+            for b in others[i + 1 :]
+            if abs(a[2] - b[2]) >= 0.05 * min(a[2], b[2])
+        ]
+        agree = sum((a[2] < b[2]) == (a[1] < b[1]) for a, b in pairs)
+        errors = [abs(r[2] / 1e3 - r[1] * 1e3) / (r[1] * 1e3) for r in others]
+        rho = spearman([r[1] for r in others], [r[2] for r in others])
+        print(
+            f"calibrated on ordo 1f1b's step ({per_action / 1e3:.2f} ms per action at the "
+            f"model's sizes), the other {len(others)}: median error "
+            f"{statistics.median(errors):.0%}, Spearman {rho:.2f}, pairs at least 5% apart "
+            f"{len(pairs)}, measured in that order {agree}"
+        )
         # `auto` simulates the same candidates: every schedule, contiguous and interleaved.
         chosen = min(ours, key=lambda r: r[2])
         best_torch = min((r for r in results if r[0].startswith("torch")), key=lambda r: r[1])
