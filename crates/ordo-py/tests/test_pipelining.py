@@ -77,7 +77,8 @@ def loss_fn(output, target):
 
 def run_rank(rank, world, init_file, jobs):
     """Runs each (plan, result directory) of `jobs` in turn on one process group (a launch
-    costs seconds of imports, so the cases share one)."""
+    costs seconds of imports, so the cases share one), then measures the compute slowdown
+    with every rank pinned to one core (see `slowdown_on_one_core`)."""
     import torch.distributed as dist
 
     import ordo.pipelining as op
@@ -100,8 +101,24 @@ def run_rank(rank, world, init_file, jobs):
             }
             torch.save({"grads": grads, "losses": losses}, os.path.join(result_dir, f"{rank}.pt"))
             dist.barrier()  # every rank past this plan's traffic before the next one's
+        slowdown_on_one_core(rank, os.path.dirname(init_file))
     finally:
         dist.destroy_process_group()
+
+
+def slowdown_on_one_core(rank, out_dir):
+    """Pins this rank to the first core it may use (every rank to the same one), measures the
+    compute slowdown and writes it to `slowdown_{rank}.txt` in `out_dir`."""
+    import ordo.pipelining as op
+
+    torch.set_num_threads(1)
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    torch.manual_seed(0)
+    net = nn.Sequential(*[nn.Linear(256, 256) for _ in range(8)])
+    factor = op.measure_compute_slowdown(net, torch.randn(64, 256), reps=5)
+    assert all(p.grad is None for p in net.parameters())
+    with open(os.path.join(out_dir, f"slowdown_{rank}.txt"), "w") as f:
+        f.write(repr(factor))
 
 
 def reference(units: int, micro_batches: int, plan):
@@ -415,32 +432,12 @@ def test_ordos_choice_and_bad_pipelines_are_ordo_errors():
             call()
 
 
-def slowdown_rank(rank, world, init_file, out_dir):
-    """Measures the compute slowdown on one rank, every rank pinned to the same core."""
-    import torch.distributed as dist
-
-    import ordo.pipelining as op
-
-    torch.set_num_threads(1)
-    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
-    try:
-        torch.manual_seed(0)
-        net = nn.Sequential(*[nn.Linear(256, 256) for _ in range(8)])
-        factor = op.measure_compute_slowdown(net, torch.randn(64, 256), reps=5)
-        assert all(p.grad is None for p in net.parameters())
-        with open(os.path.join(out_dir, f"{rank}.txt"), "w") as f:
-            f.write(repr(factor))
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
-
-
-def test_the_compute_slowdown_sees_ranks_sharing_a_core(tmp_path):
+def test_the_compute_slowdown_sees_ranks_sharing_a_core(runtime_runs):
     """Two ranks pinned to one core take turns on it: training together takes about twice as
-    long as alone, which ``measure_compute_slowdown`` reports (every rank rank 0's figure)."""
-    mp.spawn(slowdown_rank, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2)
-    factors = [float((tmp_path / f"{rank}.txt").read_text()) for rank in range(2)]
+    long as alone, which ``measure_compute_slowdown`` reports (every rank rank 0's figure;
+    measured by the ranks of ``runtime_runs`` after their cases)."""
+    root = Path(next(iter(runtime_runs.values()))[1]).parent
+    factors = [float((root / f"slowdown_{rank}.txt").read_text()) for rank in range(2)]
     assert factors[0] == factors[1]
     assert 1.5 <= factors[0] <= 3.0, factors
 
