@@ -37,6 +37,10 @@ pub(super) struct Op {
     pub cost: u64,
 }
 
+/// Per device its operations in order, when each operation starts (µs), and when each device
+/// is free at the end.
+type ScheduledOrder = (Vec<Vec<usize>>, Vec<u64>, Vec<u64>);
+
 /// Each device's nodes in the order it runs them, and each node's predicted finish time (µs).
 pub(super) struct DeviceOrders {
     /// Per device, its nodes in order.
@@ -58,8 +62,6 @@ pub(super) fn device_orders(
 ) -> Result<DeviceOrders, SchedError> {
     let problem = &split.problem;
     let devices = problem.devices.count();
-    let chunks = device_of_chunk.len();
-    let zero_bubble = matches!(schedule, PipelineSchedule::ZbH1 | PipelineSchedule::ZbH2);
     let kind_of = |v: usize| match (problem.roles[v], schedule) {
         (Role::Forward, _) => Kind::Forward,
         (_, PipelineSchedule::Gpipe | PipelineSchedule::OneFOneB) => Kind::Backward,
@@ -113,39 +115,7 @@ pub(super) fn device_orders(
         waiting[b] += 1;
     }
 
-    // Micro-batches a device may have in flight (from their first operation on it to their
-    // last): what keeps it busy until the first backward comes back, as 1F1B's warm-up.
-    let mut first_chunk = vec![usize::MAX; devices];
-    let mut chunk_count = vec![0usize; devices];
-    for (c, &d) in device_of_chunk.iter().enumerate() {
-        first_chunk[d] = first_chunk[d].min(c);
-        chunk_count[d] += 1;
-    }
-    let one_f_one_b: Vec<usize> = (0..devices)
-        .map(|d| (chunks.saturating_sub(first_chunk[d])).div_ceil(chunk_count[d].max(1)).max(1))
-        .collect();
-    // Zero Bubble: ZB-H2 warms up with `2c - 1` micro-batches where 1F1B has `c`. Either lets
-    // a device keep micro-batches alive (F done, W not) up to the pipeline's 1F1B peak (the
-    // first stage's count), or ZB-H2's, so the Ws can wait for idle time.
-    let warm_up = |c: usize| if schedule == PipelineSchedule::ZbH2 { 2 * c - 1 } else { c };
-    let cap: Vec<usize> = one_f_one_b.iter().map(|&c| warm_up(c)).collect();
-    let alive_cap = warm_up(one_f_one_b.iter().copied().max().unwrap_or(1));
     let batches = split.micro_batch.iter().flatten().max().map_or(0, |m| m + 1);
-    // Per device and micro-batch: operations left other than dW, and dW operations left.
-    let mut left = vec![vec![0usize; batches]; devices];
-    let mut dw_left = vec![vec![0usize; batches]; devices];
-    let mut forwards_left = vec![0usize; devices];
-    for op in &ops {
-        match op.kind {
-            Kind::WeightGrad => dw_left[op.device][op.batch] += 1,
-            _ => left[op.device][op.batch] += 1,
-        }
-        if op.kind == Kind::Forward {
-            forwards_left[op.device] += 1;
-        }
-    }
-    let mut started = vec![vec![false; batches]; devices];
-
     // Interleaved 1F1B takes Megatron's order where it applies; the rest is list-scheduled.
     let fixed = match schedule {
         PipelineSchedule::OneFOneB => {
@@ -153,112 +123,15 @@ pub(super) fn device_orders(
         }
         _ => None,
     };
-    let (sequence, start_at, free_at) = if let Some(order) = fixed {
-        let (start_at, free_at) =
-            super::interleaved::run_in_order(&ops, &order, &successors, waiting)?;
-        (order, start_at, free_at)
-    } else {
-        let mut ready_at = vec![0u64; ops.len()];
-        let mut ready: Vec<Vec<usize>> = vec![Vec::new(); devices];
-        for (k, op) in ops.iter().enumerate() {
-            if waiting[k] == 0 {
-                ready[op.device].push(k);
-            }
+    let (sequence, start_at, free_at) = match fixed {
+        Some(order) => {
+            let (start_at, free_at) =
+                super::interleaved::run_in_order(&ops, &order, &successors, waiting)?;
+            (order, start_at, free_at)
         }
-        let mut free_at = vec![0u64; devices];
-        let mut sequence: Vec<Vec<usize>> = vec![Vec::new(); devices];
-        let mut start_at = vec![0u64; ops.len()];
-        let (mut now, mut done, mut relaxed) = (0u64, 0usize, false);
-        while done < ops.len() {
-            let mut progress = false;
-            for d in 0..devices {
-                if free_at[d] > now {
-                    continue;
-                }
-                let in_flight = (0..batches).filter(|&m| started[d][m] && left[d][m] > 0).count();
-                let lagging =
-                    (0..batches).filter(|&m| left[d][m] == 0 && dw_left[d][m] > 0).count();
-                // Micro-batches whose activations a W still reads.
-                let alive = in_flight + lagging;
-                let allowed = |k: usize| {
-                    let op = &ops[k];
-                    ready_at[k] <= now
-                        && match (schedule, op.kind) {
-                            (PipelineSchedule::Gpipe, Kind::Forward) => true,
-                            (PipelineSchedule::Gpipe, _) => forwards_left[d] == 0,
-                            (_, Kind::Forward) if zero_bubble => {
-                                started[d][op.batch]
-                                    || in_flight < cap[d] && alive < alive_cap
-                                    || relaxed
-                            }
-                            (_, Kind::Forward) => {
-                                started[d][op.batch]
-                                    || in_flight < cap[d] && lagging <= MAX_LAGGING_DW
-                                    || relaxed
-                            }
-                            _ => true,
-                        }
-                };
-                // Lower is more urgent: the schedule's kind priority, then the oldest micro-batch,
-                // forwards the shallowest chunk first and backwards the deepest.
-                let priority = |k: usize| {
-                    let op = &ops[k];
-                    let kind = match (schedule, op.kind) {
-                        (PipelineSchedule::Gpipe, Kind::Forward) => 0,
-                        (PipelineSchedule::Gpipe, _) => 1,
-                        (_, Kind::Backward | Kind::InputGrad) => 0,
-                        (_, Kind::Forward) => 1,
-                        (_, Kind::WeightGrad) => 2,
-                    };
-                    let depth = if op.kind == Kind::Forward { op.chunk } else { chunks - op.chunk };
-                    (kind, op.batch, depth)
-                };
-                let Some(&k) =
-                    ready[d].iter().filter(|&&k| allowed(k)).min_by_key(|&&k| priority(k))
-                else {
-                    continue;
-                };
-                ready[d].retain(|&r| r != k);
-                let op = &ops[k];
-                let finish = now + op.cost;
-                free_at[d] = finish;
-                started[d][op.batch] = true;
-                match op.kind {
-                    Kind::WeightGrad => dw_left[d][op.batch] -= 1,
-                    _ => left[d][op.batch] -= 1,
-                }
-                if op.kind == Kind::Forward {
-                    forwards_left[d] -= 1;
-                }
-                sequence[d].push(k);
-                start_at[k] = now;
-                for &(b, time) in &successors[k] {
-                    ready_at[b] = ready_at[b].max(finish + time);
-                    waiting[b] -= 1;
-                    if waiting[b] == 0 {
-                        ready[ops[b].device].push(b);
-                    }
-                }
-                done += 1;
-                progress = true;
-                relaxed = false;
-            }
-            if progress {
-                continue;
-            }
-            let pending =
-                ready.iter().flatten().map(|&k| ready_at[k]).chain(free_at.iter().copied());
-            match pending.filter(|&t| t > now).min() {
-                Some(t) => now = t,
-                None if !relaxed => relaxed = true,
-                None => {
-                    return Err(SchedError::Pipeline(
-                        "the pipeline's operations depend on each other in a circle".into(),
-                    ));
-                }
-            }
+        None => {
+            list_schedule(&ops, &successors, waiting, device_of_chunk, schedule, devices, batches)?
         }
-        (sequence, start_at, free_at)
     };
     let mut finish_us = vec![0u64; problem.len()];
     let mut order = Vec::with_capacity(devices);
@@ -281,4 +154,153 @@ pub(super) fn device_orders(
         order.push(device_order);
     }
     Ok(DeviceOrders { order, finish_us })
+}
+
+/// Each device's operations in the order list scheduling runs them at their predicted costs
+/// (`schedule`'s caps on micro-batches in flight and its priorities), when each starts, and
+/// when each device is free at the end.
+///
+/// # Errors
+/// [`SchedError::Pipeline`] when the operations depend on each other in a circle.
+fn list_schedule(
+    ops: &[Op],
+    successors: &[Vec<(usize, u64)>],
+    mut waiting: Vec<usize>,
+    device_of_chunk: &[usize],
+    schedule: PipelineSchedule,
+    devices: usize,
+    batches: usize,
+) -> Result<ScheduledOrder, SchedError> {
+    let chunks = device_of_chunk.len();
+    let zero_bubble = matches!(schedule, PipelineSchedule::ZbH1 | PipelineSchedule::ZbH2);
+    // Micro-batches a device may have in flight (from their first operation on it to their
+    // last): what keeps it busy until the first backward comes back, as 1F1B's warm-up.
+    let mut first_chunk = vec![usize::MAX; devices];
+    let mut chunk_count = vec![0usize; devices];
+    for (c, &d) in device_of_chunk.iter().enumerate() {
+        first_chunk[d] = first_chunk[d].min(c);
+        chunk_count[d] += 1;
+    }
+    let one_f_one_b: Vec<usize> = (0..devices)
+        .map(|d| (chunks.saturating_sub(first_chunk[d])).div_ceil(chunk_count[d].max(1)).max(1))
+        .collect();
+    // Zero Bubble: ZB-H2 warms up with `2c - 1` micro-batches where 1F1B has `c`. Either lets
+    // a device keep micro-batches alive (F done, W not) up to the pipeline's 1F1B peak (the
+    // first stage's count), or ZB-H2's, so the Ws can wait for idle time.
+    let warm_up = |c: usize| if schedule == PipelineSchedule::ZbH2 { 2 * c - 1 } else { c };
+    let cap: Vec<usize> = one_f_one_b.iter().map(|&c| warm_up(c)).collect();
+    let alive_cap = warm_up(one_f_one_b.iter().copied().max().unwrap_or(1));
+    // Per device and micro-batch: operations left other than dW, and dW operations left.
+    let mut left = vec![vec![0usize; batches]; devices];
+    let mut dw_left = vec![vec![0usize; batches]; devices];
+    let mut forwards_left = vec![0usize; devices];
+    for op in ops {
+        match op.kind {
+            Kind::WeightGrad => dw_left[op.device][op.batch] += 1,
+            _ => left[op.device][op.batch] += 1,
+        }
+        if op.kind == Kind::Forward {
+            forwards_left[op.device] += 1;
+        }
+    }
+    let mut started = vec![vec![false; batches]; devices];
+
+    let mut ready_at = vec![0u64; ops.len()];
+    let mut ready: Vec<Vec<usize>> = vec![Vec::new(); devices];
+    for (k, op) in ops.iter().enumerate() {
+        if waiting[k] == 0 {
+            ready[op.device].push(k);
+        }
+    }
+    let mut free_at = vec![0u64; devices];
+    let mut sequence: Vec<Vec<usize>> = vec![Vec::new(); devices];
+    let mut start_at = vec![0u64; ops.len()];
+    let (mut now, mut done, mut relaxed) = (0u64, 0usize, false);
+    while done < ops.len() {
+        let mut progress = false;
+        for d in 0..devices {
+            if free_at[d] > now {
+                continue;
+            }
+            let in_flight = (0..batches).filter(|&m| started[d][m] && left[d][m] > 0).count();
+            let lagging = (0..batches).filter(|&m| left[d][m] == 0 && dw_left[d][m] > 0).count();
+            // Micro-batches whose activations a W still reads.
+            let alive = in_flight + lagging;
+            let allowed = |k: usize| {
+                let op = &ops[k];
+                ready_at[k] <= now
+                    && match (schedule, op.kind) {
+                        (PipelineSchedule::Gpipe, Kind::Forward) => true,
+                        (PipelineSchedule::Gpipe, _) => forwards_left[d] == 0,
+                        (_, Kind::Forward) if zero_bubble => {
+                            started[d][op.batch]
+                                || in_flight < cap[d] && alive < alive_cap
+                                || relaxed
+                        }
+                        (_, Kind::Forward) => {
+                            started[d][op.batch]
+                                || in_flight < cap[d] && lagging <= MAX_LAGGING_DW
+                                || relaxed
+                        }
+                        _ => true,
+                    }
+            };
+            // Lower is more urgent: the schedule's kind priority, then the oldest micro-batch,
+            // forwards the shallowest chunk first and backwards the deepest.
+            let priority = |k: usize| {
+                let op = &ops[k];
+                let kind = match (schedule, op.kind) {
+                    (PipelineSchedule::Gpipe, Kind::Forward) => 0,
+                    (PipelineSchedule::Gpipe, _) => 1,
+                    (_, Kind::Backward | Kind::InputGrad) => 0,
+                    (_, Kind::Forward) => 1,
+                    (_, Kind::WeightGrad) => 2,
+                };
+                let depth = if op.kind == Kind::Forward { op.chunk } else { chunks - op.chunk };
+                (kind, op.batch, depth)
+            };
+            let Some(&k) = ready[d].iter().filter(|&&k| allowed(k)).min_by_key(|&&k| priority(k))
+            else {
+                continue;
+            };
+            ready[d].retain(|&r| r != k);
+            let op = &ops[k];
+            let finish = now + op.cost;
+            free_at[d] = finish;
+            started[d][op.batch] = true;
+            match op.kind {
+                Kind::WeightGrad => dw_left[d][op.batch] -= 1,
+                _ => left[d][op.batch] -= 1,
+            }
+            if op.kind == Kind::Forward {
+                forwards_left[d] -= 1;
+            }
+            sequence[d].push(k);
+            start_at[k] = now;
+            for &(b, time) in &successors[k] {
+                ready_at[b] = ready_at[b].max(finish + time);
+                waiting[b] -= 1;
+                if waiting[b] == 0 {
+                    ready[ops[b].device].push(b);
+                }
+            }
+            done += 1;
+            progress = true;
+            relaxed = false;
+        }
+        if progress {
+            continue;
+        }
+        let pending = ready.iter().flatten().map(|&k| ready_at[k]).chain(free_at.iter().copied());
+        match pending.filter(|&t| t > now).min() {
+            Some(t) => now = t,
+            None if !relaxed => relaxed = true,
+            None => {
+                return Err(SchedError::Pipeline(
+                    "the pipeline's operations depend on each other in a circle".into(),
+                ));
+            }
+        }
+    }
+    Ok((sequence, start_at, free_at))
 }
