@@ -94,6 +94,25 @@ def spearman(xs: list[float], ys: list[float]) -> float:
     return cov / norm if norm else 0.0
 
 
+def median_error(rows: list[tuple], column: int) -> float:
+    """The median of |predicted - measured| / measured over ``rows`` (label, measured seconds,
+    ...), the prediction in µs in ``column``."""
+    return statistics.median(abs(r[column] / 1e6 - r[1]) / r[1] for r in rows)
+
+
+def pairs_in_order(rows: list[tuple], column: int = 2) -> tuple[int, int]:
+    """Of the pairs of ``rows`` predicted (``column``) at least 5% apart, how many there are
+    and how many measured (column 1) in the predicted order: near-ties drown in the noise,
+    these are what a ranking must get right."""
+    pairs = [
+        (a, b)
+        for i, a in enumerate(rows)
+        for b in rows[i + 1 :]
+        if abs(a[column] - b[column]) >= 0.05 * min(a[column], b[column])
+    ]
+    return len(pairs), sum((a[column] < b[column]) == (a[1] < b[1]) for a, b in pairs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=16)
@@ -240,34 +259,25 @@ def main() -> None:
         for column, title in [(2, "with the slowdown"), (3, "without it")]:
             by_predicted = [r[0] for r in sorted(ours, key=lambda r: r[column])]
             rho = spearman([r[1] for r in ours], [r[column] for r in ours])
-            errors = [abs(r[column] / 1e3 - r[1] * 1e3) / (r[1] * 1e3) for r in ours]
             print(
                 f"predicted {title}, fastest first: {', '.join(by_predicted)}; Spearman's "
                 f"rank correlation with the measured {rho:.2f} (ties averaged), median "
-                f"|predicted - measured| / measured {statistics.median(errors):.0%}"
+                f"|predicted - measured| / measured {median_error(ours, column):.0%}"
             )
-        # Near-ties drown in the noise; pairs predicted at least 5% apart are what a ranking
-        # must get right.
-        pairs = [
-            (a, b)
-            for i, a in enumerate(ours)
-            for b in ours[i + 1 :]
-            if abs(a[2] - b[2]) >= 0.05 * min(a[2], b[2])
-        ]
-        agree = sum((a[2] < b[2]) == (a[1] < b[1]) for a, b in pairs)
+        pairs, agree = pairs_in_order(ours)
         print(
-            f"pairs of ordo's schedules predicted at least 5% apart: {len(pairs)}, measured in "
+            f"pairs of ordo's schedules predicted at least 5% apart: {pairs}, measured in "
             f"the predicted order: {agree}"
         )
         # The machine's speed drifts between the profile and the measurements: the profile's
         # prediction of one process, against that process measured in the turns.
         one = results[-1][1] * 1e6
         drift = one / plans["one process"]
-        errors = [abs(r[2] * drift / 1e3 - r[1] * 1e3) / (r[1] * 1e3) for r in ours]
+        scaled = [(r[0], r[1], r[2] * drift) for r in ours]
         print(
             f"one process: measured {one / 1e3:.1f} ms, the profile predicts "
             f"{plans['one process'] / 1e3:.1f} ms ({drift:.2f}x); the predictions scaled by "
-            f"that: median error {statistics.median(errors):.0%}"
+            f"that: median error {median_error(scaled, 2):.0%}"
         )
         # An experiment: calibrate on one schedule's measured step (ordo's contiguous 1f1b),
         # predict the others. The drift scales the work; what the scaled prediction of 1f1b
@@ -305,20 +315,13 @@ def main() -> None:
             for name, groups in bare
         }
         others = [(r[0], r[1], calibrated[key_of[r[0]]]) for r in ours if r[0] != "ordo 1f1b"]
-        pairs = [
-            (a, b)
-            for i, a in enumerate(others)
-            for b in others[i + 1 :]
-            if abs(a[2] - b[2]) >= 0.05 * min(a[2], b[2])
-        ]
-        agree = sum((a[2] < b[2]) == (a[1] < b[1]) for a, b in pairs)
-        errors = [abs(r[2] / 1e3 - r[1] * 1e3) / (r[1] * 1e3) for r in others]
+        pairs, agree = pairs_in_order(others)
         rho = spearman([r[1] for r in others], [r[2] for r in others])
         print(
             f"calibrated on ordo 1f1b's step ({per_action / 1e3:.2f} ms per action at the "
             f"model's sizes), the other {len(others)}: median error "
-            f"{statistics.median(errors):.0%}, Spearman {rho:.2f}, pairs at least 5% apart "
-            f"{len(pairs)}, measured in that order {agree}"
+            f"{median_error(others, 2):.0%}, Spearman {rho:.2f}, pairs at least 5% apart "
+            f"{pairs}, measured in that order {agree}"
         )
         # `auto` simulates the same candidates: every schedule, contiguous and interleaved.
         chosen = min(ours, key=lambda r: r[2])
