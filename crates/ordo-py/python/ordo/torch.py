@@ -368,11 +368,9 @@ def _backward_us(module, args, kwargs, device, split) -> tuple[float, float, flo
 
     def timed(wrt: list[torch.Tensor]) -> float:
         with torch.enable_grad():
-            copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in leaves]
-            outputs = [t for t in tensors(module(*copies, **kwargs)) if t.requires_grad]
+            outputs, grads = _forward_again(module, leaves, kwargs)
             if not outputs or not wrt:
                 return 0.0
-            grads = [torch.ones_like(t) for t in outputs]
             _sync(device)
             start = time.perf_counter()
             torch.autograd.grad(outputs, wrt, grads, allow_unused=True)
@@ -387,6 +385,15 @@ def _backward_us(module, args, kwargs, device, split) -> tuple[float, float, flo
     return total, timed(inputs), timed(params)
 
 
+def _forward_again(module, leaves, kwargs) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The layer's outputs that need a gradient, from a forward on clones of ``leaves`` (the
+    layer may modify its inputs in place), and an upstream gradient of ones for each; call it
+    with gradients enabled."""
+    copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in leaves]
+    outputs = [t for t in tensors(module(*copies, **kwargs)) if t.requires_grad]
+    return outputs, [torch.ones_like(t) for t in outputs]
+
+
 def _pipelining_split_us(module, leaves, kwargs, device, inputs, params) -> tuple[float, float]:
     """The layer's input and weight gradients in µs as PyTorch's pipeline runtime computes
     them for its ``I`` and ``W`` actions (``stage_backward_input``, which also keeps what the
@@ -396,11 +403,9 @@ def _pipelining_split_us(module, leaves, kwargs, device, inputs, params) -> tupl
     from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
 
     with torch.enable_grad():
-        copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in leaves]
-        outputs = [t for t in tensors(module(*copies, **kwargs)) if t.requires_grad]
+        outputs, grads = _forward_again(module, leaves, kwargs)
         if not outputs:
             return 0.0, 0.0
-        grads = [torch.ones_like(t) for t in outputs]
         _sync(device)
         start = time.perf_counter()
         _, groups = stage_backward_input(outputs, grads, inputs, iter(params))
