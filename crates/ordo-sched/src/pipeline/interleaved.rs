@@ -41,12 +41,12 @@ pub(super) fn megatron_order(
         return None;
     }
     let v = chunks / stages;
-    let index: HashMap<(Kind, usize, usize), usize> =
-        ops.iter().enumerate().map(|(k, op)| ((op.kind, op.batch, op.chunk), k)).collect();
     // Every operation must be a forward or a whole backward (1F1B's kinds).
     if ops.iter().any(|op| !matches!(op.kind, Kind::Forward | Kind::Backward)) {
         return None;
     }
+    let index: HashMap<(Kind, usize, usize), usize> =
+        ops.iter().enumerate().map(|(k, op)| ((op.kind, op.batch, op.chunk), k)).collect();
     let total = batches * v;
     let mut orders = vec![Vec::new(); devices];
     for (r, orders) in orders.iter_mut().enumerate().take(stages) {
