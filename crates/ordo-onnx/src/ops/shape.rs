@@ -502,12 +502,12 @@ pub(crate) fn apply_steps(
 /// parts with a smaller last one.
 pub(crate) fn split(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let x = ctx.input(node, 0)?;
-    if matches!(x, Value::Const(_)) {
-        return Err(node.unsupported("a constant: imported by the generic rule"));
-    }
-    let fact = ctx.fact_of(node, &x)?;
-    let axis = resolve_axis(node, node.int("axis", 0)?, fact.rank())?;
-    let total = fact.shape[axis];
+    let shape = match &x {
+        Value::Const(c) => c.shape.clone(),
+        other => ctx.fact_of(node, other)?.shape,
+    };
+    let axis = resolve_axis(node, node.int("axis", 0)?, shape.len())?;
+    let total = shape[axis];
     let sizes: Vec<usize> = if let Some(s) = node.ints("split") {
         s.iter().map(|&v| v.max(0) as usize).collect()
     } else if node.input(1).is_some() {
@@ -528,6 +528,18 @@ pub(crate) fn split(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
             "split sizes {sizes:?} for {} outputs of an axis of {total}",
             node.num_outputs()
         )));
+    }
+    // A constant (a shape vector split into its dims) folds, for the nodes after it to fold.
+    if let Value::Const(c) = &x {
+        let mut start = 0;
+        let mut outputs = Vec::with_capacity(sizes.len());
+        for size in sizes {
+            let part =
+                fold::slice(c, axis, start, start + size, 1).map_err(|m| node.shape_error(m))?;
+            outputs.push(Some(Value::constant(part)));
+            start += size;
+        }
+        return Ok(outputs);
     }
     let w = ctx.wire(node, 0)?;
     let mut outputs = Vec::with_capacity(sizes.len());
