@@ -222,7 +222,8 @@ fn f64_tensors(graph: &ordo_ir::Graph) -> Vec<String> {
     names
 }
 
-/// The version of the default operator set, which must be within [`OPSETS`].
+/// The version of the default operator set, which must be within [`OPSETS`] (or older, with
+/// operators unchanged since: [`crate::legacy`]).
 fn default_opset(model: &ModelProto) -> OnnxResult<i64> {
     let version = model
         .opset_import
@@ -230,6 +231,12 @@ fn default_opset(model: &ModelProto) -> OnnxResult<i64> {
         .find(|o| matches!(o.domain(), "" | "ai.onnx"))
         .map(|o| o.version())
         .ok_or_else(|| OnnxError::Opset("the model imports no default-domain opset".into()))?;
+    // Older opsets: imported as opset 7 when their operators mean the same there.
+    if (1..*OPSETS.start()).contains(&version)
+        && let Some(graph) = model.graph.as_ref()
+    {
+        return crate::legacy::as_oldest_known(graph, version);
+    }
     if !OPSETS.contains(&version) {
         return Err(OnnxError::Opset(format!(
             "default-domain opset {version} (known: {} to {})",

@@ -43,6 +43,7 @@ mod error;
 mod external;
 mod fold;
 mod import;
+mod legacy;
 mod node;
 mod ops;
 mod order;
