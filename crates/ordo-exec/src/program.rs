@@ -326,10 +326,11 @@ pub fn missing_kernels(graph: &Graph) -> Option<String> {
                 other.entry(format!("bit casts of {t}")).or_default().push(&n.name);
             }
         }
-        // Strings are planned, never computed: an input, a buffer or an op that holds them.
+        // Strings are computed as ids where the result on the ids is the ids of the result
+        // (equality, data movement, from graph inputs); any other op of strings is planned only.
         let string = |f: &ordo_ir::TensorFact| f.dtype == ordo_ir::DType::String;
         let in_facts = n.inputs.iter().filter_map(|&o| graph.fact(o));
-        if in_facts.chain(&n.outputs).any(string) {
+        if in_facts.chain(&n.outputs).any(string) && !cpu::reads_strings(&n.op) {
             other.entry("string tensors".to_string()).or_default().push(&n.name);
             continue;
         }

@@ -64,8 +64,8 @@ pub use error::{OnnxError, OnnxResult, UnsupportedNode};
 pub use import::OPSETS;
 pub use ops::SUPPORTED_OPS;
 pub use values::{
-    ModelInfo, ParamSource, TensorValue, Values, initializers, initializers_in_file, model_info,
-    param_values, read_tensor, read_tensor_shape,
+    ModelInfo, ParamSource, StringTensor, TensorValue, Values, initializers, initializers_in_file,
+    model_info, param_values, read_string_tensor, read_tensor, read_tensor_shape,
 };
 
 /// Options of [`import`].

@@ -148,6 +148,35 @@ pub fn read_tensor(bytes: &[u8]) -> OnnxResult<TensorValue> {
     read_proto(&t)
 }
 
+/// A tensor of strings read from a file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StringTensor {
+    /// The tensor's name.
+    pub name: String,
+    /// Its shape.
+    pub shape: Vec<usize>,
+    /// Its strings in row-major order, as the bytes ONNX holds (no encoding is promised).
+    pub strings: Vec<Vec<u8>>,
+}
+
+/// A serialized string `TensorProto` (a test's `input_0.pb`); `None` for a tensor of another
+/// type.
+///
+/// # Errors
+/// [`OnnxError::Decode`] for bytes that are not a tensor; [`OnnxError::Malformed`] for a
+/// string tensor whose number of strings is not its shape's.
+pub fn read_string_tensor(bytes: &[u8]) -> OnnxResult<Option<StringTensor>> {
+    let t = TensorProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    if t.data_type() != crate::tensor::code::STRING {
+        return Ok(None);
+    }
+    let malformed =
+        |message: String| OnnxError::Malformed { node: format!("tensor `{}`", t.name()), message };
+    crate::tensor::check_data_length(&t).map_err(malformed)?;
+    let (_, shape) = crate::tensor::tensor_fact(&t).map_err(malformed)?;
+    Ok(Some(StringTensor { name: t.name().to_string(), shape, strings: t.string_data }))
+}
+
 /// The shape of a serialized `TensorProto` (a test's `output_0.pb`), without reading its values
 /// (which may be of a type [`read_tensor`] cannot hold, such as float8).
 ///

@@ -263,8 +263,9 @@ fn check(
     // With every input bound, the import folded the whole case: no kernel runs, so it is not
     // counted as a pass, but its folded outputs are still compared (a wrong fold fails).
     let folded = bound && import.graph.input_nodes().next().is_none();
-    let expected = read_numbered(&data, "output")?;
-    let inputs = read_numbered(&data, "input")?;
+    let mut ids = StringIds::default();
+    let inputs = read_numbered(&data, "input", &mut ids)?;
+    let expected = read_numbered(&data, "output", &mut ids)?;
     if inputs.len() != info.inputs.len() {
         bail!("{} input files for {} graph inputs", inputs.len(), info.inputs.len());
     }
@@ -365,15 +366,40 @@ fn read_shapes(dir: &Path) -> anyhow::Result<Vec<Vec<usize>>> {
 }
 
 /// `<prefix>_0.pb`, `<prefix>_1.pb`, ... in `dir`, in index order.
-fn read_numbered(dir: &Path, prefix: &str) -> anyhow::Result<Vec<TensorValue>> {
-    read_each(dir, prefix, |bytes| Ok(ordo_onnx::read_tensor(bytes)?))
+fn read_numbered(
+    dir: &Path,
+    prefix: &str,
+    ids: &mut StringIds,
+) -> anyhow::Result<Vec<TensorValue>> {
+    read_each(dir, prefix, |bytes| ids.read(bytes))
+}
+
+/// The ids of the strings one case feeds and expects, one per distinct string: the runtime
+/// computes strings as ids (`ordo_exec::cpu::reads_strings`), so the inputs and the expected
+/// outputs take theirs from this one table.
+#[derive(Default)]
+struct StringIds(HashMap<Vec<u8>, i64>);
+
+impl StringIds {
+    /// A serialized tensor; one of strings as their ids.
+    fn read(&mut self, bytes: &[u8]) -> anyhow::Result<TensorValue> {
+        let Some(t) = ordo_onnx::read_string_tensor(bytes)? else {
+            return Ok(ordo_onnx::read_tensor(bytes)?);
+        };
+        let ids = t.strings.into_iter().map(|s| {
+            let next = self.0.len() as i64;
+            *self.0.entry(s).or_insert(next)
+        });
+        let values = ordo_onnx::Values::I64(ids.collect());
+        Ok(TensorValue { name: t.name, shape: t.shape, values })
+    }
 }
 
 /// `read` of each of `<prefix>_0.pb`, `<prefix>_1.pb`, ... in `dir`, until one is missing.
 fn read_each<T>(
     dir: &Path,
     prefix: &str,
-    read: impl Fn(&[u8]) -> anyhow::Result<T>,
+    mut read: impl FnMut(&[u8]) -> anyhow::Result<T>,
 ) -> anyhow::Result<Vec<T>> {
     let mut values = Vec::new();
     for k in 0.. {

@@ -1,5 +1,6 @@
 //! Element types beyond the three storages of [`Tensor`]: which storage holds each type, and
-//! how a kernel's output becomes a value of its node's declared type.
+//! how a kernel's output becomes a value of its node's declared type. Strings are held as ids
+//! that the caller assigns ([`reads_strings`]).
 //!
 //! Kernels compute in the storage: `f32` for every float type, `i64` for every integer type,
 //! `bool` for bool. After a kernel, [`super::run`] narrows each output to the type its node
@@ -29,11 +30,11 @@ use super::tensor::Tensor;
 use super::util::Call;
 
 /// The storage type that holds values of `dtype`: [`DType::F32`], [`DType::I64`] or
-/// [`DType::Bool`].
+/// [`DType::Bool`]. Strings are held as `i64` ids (see [`reads_strings`]).
 pub fn held_as(dtype: DType) -> DType {
     if dtype == DType::Bool {
         DType::Bool
-    } else if dtype.is_integer() {
+    } else if dtype.is_integer() || dtype == DType::String {
         DType::I64
     } else {
         DType::F32
@@ -90,6 +91,32 @@ pub fn reads_u64(op: &Op) -> bool {
             | Op::Where
             | Op::Cast { .. }
             | Op::BitCast { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::Expand { .. }
+            | Op::Concat { .. }
+            | Op::Gather { .. }
+            | Op::GatherElements { .. }
+            | Op::GatherNd
+            | Op::Tile { .. }
+            | Op::ScatterNd { reduction: ScatterReduction::None }
+            | Op::ScatterElements { reduction: ScatterReduction::None, .. }
+    )
+}
+
+/// Whether `op`'s kernel computes right on strings held as `i64` ids, one id per distinct
+/// string: equality and data movement, whose results on the ids are the ids of the results on
+/// the strings. The ids come from the caller that feeds the graph (which interns every string
+/// it feeds, and the strings it compares the outputs with, in one table), so a string may
+/// enter the graph only as an input: a string constant or parameter would need that table.
+pub fn reads_strings(op: &Op) -> bool {
+    use ordo_ir::op::{CompareKind, ScatterReduction};
+    matches!(
+        op,
+        Op::Input
+            | Op::Compare(CompareKind::Equal)
+            | Op::Where
             | Op::Reshape { .. }
             | Op::Transpose { .. }
             | Op::Slice { .. }

@@ -79,7 +79,7 @@ mod tests;
 use ordo_ir::op::{Grad, Saved, ScatterReduction, Wrt};
 use ordo_ir::{Op, TensorFact};
 
-pub use element::{bits_held, held_as, reads_u64};
+pub use element::{bits_held, held_as, reads_strings, reads_u64};
 pub use error::{KernelError, KernelResult};
 pub use optim::init_state;
 pub use tensor::{Data, Tensor};

@@ -351,3 +351,34 @@ fn bit_casts_read_the_same_bits_as_another_type() {
     let e = run_typed(&Op::BitCast { to: DType::I64 }, &[wide], &[DType::F64], DType::I64);
     assert!(e.unwrap_err().contains("no bit cast of f64"));
 }
+
+#[test]
+fn strings_run_as_ids_where_the_ids_of_the_result_are_the_result() {
+    // Two string inputs, a gather of one and its equality with the other: computed on ids.
+    let mut b = ordo_ir::GraphBuilder::new("strings");
+    let words = b.input("words", TensorFact::new(DType::String, [4])).unwrap();
+    let key = b.input("key", TensorFact::new(DType::String, [1])).unwrap();
+    let picks = b.input("picks", TensorFact::new(DType::I64, [3])).unwrap();
+    let picked = b.op("picked", Op::Gather { axis: 0 }, &[words, picks]).unwrap();
+    let equal = b.op("equal", Op::Compare(CompareKind::Equal), &[picked, key]).unwrap();
+    b.output(equal);
+    let graph = b.finish();
+    assert_eq!(crate::missing_kernels(&graph), None);
+    assert_eq!(held_as(DType::String), DType::I64);
+    // "a" = 0, "b" = 1, "c" = 2: words [a b c b], key [b], picks [3 0 1] -> [b a b] == b.
+    let feeds = [
+        ("words".to_string(), int_tensor(&[0, 1, 2, 1])),
+        ("key".to_string(), int_tensor(&[1])),
+        ("picks".to_string(), int_tensor(&[3, 0, 1])),
+    ];
+    let out = crate::sequential::infer(graph, Vec::new(), &feeds.into_iter().collect()).unwrap();
+    assert_eq!(out[0].as_bool().unwrap(), &[true, false, true]);
+    // Ordering strings by their ids would be wrong: refused, naming the node.
+    let mut b = ordo_ir::GraphBuilder::new("strings");
+    let x = b.input("x", TensorFact::new(DType::String, [2])).unwrap();
+    let y = b.input("y", TensorFact::new(DType::String, [2])).unwrap();
+    let less = b.op("less", Op::Compare(CompareKind::Less), &[x, y]).unwrap();
+    b.output(less);
+    let missing = crate::missing_kernels(&b.finish()).expect("refused");
+    assert!(missing.contains("string tensors (`less`)"), "{missing}");
+}
