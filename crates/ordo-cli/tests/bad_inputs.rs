@@ -432,6 +432,11 @@ fn onnx_cases(dir: &Path) -> Vec<Case> {
         ("bad_attrs/scatter_reduction", "`scatter`: reduction `mean`"),
         ("bad_attrs/cast_round_mode", "`cast`: round_mode `sideways`"),
         ("bad_attrs/dropout_ratio", "`dropout`: ratio 1.5: expected at least 0 and below 1"),
+        // A Range of run-time bounds with no declared size.
+        (
+            "bad_attrs/range_unsized",
+            "`range` (Range): its start (input 0) is not a constant scalar, and the file declares no 1-D size",
+        ),
         // Below opset 7, an operator changed since the model's opset.
         (
             "bad_attrs/old_opset_add",

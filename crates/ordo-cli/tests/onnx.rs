@@ -654,6 +654,9 @@ fn onnx_node_tests_agree_on_shapes_and_the_folded_attention_runs() {
         "test_not_2d",
         // Strings computed as ids, one per distinct string: equality, broadcast.
         "test_equal_string",
+        // A Range of run-time bounds, at the length the file declares (checked as it runs).
+        "test_range_int32_type_negative_delta",
+        "test_range_float_type_positive_delta",
         // Recurrent layers unrolled: GRU, batch-first RNN, LSTM with peepholes and states.
         "test_gru_defaults",
         "test_simple_rnn_batchwise",
@@ -678,7 +681,12 @@ fn onnx_node_tests_agree_on_shapes_and_the_folded_attention_runs() {
     ] {
         assert_eq!(outcome(&v, case), "pass", "{case}: {v:#}");
     }
-    assert_eq!((v["pass"].as_u64(), v["fail"].as_u64()), (Some(89), Some(0)), "{v:#}");
+    assert_eq!((v["pass"].as_u64(), v["fail"].as_u64()), (Some(91), Some(0)), "{v:#}");
+    // Random bounds (what `run` feeds) give another length than the file's: an error naming
+    // the node and the values, not a wrong tensor.
+    let range = fixture("node_tests/test_range_float_type_positive_delta/model.onnx");
+    let err = error(&["run", &range, "--devices", "cpu:1"]);
+    assert!(err.contains("node `Range_0`") && err.contains("elements; the plan holds 2"), "{err}");
 }
 
 /// Training-mode randomness as PyTorch exports it (`fixtures/gen_stochastic_depth.py`:

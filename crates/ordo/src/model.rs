@@ -164,7 +164,7 @@ impl Model {
         let by_file = import.report.sized_by_file.iter().map(|node| {
             format!(
                 "node `{node}`: its output's size depends on the data; planned at the size the \
-                 file declares (it has no kernel)"
+                 file declares (a run checks it where the op has a kernel)"
             )
         });
         let both = import.report.both_branches.iter().map(|node| {

@@ -246,6 +246,7 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::Input => Box::new(source::input),
         Op::Parameter => Box::new(source::parameter),
         Op::Fill { value } => Box::new(move |c| source::fill(*value, c)),
+        Op::Range { len } => Box::new(move |c| source::range(op, *len, c)),
         Op::Conv2d(conv) => Box::new(move |c| conv::forward(op, conv, c)),
         Op::ConvTranspose2d(ct) => Box::new(move |c| conv_transpose::forward(op, ct, c)),
         Op::BatchNorm(bn) => Box::new(move |c| norm::batch_norm(op, bn, c)),

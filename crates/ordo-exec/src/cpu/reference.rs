@@ -102,6 +102,11 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
         Op::Input => y = inputs[0].clone(),
         Op::Parameter => y = params[0].clone(),
         Op::Fill { value } => y.data.fill(*value),
+        // Its length checks are the kernel's own (tests/types.rs).
+        Op::Range { .. } => {
+            let (start, delta) = (inputs[0].data[0], inputs[2].data[0]);
+            each(&mut y, &|i| start + i[0] as f64 * delta);
+        }
         Op::Conv2d(cv) => conv(cv, &inputs[0], params, &mut y),
         Op::ConvTranspose2d(ct) => conv_transpose(ct, &inputs[0], params, &mut y),
         Op::BatchNorm(bn) => {

@@ -171,6 +171,14 @@ pub enum Op {
         /// Upper or lower triangle.
         upper: bool,
     },
+    /// `start + i * delta` for `i` in `0..len` (ONNX's `Range` of values computed at run
+    /// time): three scalar inputs of one type, `start`, `limit` and `delta`, and a 1-D output
+    /// of that type. Its length depends on the values, so the plan fixes it (the size the file
+    /// declares); a run whose `ceil((limit - start) / delta)` is another length is an error.
+    Range {
+        /// The planned number of elements.
+        len: usize,
+    },
     /// The index of the largest (`max`) or smallest element along an axis: an `I64` tensor.
     /// Ties: the first index, or the last with `select_last`; a NaN counts as the extreme.
     ArgExtreme {
@@ -379,6 +387,7 @@ impl Op {
             Op::Compare(k) => k.onnx_name(),
             Op::LogSoftmax { .. } => "LogSoftmax",
             Op::Trilu { .. } => "Trilu",
+            Op::Range { .. } => "Range",
             Op::ArgExtreme { max: true, .. } => "ArgMax",
             Op::ArgExtreme { max: false, .. } => "ArgMin",
             Op::Logic(k) => k.onnx_name(),
@@ -494,6 +503,7 @@ impl Op {
             Op::MatMul => linear::infer_matmul(inputs),
             Op::Softmax { axis } | Op::LogSoftmax { axis } => ew::infer_softmax(*axis, inputs),
             Op::Trilu { .. } => ew::infer_trilu(inputs),
+            Op::Range { len } => ew::infer_range(*len, inputs),
             Op::ArgExtreme { axis, keepdims, .. } => {
                 ew::infer_arg_extreme(*axis, *keepdims, inputs)
             }
@@ -584,7 +594,7 @@ impl Op {
             Op::Linear(l) => l.flops(inputs, outputs),
             Op::MatMul => linear::matmul_flops(inputs, outputs),
             Op::Softmax { .. } | Op::LogSoftmax { .. } => 5 * out_elems,
-            Op::Trilu { .. } => out_elems,
+            Op::Trilu { .. } | Op::Range { .. } => out_elems,
             Op::ArgExtreme { .. } => inputs.first().map_or(0, |i| i.numel()),
             Op::Lstm(l) => l.flops(inputs),
             Op::CrossEntropyLoss => 5 * inputs.first().map_or(0, |i| i.numel()),

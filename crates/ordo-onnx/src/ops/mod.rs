@@ -25,6 +25,7 @@ mod pool;
 mod qlinear;
 mod quantize;
 mod random;
+mod range;
 mod recurrent;
 mod reduce;
 mod sequence;
@@ -306,6 +307,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "Slice" => shape::slice,
         "Concat" => shape::concat,
         "Expand" => shape::expand,
+        "Range" => range::range,
         other if generic::has_rule(other) => generic::generic,
         _ => return None,
     })

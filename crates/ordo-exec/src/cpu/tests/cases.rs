@@ -247,6 +247,14 @@ pub(crate) fn all(seed: u64) -> Vec<Case> {
         cases.push(case(Op::Trilu { k, upper }, vec![rand(&[2, 3, 4], s + 43)], s));
     }
     {
+        // Range: a start and a step at random, the limit half a step past the fourth element.
+        let (start, delta) = (r.f32() * 4.0 - 2.0, r.f32() + 0.25);
+        let limit = start + 3.5 * delta;
+        let scalar = |v: f32| Tensor::from_f32(&[], vec![v]).unwrap();
+        let bounds = vec![scalar(start), scalar(limit), scalar(delta)];
+        cases.push(case(Op::Range { len: 4 }, bounds, s));
+    }
+    {
         // Integers with ties (first or last index), floats.
         let mut g = fastrand::Rng::with_seed(s + 44);
         let ties = Tensor::from_i64(&[3, 4, 2], (0..24).map(|_| g.i64(0..3)).collect()).unwrap();

@@ -72,7 +72,8 @@ fn has_gradient(op: &Op, wrt: Wrt) -> bool {
                 | Op::BitCast { .. }
                 | Op::CumProd { .. }
                 | Op::RandomLike(_)
-                | Op::Bernoulli,
+                | Op::Bernoulli
+                | Op::Range { .. },
             _
         ) | (Op::TopK { indices: true, .. }, _)
             | (Op::Where, Wrt::Input(0))
