@@ -15,4 +15,5 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = ordo_onnx::model_info(data);
     let _ = ordo_onnx::read_tensor(data);
+    let _ = ordo_onnx::read_string_tensor(data);
 });

@@ -154,12 +154,14 @@ fn split_to_sequence(ctx: &mut Ctx<'_>, node: &Node<'_>, out: &str) -> OnnxResul
         None => (vec![1; dim], node.int("keepdims", 1)? == 0),
         Some(_) => {
             let split = ctx.const_input(node, 1, "the split")?;
-            let values = split.to_i64s().unwrap_or_default();
-            let sizes = if split.shape.is_empty() {
-                let chunk =
-                    usize::try_from(values[0]).ok().filter(|&c| c > 0).ok_or_else(|| {
-                        node.malformed(format!("split size {} is not positive", values[0]))
-                    })?;
+            let values = split.to_i64s().ok_or_else(|| {
+                node.unsupported("the split (input 1): too many values to read at import")
+            })?;
+            let sizes = if let (&[chunk], true) = (&values[..], split.shape.is_empty()) {
+                let chunk = usize::try_from(chunk)
+                    .ok()
+                    .filter(|&c| c > 0)
+                    .ok_or_else(|| node.malformed(format!("split size {chunk} is not positive")))?;
                 (0..dim).step_by(chunk).map(|s| chunk.min(dim - s)).collect()
             } else {
                 let sizes: Option<Vec<usize>> =
