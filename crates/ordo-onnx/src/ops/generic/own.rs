@@ -254,13 +254,8 @@ pub(super) fn own(node: &Node<'_>, ins: &[Option<In>]) -> OnnxResult<Vec<TensorF
         }
         "MelWeightMatrix" => {
             let scalar = |i: usize, what: &str| {
-                // A Range of run-time bounds that the file sizes is imported by ops::range.
                 const_of(ins, i).and_then(|c| c.scalar()).ok_or_else(|| {
-                    node.unsupported(format!(
-                        "its {what} (input {i}) is not a constant scalar, and the file declares \
-                         no 1-D size for its output: its length would depend on the data, and \
-                         ordo plans static shapes"
-                    ))
+                    node.unsupported(format!("{what} (input {i}) must be a constant scalar"))
                 })
             };
             let (bins, dft_length) = (scalar(0, "num_mel_bins")?, scalar(1, "dft_length")?);
