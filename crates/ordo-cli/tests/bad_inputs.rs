@@ -437,6 +437,7 @@ fn onnx_cases(dir: &Path) -> Vec<Case> {
             "bad_attrs/range_unsized",
             "`range` (Range): its start (input 0) is not a constant scalar, and the file declares no 1-D size",
         ),
+        ("bad_attrs/maxpool_storage_order", "`pool`: storage_order 2: expected 0 or 1"),
         // Below opset 7, an operator changed since the model's opset.
         (
             "bad_attrs/old_opset_add",

@@ -13,7 +13,7 @@ use crate::node::Node;
 use crate::tensor::{ConstData, ConstTensor, code};
 
 /// An `i64` buffer of `shape` holding `values`, named after a part of `node`.
-fn index_buffer(
+pub(super) fn index_buffer(
     ctx: &mut Ctx<'_>,
     node: &Node<'_>,
     part: &str,
@@ -36,7 +36,7 @@ fn zeros(
 }
 
 /// The row-major coordinates of element `flat` of `shape`.
-fn coordinates(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+pub(super) fn coordinates(mut flat: usize, shape: &[usize]) -> Vec<usize> {
     let mut at = vec![0; shape.len()];
     for (k, &d) in shape.iter().enumerate().rev() {
         at[k] = flat % d;
