@@ -383,6 +383,7 @@ pub fn model_info(model: &[u8]) -> OnnxResult<ModelInfo> {
                     "Pad" => &[2],
                     "Range" => &[0, 1, 2],
                     "Dropout" => &[1],
+                    "NonMaxSuppression" => &[2, 3, 4],
                     "MelWeightMatrix" => &[0, 1, 2, 3, 4],
                     _ => &[],
                 };

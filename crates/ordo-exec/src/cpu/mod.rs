@@ -47,6 +47,7 @@
 mod axis;
 mod conv;
 mod conv_transpose;
+mod data_sized;
 mod einsum;
 mod element;
 mod elementwise;
@@ -246,7 +247,9 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::Input => Box::new(source::input),
         Op::Parameter => Box::new(source::parameter),
         Op::Fill { value } => Box::new(move |c| source::fill(*value, c)),
-        Op::Range { len } => Box::new(move |c| source::range(op, *len, c)),
+        Op::Range { len } => Box::new(move |c| data_sized::range(op, *len, c)),
+        Op::NonZero { count } => Box::new(move |c| data_sized::non_zero(op, *count, c)),
+        Op::NonMaxSuppression(n) => Box::new(move |c| data_sized::non_max_suppression(op, n, c)),
         Op::Conv2d(conv) => Box::new(move |c| conv::forward(op, conv, c)),
         Op::ConvTranspose2d(ct) => Box::new(move |c| conv_transpose::forward(op, ct, c)),
         Op::BatchNorm(bn) => Box::new(move |c| norm::batch_norm(op, bn, c)),

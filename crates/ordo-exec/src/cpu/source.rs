@@ -1,7 +1,5 @@
-//! Source ops: graph inputs, parameters used as values, constants, and `Range` (a sequence
-//! of positions from three scalars).
+//! Source ops: graph inputs, parameters used as values, constants.
 
-use ordo_ir::Op;
 use ordo_ir::op::Grad;
 
 use super::element::{held_as, narrow};
@@ -69,51 +67,4 @@ pub(crate) fn fill(value: f64, c: Call) -> KernelResult<Vec<Tensor>> {
         v.fill(value as f32);
     }
     Ok(vec![t])
-}
-
-/// `Range`: `start + i * delta` for `i` in `0..len`, after checking that the run's values give
-/// the planned length, `ceil((limit - start) / delta)` (0 when negative). Integers are computed
-/// exactly (in `i128`) and wrapped to the node's type by the caller's narrowing; floats in
-/// `f64`, rounded to `f32`.
-pub(crate) fn range(op: &Op, len: usize, c: Call) -> KernelResult<Vec<Tensor>> {
-    c.expect_inputs(3)?;
-    c.expect_params(0)?;
-    let out = c.infer(op, &c.input_facts())?;
-    let wrong_length = |n: String, values: String| {
-        c.value_err(format!(
-            "{values} give {n} elements; the plan holds {len} (the size the file declares \
-             for its output)"
-        ))
-    };
-    let values = if c.inputs[0].as_i64().is_some() {
-        let [start, limit, delta] = [0, 1, 2].map(|i| c.input_i64(i).map(|v| i128::from(v[0])));
-        let (start, limit, delta) = (start?, limit?, delta?);
-        if delta == 0 {
-            return Err(c.value_err("delta is 0: the range would never end"));
-        }
-        // ceil((limit - start) / delta) of integers, with the sign of delta.
-        let span = limit - start;
-        let n = (span / delta + i128::from(span % delta != 0 && (span < 0) == (delta < 0))).max(0);
-        if n != len as i128 {
-            let values = format!("start {start}, limit {limit}, delta {delta}");
-            return Err(wrong_length(n.to_string(), values));
-        }
-        let v = (0..len as i128).map(|i| (start + i * delta) as i64).collect();
-        Tensor::from_i64(&out.shape, v)?
-    } else {
-        let [start, limit, delta] = [0, 1, 2].map(|i| c.input_f32(i).map(|v| f64::from(v[0])));
-        let (start, limit, delta) = (start?, limit?, delta?);
-        if delta == 0.0 || !(start.is_finite() && limit.is_finite() && delta.is_finite()) {
-            let values = format!("start {start}, limit {limit}, delta {delta}");
-            return Err(c.value_err(format!("{values}: the range has no length")));
-        }
-        let n = ((limit - start) / delta).ceil().max(0.0);
-        if n != len as f64 {
-            let values = format!("start {start}, limit {limit}, delta {delta}");
-            return Err(wrong_length(n.to_string(), values));
-        }
-        let v = (0..len).map(|i| (start + i as f64 * delta) as f32).collect();
-        Tensor::from_f32(&out.shape, v)?
-    };
-    Ok(vec![values])
 }

@@ -314,21 +314,6 @@ pub(crate) fn infer_trilu(inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, Str
     Ok(vec![inputs[0].clone()])
 }
 
-/// `Range`: three scalars (rank 0, or one element) of one numeric type; `len` of that type.
-pub(crate) fn infer_range(len: usize, inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
-    expect_inputs(inputs, 3)?;
-    let dtype = inputs[0].dtype;
-    for (what, x) in ["start", "limit", "delta"].iter().zip(inputs) {
-        if x.numel() != 1 || x.rank() > 1 {
-            return Err(format!("{what} must be a scalar, got {x}"));
-        }
-        if x.dtype != dtype || !(dtype.is_integer() || dtype.is_float()) {
-            return Err(format!("{what} is {x}: the three must be of one numeric type"));
-        }
-    }
-    Ok(vec![TensorFact::new(dtype, vec![len])])
-}
-
 pub(crate) fn infer_arg_extreme(
     axis: i64,
     keepdims: bool,

@@ -9,6 +9,7 @@
 
 mod conv;
 mod conv_transpose;
+mod data_sized;
 mod einsum;
 mod elementwise;
 mod grad;
@@ -31,6 +32,7 @@ use crate::fact::{DType, TensorFact};
 
 pub use conv::Conv2d;
 pub use conv_transpose::ConvTranspose2d;
+pub use data_sized::NonMaxSuppression;
 pub use einsum::Einsum;
 pub use elementwise::{ActivationKind, UnaryOp, broadcast_shapes};
 pub use grad::{Grad, Optimizer, Saved, Update, Wrt};
@@ -179,6 +181,16 @@ pub enum Op {
         /// The planned number of elements.
         len: usize,
     },
+    /// The coordinates of the nonzero elements (ONNX's `NonZero`): `I64` `[rank, count]`,
+    /// in row-major order. Their number depends on the values, so the plan fixes it (the size
+    /// the file declares); a run with another number of nonzero elements is an error.
+    NonZero {
+        /// The planned number of nonzero elements.
+        count: usize,
+    },
+    /// ONNX's `NonMaxSuppression` at a planned number of selected boxes (the size the file
+    /// declares); a run that selects another number is an error.
+    NonMaxSuppression(NonMaxSuppression),
     /// The index of the largest (`max`) or smallest element along an axis: an `I64` tensor.
     /// Ties: the first index, or the last with `select_last`; a NaN counts as the extreme.
     ArgExtreme {
@@ -388,6 +400,8 @@ impl Op {
             Op::LogSoftmax { .. } => "LogSoftmax",
             Op::Trilu { .. } => "Trilu",
             Op::Range { .. } => "Range",
+            Op::NonZero { .. } => "NonZero",
+            Op::NonMaxSuppression(_) => "NonMaxSuppression",
             Op::ArgExtreme { max: true, .. } => "ArgMax",
             Op::ArgExtreme { max: false, .. } => "ArgMin",
             Op::Logic(k) => k.onnx_name(),
@@ -503,7 +517,9 @@ impl Op {
             Op::MatMul => linear::infer_matmul(inputs),
             Op::Softmax { axis } | Op::LogSoftmax { axis } => ew::infer_softmax(*axis, inputs),
             Op::Trilu { .. } => ew::infer_trilu(inputs),
-            Op::Range { len } => ew::infer_range(*len, inputs),
+            Op::Range { len } => data_sized::infer_range(*len, inputs),
+            Op::NonZero { count } => data_sized::infer_non_zero(*count, inputs),
+            Op::NonMaxSuppression(n) => n.infer(inputs),
             Op::ArgExtreme { axis, keepdims, .. } => {
                 ew::infer_arg_extreme(*axis, *keepdims, inputs)
             }
@@ -595,6 +611,9 @@ impl Op {
             Op::MatMul => linear::matmul_flops(inputs, outputs),
             Op::Softmax { .. } | Op::LogSoftmax { .. } => 5 * out_elems,
             Op::Trilu { .. } | Op::Range { .. } => out_elems,
+            // A pass over the input; a sort of each class's scores and the overlap tests.
+            Op::NonZero { .. } => inputs.first().map_or(0, |i| i.numel()),
+            Op::NonMaxSuppression(_) => 16 * inputs.get(1).map_or(0, |s| s.numel()),
             Op::ArgExtreme { .. } => inputs.first().map_or(0, |i| i.numel()),
             Op::Lstm(l) => l.flops(inputs),
             Op::CrossEntropyLoss => 5 * inputs.first().map_or(0, |i| i.numel()),

@@ -131,8 +131,8 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         | Op::Bernoulli
         | Op::ArgExtreme { .. }
         | Op::Hardmax { .. } => None,
-        // Positions: no gradient (an exporter's index arithmetic).
-        Op::Range { .. } => None,
+        // Positions and selections: no gradient.
+        Op::Range { .. } | Op::NonZero { .. } | Op::NonMaxSuppression(_) => None,
         Op::CrossEntropyLoss
         | Op::Embedding(_)
         | Op::Input

@@ -9,6 +9,7 @@ mod attention;
 mod composite;
 mod conv;
 mod conv3d;
+mod data_sized;
 mod einsum;
 mod elementwise;
 pub(crate) mod generic;
@@ -25,7 +26,6 @@ mod pool;
 mod qlinear;
 mod quantize;
 mod random;
-mod range;
 mod recurrent;
 mod reduce;
 mod sequence;
@@ -307,7 +307,9 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "Slice" => shape::slice,
         "Concat" => shape::concat,
         "Expand" => shape::expand,
-        "Range" => range::range,
+        "Range" => data_sized::range,
+        "NonZero" => data_sized::non_zero,
+        "NonMaxSuppression" => data_sized::non_max_suppression,
         other if generic::has_rule(other) => generic::generic,
         _ => return None,
     })

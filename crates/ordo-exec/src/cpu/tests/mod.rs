@@ -6,6 +6,7 @@
 //! in f64) when `|g - d| <= 2e-3 (1 + |d|)` (f32 kernels against an f64 derivative).
 
 mod cases;
+mod data_sized;
 mod errors;
 mod forward;
 mod grads;

@@ -382,37 +382,3 @@ fn strings_run_as_ids_where_the_ids_of_the_result_are_the_result() {
     let missing = crate::missing_kernels(&b.finish()).expect("refused");
     assert!(missing.contains("string tensors (`less`)"), "{missing}");
 }
-
-/// `Range` of run-time scalars against `start + i * delta` written out, with its run-time check
-/// of the planned length.
-#[test]
-fn range_gives_the_planned_length_or_names_the_values() {
-    let range = |len: usize, values: [Tensor; 3], dtype: DType| {
-        let facts = [(); 3].map(|_| TensorFact::new(dtype, vec![]));
-        let outputs = [TensorFact::new(dtype, vec![len])];
-        let ctx = KernelContext { inputs: &facts, outputs: &outputs, ..KernelContext::default() };
-        let refs: Vec<&Tensor> = values.iter().collect();
-        run(&Op::Range { len }, &refs, &[], &mut [], &ctx)
-            .map(|mut o| o.remove(0))
-            .map_err(|e| e.to_string())
-    };
-    let ints = |v: [i64; 3]| v.map(|x| Tensor::from_i64(&[], vec![x]).unwrap());
-    let floats = |v: [f32; 3]| v.map(|x| Tensor::from_f32(&[], vec![x]).unwrap());
-    // ceil((1 - 10) / -3) = 3: 10, 7, 4 (i32, as ONNX's negative-delta case).
-    let t = range(3, ints([10, 1, -3]), DType::I32).unwrap();
-    assert_eq!(t.as_i64().unwrap(), &[10, 7, 4]);
-    // ceil((10 - 1) / 3) = 3 exactly: 1, 4, 7 (the limit is excluded).
-    assert_eq!(range(3, ints([1, 10, 3]), DType::I64).unwrap().as_i64().unwrap(), &[1, 4, 7]);
-    // An empty range when delta points away from the limit.
-    assert_eq!(range(0, ints([1, 10, -1]), DType::I64).unwrap().as_i64().unwrap(), &[] as &[i64]);
-    let t = range(4, floats([0.5, 2.0, 0.4]), DType::F32).unwrap();
-    let want: Vec<f32> = (0..4).map(|i| (0.5 + f64::from(i) * f64::from(0.4f32)) as f32).collect();
-    assert_eq!(t.as_f32().unwrap(), want.as_slice());
-    // Values that give another length than the plan's, and a zero step: errors naming them.
-    let e = range(2, ints([0, 10, 3]), DType::I64).unwrap_err();
-    assert!(e.contains("start 0, limit 10, delta 3 give 4 elements; the plan holds 2"), "{e}");
-    let e = range(2, floats([0.0, 1.0, 0.0]), DType::F32).unwrap_err();
-    assert!(e.contains("delta 0: the range has no length"), "{e}");
-    let e = range(2, ints([0, 1, 0]), DType::I64).unwrap_err();
-    assert!(e.contains("delta is 0"), "{e}");
-}
