@@ -1,10 +1,12 @@
 //! Kernels of the ops whose output size depends on the values ([`ordo_ir::op`]'s data-sized
-//! ops: `Range`, `NonZero`, `NonMaxSuppression`). The plan fixes each output's size (the size
+//! ops: `Range`, `NonZero`, `NonMaxSuppression`, `Unique`). The plan fixes each output's size (the size
 //! the file declares); each kernel computes what the values give and checks it against that
 //! size, so other values are an error naming them, never a tensor of another size.
 
 use ordo_ir::Op;
-use ordo_ir::op::NonMaxSuppression;
+use std::cmp::Ordering;
+
+use ordo_ir::op::{NonMaxSuppression, Unique, UniquePart};
 
 use super::error::KernelResult;
 use super::tensor::{Data, Tensor};
@@ -162,4 +164,88 @@ fn overlaps(a: &[f32; 4], b: &[f32; 4], threshold: f64) -> bool {
         return false;
     }
     f64::from(intersection / union) > threshold
+}
+
+/// `Unique`: one of its outputs, after checking that the input has `count` distinct elements
+/// (or slices). Slices compare element by element in order (floats by value, `-0 == 0`, NaN
+/// after every number, as NumPy's sort has them); equal slices keep the first position.
+pub(crate) fn unique(op: &Op, u: &Unique, c: Call) -> KernelResult<Vec<Tensor>> {
+    c.expect_inputs(1)?;
+    c.expect_params(0)?;
+    let out = c.infer(op, &c.input_facts())?;
+    let x = c.inputs[0];
+    let shape = x.shape();
+    // Slice `i` is element `(o, i, r)` for every outer `o` and inner `r` along the axis.
+    let (outer, n, inner) = match u.axis {
+        Some(a) => (shape[..a].iter().product(), shape[a], shape[a + 1..].iter().product()),
+        None => (1, x.numel(), 1),
+    };
+    let at = |i: usize, j: usize| (j / inner * n + i) * inner + j % inner;
+    let width = outer * inner;
+    let compare = |a: usize, b: usize| -> Ordering {
+        let element = |j: usize| match x.data() {
+            Data::F32(v) => {
+                let (p, q) = (v[at(a, j)], v[at(b, j)]);
+                p.partial_cmp(&q).unwrap_or_else(|| p.is_nan().cmp(&q.is_nan()))
+            }
+            Data::I64(v) => v[at(a, j)].cmp(&v[at(b, j)]),
+            Data::Bool(v) => v[at(a, j)].cmp(&v[at(b, j)]),
+        };
+        (0..width).map(element).find(|o| o.is_ne()).unwrap_or(Ordering::Equal)
+    };
+    // Stable: equal slices stay in ascending position, so each group starts at its first.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| compare(a, b));
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for i in order {
+        match groups.last_mut() {
+            Some(g) if compare(g[0], i).is_eq() => g.push(i),
+            _ => groups.push(vec![i]),
+        }
+    }
+    if groups.len() != u.count {
+        return Err(c.value_err(format!(
+            "{} distinct {}; the plan holds {} (the size the file declares for its outputs)",
+            groups.len(),
+            if u.axis.is_some() { "slices" } else { "elements" },
+            u.count
+        )));
+    }
+    if !u.sorted {
+        groups.sort_by_key(|g| g[0]);
+    }
+    let ids =
+        |v: Vec<usize>| Tensor::from_i64(&out.shape, v.into_iter().map(|i| i as i64).collect());
+    Ok(vec![match u.part {
+        UniquePart::Indices => ids(groups.iter().map(|g| g[0]).collect())?,
+        UniquePart::Counts => ids(groups.iter().map(Vec::len).collect())?,
+        UniquePart::Inverse => {
+            let mut inverse = vec![0; n];
+            for (k, g) in groups.iter().enumerate() {
+                g.iter().for_each(|&i| inverse[i] = k);
+            }
+            ids(inverse)?
+        }
+        UniquePart::Values => {
+            // Element (o, k, r) of the output is element (o, first of group k, r).
+            let count = groups.len();
+            let picks: Vec<usize> = (0..outer * count * inner)
+                .map(|f| {
+                    let (o, k, r) = (f / (count * inner), f / inner % count, f % inner);
+                    (o * n + groups[k][0]) * inner + r
+                })
+                .collect();
+            match x.data() {
+                Data::F32(v) => {
+                    Tensor::from_f32(&out.shape, picks.iter().map(|&i| v[i]).collect())?
+                }
+                Data::I64(v) => {
+                    Tensor::from_i64(&out.shape, picks.iter().map(|&i| v[i]).collect())?
+                }
+                Data::Bool(v) => {
+                    Tensor::from_bool(&out.shape, picks.iter().map(|&i| v[i]).collect())?
+                }
+            }
+        }
+    }])
 }

@@ -250,6 +250,7 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::Range { len } => Box::new(move |c| data_sized::range(op, *len, c)),
         Op::NonZero { count } => Box::new(move |c| data_sized::non_zero(op, *count, c)),
         Op::NonMaxSuppression(n) => Box::new(move |c| data_sized::non_max_suppression(op, n, c)),
+        Op::Unique(u) => Box::new(move |c| data_sized::unique(op, u, c)),
         Op::Conv2d(conv) => Box::new(move |c| conv::forward(op, conv, c)),
         Op::ConvTranspose2d(ct) => Box::new(move |c| conv_transpose::forward(op, ct, c)),
         Op::BatchNorm(bn) => Box::new(move |c| norm::batch_norm(op, bn, c)),

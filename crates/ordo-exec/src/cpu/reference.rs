@@ -750,7 +750,9 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
         // Bits, not values: checked against hand-computed bits (tests/types.rs).
         Op::BitCast { .. } => panic!("reference: no bit casts"),
         // Selections: checked against onnx's reference outputs (ordo-cli's conformance tests).
-        Op::NonZero { .. } | Op::NonMaxSuppression(_) => panic!("reference: no selections"),
+        Op::NonZero { .. } | Op::NonMaxSuppression(_) | Op::Unique(_) => {
+            panic!("reference: no selections")
+        }
         Op::Opaque(o) => panic!("reference: `{}` is imported for planning only", o.op_type),
     }
     vec![y]

@@ -1,5 +1,5 @@
-//! Ops whose output size depends on the values of their inputs: `Range`, `NonZero` and
-//! `NonMaxSuppression`. ordo plans static shapes, so each carries the size its output is
+//! Ops whose output size depends on the values of their inputs: `Range`, `NonZero`,
+//! `NonMaxSuppression` and `Unique`. ordo plans static shapes, so each carries the size its output is
 //! planned at (the size an ONNX file declares for it), and its kernel checks that the run's
 //! values give that size: other values are an error, never a tensor of another size.
 
@@ -71,5 +71,59 @@ impl NonMaxSuppression {
             ));
         }
         Ok(vec![TensorFact::new(DType::I64, vec![self.count, 3])])
+    }
+}
+
+/// Which output of ONNX's `Unique` an IR node computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UniquePart {
+    /// The distinct elements (or slices along the axis).
+    Values,
+    /// Each distinct one's first position in the input.
+    Indices,
+    /// Each input element's (or slice's) position among the distinct ones.
+    Inverse,
+    /// How often each distinct one occurs.
+    Counts,
+}
+
+/// ONNX's `Unique`: the distinct elements of the flattened input, or the distinct slices along
+/// `axis`, in ascending order (lexicographic for slices) when `sorted`, else in order of first
+/// occurrence; one output (`part`) per IR node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Unique {
+    /// The axis whose slices are compared (`None`: the elements of the flattened input).
+    pub axis: Option<usize>,
+    /// Ascending order, else order of first occurrence.
+    pub sorted: bool,
+    /// The planned number of distinct elements or slices.
+    pub count: usize,
+    /// The output this node computes.
+    pub part: UniquePart,
+}
+
+impl Unique {
+    /// Any tensor (the axis within its rank); the part's fact.
+    pub(crate) fn infer(&self, inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
+        expect_inputs(inputs, 1)?;
+        let x = inputs[0];
+        if x.dtype == DType::String {
+            return Err(format!("input {x}: distinct strings are not computed"));
+        }
+        let (mut values, n) = match self.axis {
+            Some(a) if a < x.rank() => (x.shape.clone(), x.shape[a]),
+            Some(a) => return Err(format!("axis {a} of input {x}")),
+            None => (vec![x.numel() as usize], x.numel() as usize),
+        };
+        values[self.axis.unwrap_or(0)] = self.count;
+        let fact = match self.part {
+            UniquePart::Values => TensorFact::new(x.dtype, values),
+            UniquePart::Indices | UniquePart::Counts => {
+                TensorFact::new(DType::I64, vec![self.count])
+            }
+            UniquePart::Inverse => TensorFact::new(DType::I64, vec![n]),
+        };
+        Ok(vec![fact])
     }
 }

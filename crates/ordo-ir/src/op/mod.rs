@@ -32,7 +32,7 @@ use crate::fact::{DType, TensorFact};
 
 pub use conv::Conv2d;
 pub use conv_transpose::ConvTranspose2d;
-pub use data_sized::NonMaxSuppression;
+pub use data_sized::{NonMaxSuppression, Unique, UniquePart};
 pub use einsum::Einsum;
 pub use elementwise::{ActivationKind, UnaryOp, broadcast_shapes};
 pub use grad::{Grad, Optimizer, Saved, Update, Wrt};
@@ -191,6 +191,9 @@ pub enum Op {
     /// ONNX's `NonMaxSuppression` at a planned number of selected boxes (the size the file
     /// declares); a run that selects another number is an error.
     NonMaxSuppression(NonMaxSuppression),
+    /// One output of ONNX's `Unique` at a planned number of distinct elements (the size the
+    /// file declares); a run with another number is an error.
+    Unique(Unique),
     /// The index of the largest (`max`) or smallest element along an axis: an `I64` tensor.
     /// Ties: the first index, or the last with `select_last`; a NaN counts as the extreme.
     ArgExtreme {
@@ -402,6 +405,7 @@ impl Op {
             Op::Range { .. } => "Range",
             Op::NonZero { .. } => "NonZero",
             Op::NonMaxSuppression(_) => "NonMaxSuppression",
+            Op::Unique(_) => "Unique",
             Op::ArgExtreme { max: true, .. } => "ArgMax",
             Op::ArgExtreme { max: false, .. } => "ArgMin",
             Op::Logic(k) => k.onnx_name(),
@@ -520,6 +524,7 @@ impl Op {
             Op::Range { len } => data_sized::infer_range(*len, inputs),
             Op::NonZero { count } => data_sized::infer_non_zero(*count, inputs),
             Op::NonMaxSuppression(n) => n.infer(inputs),
+            Op::Unique(u) => u.infer(inputs),
             Op::ArgExtreme { axis, keepdims, .. } => {
                 ew::infer_arg_extreme(*axis, *keepdims, inputs)
             }
@@ -613,6 +618,8 @@ impl Op {
             Op::Trilu { .. } | Op::Range { .. } => out_elems,
             // A pass over the input; a sort of each class's scores and the overlap tests.
             Op::NonZero { .. } => inputs.first().map_or(0, |i| i.numel()),
+            // A sort of the input.
+            Op::Unique(_) => 8 * inputs.first().map_or(0, |i| i.numel()),
             Op::NonMaxSuppression(_) => 16 * inputs.get(1).map_or(0, |s| s.numel()),
             Op::ArgExtreme { .. } => inputs.first().map_or(0, |i| i.numel()),
             Op::Lstm(l) => l.flops(inputs),

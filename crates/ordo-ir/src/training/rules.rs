@@ -132,7 +132,7 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         | Op::ArgExtreme { .. }
         | Op::Hardmax { .. } => None,
         // Positions and selections: no gradient.
-        Op::Range { .. } | Op::NonZero { .. } | Op::NonMaxSuppression(_) => None,
+        Op::Range { .. } | Op::NonZero { .. } | Op::NonMaxSuppression(_) | Op::Unique(_) => None,
         Op::CrossEntropyLoss
         | Op::Embedding(_)
         | Op::Input

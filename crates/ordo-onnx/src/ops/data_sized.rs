@@ -1,14 +1,14 @@
-//! Operators whose output size depends on the values: `Range` of run-time bounds, `NonZero`
-//! and `NonMaxSuppression`. Each is planned at the size the file declares for its output (as
+//! Operators whose output size depends on the values: `Range` of run-time bounds, `NonZero`,
+//! `NonMaxSuppression` and `Unique`. Each is planned at the size the file declares for its output (as
 //! the import plans the other data-dependent sizes) and runs as the IR's data-sized op, whose
 //! kernel checks at run time that the values give that size. Without a declared size (or,
 //! for `NonMaxSuppression`, with run-time thresholds) they fall to the generic rule, which
 //! plans them at their largest or refuses them; a `Range` of constants folds there.
 
-use ordo_ir::op::NonMaxSuppression;
+use ordo_ir::op::{NonMaxSuppression, Unique, UniquePart};
 use ordo_ir::{Op, TensorFact};
 
-use super::{Outputs, one};
+use super::{Outputs, one, resolve_axis};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
@@ -96,4 +96,46 @@ pub(crate) fn non_max_suppression(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxRes
         score_threshold,
     };
     emit_sized(ctx, node, Op::NonMaxSuppression(nms), 2, &declared)
+}
+
+/// `Unique(x)`: an IR node per output read, each at the sizes the file declares for it.
+pub(crate) fn unique(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
+    if fact.dtype == ordo_ir::DType::String {
+        return Err(node.unsupported("distinct strings: planned by the generic rule"));
+    }
+    let axis = match node.has_attr("axis") {
+        true => Some(resolve_axis(node, node.int("axis", 0)?, fact.rank())?),
+        false => None,
+    };
+    let parts = [UniquePart::Values, UniquePart::Indices, UniquePart::Inverse, UniquePart::Counts];
+    let read: Vec<usize> = (0..4).filter(|&k| node.output_named(k)).collect();
+    let declared: Vec<TensorFact> = read
+        .iter()
+        .map(|&k| ctx.declared.get(node.proto.output[k].as_str()).cloned())
+        .collect::<Option<_>>()
+        .ok_or_else(|| node.unsupported("no declared size"))?;
+    // The count: the values' axis dim, or the length of the indices or counts.
+    let count = match (read.first(), declared.first()) {
+        (Some(0), Some(d)) => d.shape.get(axis.unwrap_or(0)).copied(),
+        (Some(1 | 3), Some(d)) => d.shape.first().copied(),
+        _ => None,
+    }
+    .ok_or_else(|| node.unsupported("no declared size"))?;
+    let sorted = node.int("sorted", 1)? != 0;
+    let x = ctx.wire(node, 0)?;
+    let mut outputs = vec![None; node.num_outputs().min(4)];
+    for (&k, want) in read.iter().zip(&declared) {
+        let op = Op::Unique(Unique { axis, sorted, count, part: parts[k] });
+        let inferred = op.infer(&[&fact]).map_err(|m| node.shape_error(m))?;
+        if &inferred[0] != want {
+            return Err(node.shape_error(format!(
+                "the file declares output {k} {want}, the input gives {}",
+                inferred[0]
+            )));
+        }
+        outputs[k] = Some(ctx.emit_value(&format!("{}:{k}", node.name), op, &[x])?);
+    }
+    ctx.sized_by_file.push(node.name.clone());
+    Ok(outputs)
 }

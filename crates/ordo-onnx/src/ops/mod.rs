@@ -310,6 +310,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "Range" => data_sized::range,
         "NonZero" => data_sized::non_zero,
         "NonMaxSuppression" => data_sized::non_max_suppression,
+        "Unique" => data_sized::unique,
         other if generic::has_rule(other) => generic::generic,
         _ => return None,
     })

@@ -1,7 +1,7 @@
 //! The data-sized ops (`Range`, `NonZero`, `NonMaxSuppression`): their values against ones
 //! written out by hand, and the run-time check of the planned size, which names the values.
 
-use ordo_ir::op::NonMaxSuppression;
+use ordo_ir::op::{NonMaxSuppression, Unique, UniquePart};
 use ordo_ir::{DType, Op, TensorFact};
 
 use super::super::{KernelContext, Tensor, run};
@@ -93,4 +93,35 @@ fn non_max_suppression_keeps_the_best_boxes_that_do_not_overlap() {
     assert_eq!(t.as_i64().unwrap(), &[0, 0, 1, 0, 1, 0, 0, 1, 3]);
     let e = run_nms(nms(4, 0.2, Some(0.45))).unwrap_err();
     assert!(e.contains("3 boxes selected; the plan holds 4"), "{e}");
+}
+
+#[test]
+fn unique_finds_distinct_slices_in_either_order_or_names_the_count() {
+    // Rows of [4, 2]: (2, 1), (0, 5), (2, 1), (0, 3): three distinct rows.
+    let x = Tensor::from_i64(&[4, 2], vec![2, 1, 0, 5, 2, 1, 0, 3]).unwrap();
+    let part = |axis, sorted, count, part| {
+        let u = Unique { axis, sorted, count, part };
+        let out = Op::Unique(u.clone()).infer(&[&TensorFact::new(DType::I64, vec![4, 2])]);
+        let out = out.map_err(|e| e.to_string())?.remove(0);
+        run_op(&Op::Unique(u), std::slice::from_ref(&x), &[DType::I64], out)
+    };
+    let ints = |t: Tensor| t.as_i64().unwrap().to_vec();
+    // Sorted rows: (0, 3), (0, 5), (2, 1).
+    assert_eq!(ints(part(Some(0), true, 3, UniquePart::Values).unwrap()), [0, 3, 0, 5, 2, 1]);
+    assert_eq!(ints(part(Some(0), true, 3, UniquePart::Indices).unwrap()), [3, 1, 0]);
+    assert_eq!(ints(part(Some(0), true, 3, UniquePart::Inverse).unwrap()), [2, 1, 2, 0]);
+    assert_eq!(ints(part(Some(0), true, 3, UniquePart::Counts).unwrap()), [1, 1, 2]);
+    // In order of first occurrence: (2, 1), (0, 5), (0, 3).
+    assert_eq!(ints(part(Some(0), false, 3, UniquePart::Values).unwrap()), [2, 1, 0, 5, 0, 3]);
+    assert_eq!(ints(part(Some(0), false, 3, UniquePart::Inverse).unwrap()), [0, 1, 0, 2]);
+    // Flattened: 0, 1, 2, 3, 5 (five distinct elements); columns: (2, 0, 2, 0), (1, 5, 1, 3).
+    assert_eq!(ints(part(None, true, 5, UniquePart::Values).unwrap()), [0, 1, 2, 3, 5]);
+    assert_eq!(ints(part(Some(1), true, 2, UniquePart::Counts).unwrap()), [1, 1]);
+    let e = part(None, true, 4, UniquePart::Counts).unwrap_err();
+    assert!(e.contains("5 distinct elements; the plan holds 4"), "{e}");
+    // Floats: -0 equals 0, NaN sorts last.
+    let f = Tensor::from_f32(&[4], vec![f32::NAN, 0.0, -0.0, -1.0]).unwrap();
+    let u = Unique { axis: None, sorted: true, count: 3, part: UniquePart::Counts };
+    let out = TensorFact::new(DType::I64, vec![3]);
+    assert_eq!(ints(run_op(&Op::Unique(u), &[f], &[DType::F32], out).unwrap()), [1, 2, 1]);
 }
