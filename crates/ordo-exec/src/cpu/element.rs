@@ -73,7 +73,6 @@ pub(crate) fn reads_unsigned(c: &Call) -> bool {
 /// give the same bits for a u64 and the `i64` holding it, and the sign-dependent kernels that
 /// read the declared input types from [`KernelContext::inputs`](super::KernelContext::inputs).
 pub fn reads_u64(op: &Op) -> bool {
-    use ordo_ir::op::ScatterReduction;
     matches!(
         op,
         Op::Input
@@ -91,7 +90,16 @@ pub fn reads_u64(op: &Op) -> bool {
             | Op::Where
             | Op::Cast { .. }
             | Op::BitCast { .. }
-            | Op::Reshape { .. }
+    ) || moves_elements(op)
+}
+
+/// Whether `op` only moves elements to other places (or copies), their bits unchanged, so its
+/// kernel is right for any values its storage holds.
+fn moves_elements(op: &Op) -> bool {
+    use ordo_ir::op::ScatterReduction;
+    matches!(
+        op,
+        Op::Reshape { .. }
             | Op::Transpose { .. }
             | Op::Slice { .. }
             | Op::Expand { .. }
@@ -111,24 +119,8 @@ pub fn reads_u64(op: &Op) -> bool {
 /// it feeds, and the strings it compares the outputs with, in one table), so a string may
 /// enter the graph only as an input: a string constant or parameter would need that table.
 pub fn reads_strings(op: &Op) -> bool {
-    use ordo_ir::op::{CompareKind, ScatterReduction};
-    matches!(
-        op,
-        Op::Input
-            | Op::Compare(CompareKind::Equal)
-            | Op::Where
-            | Op::Reshape { .. }
-            | Op::Transpose { .. }
-            | Op::Slice { .. }
-            | Op::Expand { .. }
-            | Op::Concat { .. }
-            | Op::Gather { .. }
-            | Op::GatherElements { .. }
-            | Op::GatherNd
-            | Op::Tile { .. }
-            | Op::ScatterNd { reduction: ScatterReduction::None }
-            | Op::ScatterElements { reduction: ScatterReduction::None, .. }
-    )
+    use ordo_ir::op::CompareKind;
+    matches!(op, Op::Input | Op::Compare(CompareKind::Equal) | Op::Where) || moves_elements(op)
 }
 
 /// Whether the storage gives back the bits of a `dtype` value, which a `BitCast` reads: not for
