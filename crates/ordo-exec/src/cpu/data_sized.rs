@@ -1,7 +1,8 @@
 //! Kernels of the ops whose output size depends on the values ([`ordo_ir::op`]'s data-sized
-//! ops: `Range`, `NonZero`, `NonMaxSuppression`, `Unique`). The plan fixes each output's size (the size
-//! the file declares); each kernel computes what the values give and checks it against that
-//! size, so other values are an error naming them, never a tensor of another size.
+//! ops: `Range`, `NonZero`, `NonMaxSuppression`, `Unique`). The plan fixes each output's size
+//! (the size the file declares); each kernel computes what the values give and checks it
+//! against that size, so other values are an error naming them, never a tensor of another
+//! size.
 
 use ordo_ir::Op;
 use std::cmp::Ordering;

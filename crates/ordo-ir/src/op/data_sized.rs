@@ -1,7 +1,8 @@
 //! Ops whose output size depends on the values of their inputs: `Range`, `NonZero`,
-//! `NonMaxSuppression` and `Unique`. ordo plans static shapes, so each carries the size its output is
-//! planned at (the size an ONNX file declares for it), and its kernel checks that the run's
-//! values give that size: other values are an error, never a tensor of another size.
+//! `NonMaxSuppression` and `Unique`. ordo plans static shapes, so each carries the size its
+//! output is planned at (the size an ONNX file declares for it), and its kernel checks that
+//! the run's values give that size: other values are an error, never a tensor of another
+//! size.
 
 use serde::{Deserialize, Serialize};
 

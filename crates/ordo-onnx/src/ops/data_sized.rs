@@ -1,7 +1,7 @@
 //! Operators whose output size depends on the values: `Range` of run-time bounds, `NonZero`,
-//! `NonMaxSuppression` and `Unique`. Each is planned at the size the file declares for its output (as
-//! the import plans the other data-dependent sizes) and runs as the IR's data-sized op, whose
-//! kernel checks at run time that the values give that size. Without a declared size (or,
+//! `NonMaxSuppression` and `Unique`. Each is planned at the size the file declares for its
+//! output (as the import plans the other data-dependent sizes) and runs as the IR's data-sized
+//! op, whose kernel checks at run time that the values give that size. Without a declared size (or,
 //! for `NonMaxSuppression`, with run-time thresholds) they fall to the generic rule, which
 //! plans them at their largest or refuses them; a `Range` of constants folds there.
 
