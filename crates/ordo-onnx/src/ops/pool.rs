@@ -2,7 +2,7 @@
 //! written as IR ops.
 
 use ordo_ir::op::{Pool2d, PoolNd, Reduce, ReduceKind, UnaryOp};
-use ordo_ir::{DType, Op, TensorFact};
+use ordo_ir::{DType, Op, OutletId, TensorFact};
 
 use super::indexed::{coordinates, index_buffer};
 use super::{Outputs, one, reshape_op};
@@ -14,7 +14,7 @@ use crate::value::Value;
 
 /// `MaxPool` and `AveragePool`: the IR's 2-D ops over NCHW input with a symmetric window
 /// (the common case), else its N-d `Pool` (1-D, 3-D, dilations, uneven or `SAME` padding).
-/// `MaxPool`'s indices output, where read, is [`max_pool_indices`].
+/// `MaxPool`'s indices output, where read, is computed as [`IndexTables`] says.
 pub(crate) fn pool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let fact = ctx.fact_of(node, &ctx.input(node, 0)?)?;
     if fact.rank() < 3 {
@@ -27,8 +27,10 @@ pub(crate) fn pool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
         other => return Err(node.malformed(format!("storage_order {other}: expected 0 or 1"))),
     };
     let p = window_nd(node, &fact.shape[2..], node.op_type() == "MaxPool")?;
-    let indices = match node.output_named(1) {
-        true => Some(max_pool_indices(ctx, node, &fact, &p, column_major)?),
+    // Built before anything is emitted: tables too large are refused while the generic rule
+    // can still plan the node.
+    let tables = match node.output_named(1) {
+        true => Some(IndexTables::of(node, &fact, &p, column_major)?),
         false => None,
     };
     let mut x = ctx.wire(node, 0)?;
@@ -39,6 +41,10 @@ pub(crate) fn pool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
         let cast = Op::cast(ordo_ir::DType::F32);
         x = ctx.emit(&format!("{}.f32", node.name), cast, &[x], Vec::new())?[0];
     }
+    let indices = match tables {
+        Some(tables) => Some(tables.emit(ctx, node, x, &fact)?),
+        None => None,
+    };
     let symmetric = p.pads[..2] == p.pads[2..];
     let op = if fact.rank() == 4
         && p.dilation == [1, 1]
@@ -73,91 +79,119 @@ pub(crate) fn pool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
 /// those inside first (a tie with the outside goes inside); the first maximum's place in its
 /// window (`ArgMax`); that place's position from a second table; plus each plane's offset.
 /// Integers and narrow floats are compared in f32, which holds their order.
-fn max_pool_indices(
-    ctx: &mut Ctx<'_>,
-    node: &Node<'_>,
-    fact: &TensorFact,
-    p: &PoolNd,
-    column_major: bool,
-) -> OnnxResult<Value> {
-    let (batch, channels, spatial) = (fact.shape[0], fact.shape[1], &fact.shape[2..]);
-    let out: Vec<usize> = (0..spatial.len())
-        .map(|d| p.out_len(d, spatial[d]))
-        .collect::<Option<_>>()
-        .ok_or_else(|| node.shape_error(format!("the window does not fit the input {fact}")))?;
-    let plane: usize = spatial.iter().product();
-    let (windows, window): (usize, usize) = (out.iter().product(), p.kernel.iter().product());
-    if (windows as u64).saturating_mul(window as u64) > crate::tensor::MAX_FOLD {
-        return Err(node.unsupported("its indices' tables would be too large to build at import"));
-    }
-    // Strides of a flat position over the spatial dims, in either order.
-    let strides = |reversed: bool| {
-        let mut strides = vec![1i64; spatial.len()];
-        let order: Vec<usize> = match reversed {
-            false => (0..spatial.len()).rev().collect(),
-            true => (0..spatial.len()).collect(),
-        };
-        let mut step = 1i64;
-        for d in order {
-            strides[d] = step;
-            step *= spatial[d] as i64;
+struct IndexTables {
+    /// The output's spatial dims.
+    out: Vec<usize>,
+    /// Elements of one input plane.
+    plane: usize,
+    /// Output positions, and elements of one window.
+    windows: usize,
+    window: usize,
+    /// Per window (`[windows, window]`): the row-major position in the plane of each element
+    /// inside the input, then `plane` (the appended -inf) for each outside.
+    gathered: Vec<i64>,
+    /// The same entries as the output numbers them (`-1` outside).
+    numbered: Vec<i64>,
+}
+
+impl IndexTables {
+    /// The tables of a pooling `p` over input `fact`.
+    fn of(node: &Node<'_>, fact: &TensorFact, p: &PoolNd, column_major: bool) -> OnnxResult<Self> {
+        let spatial = &fact.shape[2..];
+        let out: Vec<usize> = (0..spatial.len())
+            .map(|d| p.out_len(d, spatial[d]))
+            .collect::<Option<_>>()
+            .ok_or_else(|| node.shape_error(format!("the window does not fit the input {fact}")))?;
+        let plane: usize = spatial.iter().product();
+        let (windows, window): (usize, usize) = (out.iter().product(), p.kernel.iter().product());
+        if (windows as u64).saturating_mul(window as u64) > crate::tensor::MAX_FOLD {
+            return Err(
+                node.unsupported("its indices' tables would be too large to build at import")
+            );
         }
-        strides
-    };
-    let (row_major, numbering) = (strides(false), strides(column_major));
-    let (mut gathered, mut numbered) = (Vec::new(), Vec::new());
-    for o in 0..windows {
-        let at = coordinates(o, &out);
-        let (mut inside, mut outside) = (Vec::new(), 0);
-        for k in 0..window {
-            let offset = coordinates(k, &p.kernel);
-            let position: Option<Vec<i64>> = (0..spatial.len())
-                .map(|d| {
-                    let i =
-                        (at[d] * p.stride[d] + offset[d] * p.dilation[d]) as i64 - p.pads[d] as i64;
-                    (0..spatial[d] as i64).contains(&i).then_some(i)
-                })
-                .collect();
-            match position {
-                Some(i) => {
-                    let flat = |s: &[i64]| i.iter().zip(s).map(|(a, b)| a * b).sum::<i64>();
-                    inside.push((flat(&row_major), flat(&numbering)));
-                }
-                None => outside += 1,
+        // Strides of a flat position over the spatial dims, in either order.
+        let strides = |reversed: bool| {
+            let mut strides = vec![1i64; spatial.len()];
+            let order: Vec<usize> = match reversed {
+                false => (0..spatial.len()).rev().collect(),
+                true => (0..spatial.len()).collect(),
+            };
+            let mut step = 1i64;
+            for d in order {
+                strides[d] = step;
+                step *= spatial[d] as i64;
             }
+            strides
+        };
+        let (row_major, numbering) = (strides(false), strides(column_major));
+        let (mut gathered, mut numbered) = (Vec::new(), Vec::new());
+        for o in 0..windows {
+            let at = coordinates(o, &out);
+            let (mut inside, mut outside) = (Vec::new(), 0);
+            for k in 0..window {
+                let offset = coordinates(k, &p.kernel);
+                let position: Option<Vec<i64>> = (0..spatial.len())
+                    .map(|d| {
+                        let i = (at[d] * p.stride[d] + offset[d] * p.dilation[d]) as i64
+                            - p.pads[d] as i64;
+                        (0..spatial[d] as i64).contains(&i).then_some(i)
+                    })
+                    .collect();
+                match position {
+                    Some(i) => {
+                        let flat = |s: &[i64]| i.iter().zip(s).map(|(a, b)| a * b).sum::<i64>();
+                        inside.push((flat(&row_major), flat(&numbering)));
+                    }
+                    None => outside += 1,
+                }
+            }
+            let (g, n): (Vec<i64>, Vec<i64>) = inside.into_iter().unzip();
+            gathered.extend(g.into_iter().chain(std::iter::repeat_n(plane as i64, outside)));
+            numbered.extend(n.into_iter().chain(std::iter::repeat_n(-1, outside)));
         }
-        let (g, n): (Vec<i64>, Vec<i64>) = inside.into_iter().unzip();
-        gathered.extend(g.into_iter().chain(std::iter::repeat_n(plane as i64, outside)));
-        numbered.extend(n.into_iter().chain(std::iter::repeat_n(-1, outside)));
+        Ok(Self { out, plane, windows, window, gathered, numbered })
     }
-    let mut x = ctx.wire(node, 0)?;
-    if fact.dtype != DType::F32 {
-        x = ctx.emit_part(node, "indices.f32", Op::cast(DType::F32), &[x])?;
+
+    /// The indices of the pooling of `x` (the input, or its f32 cast), as IR nodes.
+    fn emit(
+        self,
+        ctx: &mut Ctx<'_>,
+        node: &Node<'_>,
+        mut x: OutletId,
+        fact: &TensorFact,
+    ) -> OnnxResult<Value> {
+        let Self { out, plane, windows, window, gathered, numbered } = self;
+        let (batch, channels) = (fact.shape[0], fact.shape[1]);
+        if ctx.graph.fact(x).is_some_and(|f| f.dtype != DType::F32) {
+            x = ctx.emit_part(node, "indices.f32", Op::cast(DType::F32), &[x])?;
+        }
+        let flat =
+            ctx.emit_part(node, "indices.flat", reshape_op(&[batch, channels, plane]), &[x])?;
+        let lowest = ConstTensor {
+            elem: code::FLOAT,
+            shape: vec![batch, channels, 1],
+            data: ConstData::Splat(f64::NEG_INFINITY),
+        };
+        let lowest = ctx.buffer(node, &format!("{}.indices.outside", node.name), &lowest)?;
+        let padded =
+            ctx.emit_part(node, "indices.padded", Op::Concat { axis: 2 }, &[flat, lowest])?;
+        let table = index_buffer(ctx, node, "indices.windows", vec![windows, window], gathered)?;
+        let elements =
+            ctx.emit_part(node, "indices.elements", Op::Gather { axis: 2 }, &[padded, table])?;
+        let argmax = Op::ArgExtreme { max: true, axis: 3, keepdims: false, select_last: false };
+        let first = ctx.emit_part(node, "indices.first", argmax, &[elements])?;
+        let rows: Vec<i64> = (0..windows).map(|o| (o * window) as i64).collect();
+        let rows = index_buffer(ctx, node, "indices.rows", vec![windows], rows)?;
+        let entry = ctx.emit_part(node, "indices.entry", Op::Add, &[first, rows])?;
+        let numbers = index_buffer(ctx, node, "indices.numbers", vec![windows * window], numbered)?;
+        let picked =
+            ctx.emit_part(node, "indices.picked", Op::Gather { axis: 0 }, &[numbers, entry])?;
+        let planes: Vec<i64> = (0..batch * channels).map(|c| (c * plane) as i64).collect();
+        let planes = index_buffer(ctx, node, "indices.planes", vec![batch, channels, 1], planes)?;
+        let counted = ctx.emit_part(node, "indices.counted", Op::Add, &[picked, planes])?;
+        let shape: Vec<usize> = [batch, channels].into_iter().chain(out).collect();
+        ctx.emit_value(&format!("{}:1", node.name), reshape_op(&shape), &[counted])
     }
-    let flat = ctx.emit_part(node, "indices.flat", reshape_op(&[batch, channels, plane]), &[x])?;
-    let lowest = ConstTensor {
-        elem: code::FLOAT,
-        shape: vec![batch, channels, 1],
-        data: ConstData::Splat(f64::NEG_INFINITY),
-    };
-    let lowest = ctx.buffer(node, &format!("{}.indices.outside", node.name), &lowest)?;
-    let padded = ctx.emit_part(node, "indices.padded", Op::Concat { axis: 2 }, &[flat, lowest])?;
-    let table = index_buffer(ctx, node, "indices.windows", vec![windows, window], gathered)?;
-    let elements =
-        ctx.emit_part(node, "indices.elements", Op::Gather { axis: 2 }, &[padded, table])?;
-    let argmax = Op::ArgExtreme { max: true, axis: 3, keepdims: false, select_last: false };
-    let first = ctx.emit_part(node, "indices.first", argmax, &[elements])?;
-    let rows: Vec<i64> = (0..windows).map(|o| (o * window) as i64).collect();
-    let rows = index_buffer(ctx, node, "indices.rows", vec![windows], rows)?;
-    let entry = ctx.emit_part(node, "indices.entry", Op::Add, &[first, rows])?;
-    let numbers = index_buffer(ctx, node, "indices.numbers", vec![windows * window], numbered)?;
-    let picked =
-        ctx.emit_part(node, "indices.picked", Op::Gather { axis: 0 }, &[numbers, entry])?;
-    let planes: Vec<i64> = (0..batch * channels).map(|c| (c * plane) as i64).collect();
-    let planes = index_buffer(ctx, node, "indices.planes", vec![batch, channels, 1], planes)?;
-    let counted = ctx.emit_part(node, "indices.counted", Op::Add, &[picked, planes])?;
-    let shape: Vec<usize> = [batch, channels].into_iter().chain(out).collect();
-    ctx.emit_value(&format!("{}:1", node.name), reshape_op(&shape), &[counted])
 }
 
 /// The window of an N-d pooling over spatial dims of `spatial` sizes.
