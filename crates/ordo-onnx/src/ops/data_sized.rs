@@ -31,16 +31,27 @@ fn emit_sized(
     let values = (0..inputs).map(|i| ctx.input(node, i)).collect::<OnnxResult<Vec<_>>>()?;
     let facts = values.iter().map(|v| ctx.fact_of(node, v)).collect::<OnnxResult<Vec<_>>>()?;
     let refs: Vec<_> = facts.iter().collect();
-    let inferred = op.infer(&refs).map_err(|m| node.shape_error(m))?;
-    if &inferred[0] != declared {
-        return Err(node.shape_error(format!(
-            "the file declares its output {declared}, its inputs give {}",
-            inferred[0]
-        )));
-    }
+    check_declared(node, &op, &refs, 0, declared)?;
     let wires = (0..inputs).map(|i| ctx.wire(node, i)).collect::<OnnxResult<Vec<_>>>()?;
     ctx.sized_by_file.push(node.name.clone());
     one(ctx.emit_value(&node.name, op, &wires)?)
+}
+
+/// Checks that `op` over inputs `facts` gives the fact the file declares for output `k`.
+fn check_declared(
+    node: &Node<'_>,
+    op: &Op,
+    facts: &[&TensorFact],
+    k: usize,
+    declared: &TensorFact,
+) -> OnnxResult<()> {
+    let inferred = op.infer(facts).map_err(|m| node.shape_error(m))?.remove(0);
+    if &inferred != declared {
+        return Err(node.shape_error(format!(
+            "the file declares output {k} {declared}, its inputs give {inferred}"
+        )));
+    }
+    Ok(())
 }
 
 /// Whether every input is a constant (the generic rule folds the node).
@@ -123,17 +134,17 @@ pub(crate) fn unique(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
     }
     .ok_or_else(|| node.unsupported("no declared size"))?;
     let sorted = node.int("sorted", 1)? != 0;
+    let ops: Vec<Op> = read
+        .iter()
+        .zip(&declared)
+        .map(|(&k, want)| {
+            let op = Op::Unique(Unique { axis, sorted, count, part: parts[k] });
+            check_declared(node, &op, &[&fact], k, want).map(|()| op)
+        })
+        .collect::<OnnxResult<_>>()?;
     let x = ctx.wire(node, 0)?;
     let mut outputs = vec![None; node.num_outputs().min(4)];
-    for (&k, want) in read.iter().zip(&declared) {
-        let op = Op::Unique(Unique { axis, sorted, count, part: parts[k] });
-        let inferred = op.infer(&[&fact]).map_err(|m| node.shape_error(m))?;
-        if &inferred[0] != want {
-            return Err(node.shape_error(format!(
-                "the file declares output {k} {want}, the input gives {}",
-                inferred[0]
-            )));
-        }
+    for (&k, op) in read.iter().zip(ops) {
         outputs[k] = Some(ctx.emit_value(&format!("{}:{k}", node.name), op, &[x])?);
     }
     ctx.sized_by_file.push(node.name.clone());
