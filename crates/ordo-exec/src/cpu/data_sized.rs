@@ -103,16 +103,16 @@ pub(crate) fn non_max_suppression(
     c.expect_params(0)?;
     let out = c.infer(op, &c.input_facts())?;
     let (boxes, scores) = (c.input_f32(0)?, c.input_f32(1)?);
-    let (batches, classes, count) =
+    let (batches, classes, boxes_each) =
         (c.inputs[1].shape()[0], c.inputs[1].shape()[1], c.inputs[1].shape()[2]);
     let mut rows = Vec::new();
     for b in 0..batches {
-        let corners: Vec<[f32; 4]> = (0..count)
-            .map(|i| extent(&boxes[(b * count + i) * 4..][..4], n.center_point_box))
+        let corners: Vec<[f32; 4]> = (0..boxes_each)
+            .map(|i| extent(&boxes[(b * boxes_each + i) * 4..][..4], n.center_point_box))
             .collect();
         for class in 0..classes {
-            let scored = &scores[(b * classes + class) * count..][..count];
-            let mut candidates: Vec<usize> = (0..count)
+            let scored = &scores[(b * classes + class) * boxes_each..][..boxes_each];
+            let mut candidates: Vec<usize> = (0..boxes_each)
                 .filter(|&i| n.score_threshold.is_none_or(|t| f64::from(scored[i]) > t))
                 .collect();
             // Descending score, ties by the lower index (a stable sort of the ascending indices).
