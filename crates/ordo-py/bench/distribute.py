@@ -93,25 +93,32 @@ def overhead(model, x, profiled, reps: int) -> tuple[float, float, float]:
     return statistics.median(a), statistics.median(b), ratio - 1
 
 
-def wrapper_cost_us(layers: int = 300, reps: int = 30) -> float:
-    """The wrappers' own cost per layer call, in µs: a chain of tiny layers, with and without
-    them, without gradients (so that the layers themselves cost almost nothing)."""
+def wrapper_cost_us(layers: int = 300, reps: int = 1000) -> tuple[float, float]:
+    """The wrappers' own cost per layer call, in µs, without and with gradients: a chain of
+    tiny layers, with and without them, run in turns; the difference of the fastest runs of
+    each (the minimum is what this noisy machine repeats: medians of the same runs move by
+    several µs per layer from one process to the next)."""
     chain = torch.nn.Sequential(*[torch.nn.Linear(2, 2) for _ in range(layers)])
     x = torch.randn(1, 2)
     profiled = ot.profile(chain, x, reps=1, warmup=0)
     one = ot.Placement.of(profiled, dict.fromkeys(profiled.layers, 0))
     wrapped = ot.distribute(copy.deepcopy(chain), one)
 
-    def seconds(module) -> float:
+    def seconds(module, grad: bool) -> float:
         start = time.perf_counter()
-        with torch.no_grad():
+        with torch.set_grad_enabled(grad):
             module(x)
         return time.perf_counter() - start
 
-    plain = statistics.median(seconds(chain) for _ in range(reps))
-    distributed = statistics.median(seconds(wrapped) for _ in range(reps))
+    costs = []
+    for grad in (False, True):
+        plain, distributed = [], []
+        for _ in range(reps):
+            plain.append(seconds(chain, grad))
+            distributed.append(seconds(wrapped, grad))
+        costs.append((min(distributed) - min(plain)) / layers * 1e6)
     wrapped.close()
-    return (distributed - plain) / layers * 1e6
+    return costs[0], costs[1]
 
 
 def main() -> None:
@@ -121,8 +128,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=2)
     args = parser.parse_args()
     torch.manual_seed(0)
-    cost_us = wrapper_cost_us()
-    print(f"the wrappers cost {cost_us:.1f} us per layer call (a chain of 300 tiny layers)")
+    cost_us, cost_grad_us = wrapper_cost_us()
+    print(
+        f"the wrappers cost {cost_us:.1f} us per layer call, {cost_grad_us:.1f} us with "
+        f"gradients (a chain of 300 tiny layers)"
+    )
     errors = []
     for name in args.models.split(","):
         model, x, leaf = MODELS[name](name, args.batch)
@@ -160,7 +170,7 @@ def main() -> None:
         print(
             f"  one device: module {plain * 1e3:.1f} ms, distributed {wrapped * 1e3:.1f} ms per "
             f"step: median pair ratio {ratio:+.2%}; the wrappers' own cost "
-            f"{len(profiled.layers) * cost_us / (plain * 1e6):.2%} of the step"
+            f"{len(profiled.layers) * cost_grad_us / (plain * 1e6):.2%} of the step"
         )
     print(f"median |predicted - measured| / measured: {statistics.median(errors):.1%}")
 

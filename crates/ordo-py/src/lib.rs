@@ -8,6 +8,7 @@
 
 mod assign;
 mod data_parallel;
+mod host_step;
 mod model;
 mod planning;
 mod run;
@@ -56,6 +57,8 @@ fn _ordo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<planning::PyPlanned>()?;
     m.add_class::<planning::PyReport>()?;
     m.add_class::<run::PyRunner>()?;
+    m.add_class::<host_step::PyAssignerPlan>()?;
+    m.add_class::<host_step::PyHostStep>()?;
     m.add_function(wrap_pyfunction!(model::zoo_models, m)?)?;
     m.add_function(wrap_pyfunction!(planning::place, m)?)?;
     m.add_function(wrap_pyfunction!(planning::plan, m)?)?;

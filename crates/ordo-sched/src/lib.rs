@@ -37,6 +37,6 @@ pub use pipeline::{
 pub use plan::{
     Buffer, BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,
 };
-pub use reorder::{HostCriterion, LayerPlacement, threads};
+pub use reorder::{HostCriterion, HostWalk, LayerPlacement, PlacedLayers, threads};
 pub use steady::{step_suffix, unroll, unroll_graph};
 pub use validate::validate;

@@ -2,7 +2,9 @@
 //! simulation of the host and its threads that must never deadlock and must submit every
 //! device's layers in the placement's order.
 
-use ordo_sched::{HostCriterion, LayerPlacement, threads};
+use std::sync::Arc;
+
+use ordo_sched::{HostCriterion, HostWalk, LayerPlacement, PlacedLayers, threads};
 use proptest::prelude::*;
 
 /// Layer names `A`, `B`, ... to indices.
@@ -210,4 +212,123 @@ proptest! {
             prop_assert!(spawned.iter().all(|&s| !s), "{criterion:?}");
         }
     }
+}
+
+/// `isNotWaiting` as the seed defines it, evaluated afresh (no cache, plain recursion): `v` is
+/// reached, every layer before it on its device is reached, and nothing it waits for is
+/// waiting. A layer met again on the current path (a cycle) is waiting.
+fn naive_not_waiting(
+    v: usize,
+    reached: &[bool],
+    waits: &[Vec<usize>],
+    device_order: &[Vec<usize>],
+    device_of: &[usize],
+    path: &mut Vec<usize>,
+) -> bool {
+    let order = &device_order[device_of[v]];
+    let before = &order[..order.iter().position(|&l| l == v).unwrap()];
+    if !reached[v] || path.contains(&v) || before.iter().any(|&l| !reached[l]) {
+        return false;
+    }
+    path.push(v);
+    let ok = waits[v]
+        .iter()
+        .all(|&w| naive_not_waiting(w, reached, waits, device_order, device_of, path));
+    path.pop();
+    ok
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// The walk one layer at a time, with its cache, against the definitions evaluated afresh
+    /// at each layer: `isNotWaiting` (above), and the global criterion (every layer before it
+    /// in the global order reached, and everything it waits for). Each layer's arguments may
+    /// also come from an earlier-reached layer the profile did not list (`came_from`), and
+    /// half the cases reach the layers in any order at all (a profile whose graph is wrong).
+    #[test]
+    fn the_walk_agrees_with_the_definitions_evaluated_afresh(
+        (parents, device_of, global, code) in placed_graph(),
+        extra in proptest::collection::vec(any::<u8>(), 14),
+        any_order in any::<bool>(),
+    ) {
+        let mut code = code;
+        if any_order {
+            code.sort_by_key(|&l| (extra[l], l));
+        }
+        let devices = device_of.iter().max().map_or(1, |d| d + 1);
+        let mut device_order = vec![Vec::new(); devices];
+        for &l in &global {
+            device_order[device_of[l]].push(l);
+        }
+        let n = parents.len();
+        let placed = Arc::new(
+            PlacedLayers::new(parents.clone(), device_of.clone(), device_order.clone(), global.clone())
+                .unwrap(),
+        );
+        for criterion in [HostCriterion::GlobalTopo, HostCriterion::GpuTopo] {
+            let mut walk = HostWalk::new(placed.clone(), Some(criterion));
+            let mut reached = vec![false; n];
+            let mut waits = vec![Vec::new(); n];
+            for (i, &layer) in code.iter().enumerate() {
+                // Every third layer also reads an output of an earlier-reached layer.
+                let came_from: Vec<usize> =
+                    if i > 0 && extra[i] % 3 == 0 { vec![code[extra[i] as usize % i]] } else { vec![] };
+                let on_host = walk.reach(layer, &came_from).unwrap();
+                reached[layer] = true;
+                let mut expected_waits = parents[layer].clone();
+                let p = device_order[device_of[layer]].iter().position(|&l| l == layer).unwrap();
+                if p > 0 {
+                    expected_waits.push(device_order[device_of[layer]][p - 1]);
+                }
+                let g = global.iter().position(|&l| l == layer).unwrap();
+                if criterion == HostCriterion::GlobalTopo && g > 0 {
+                    expected_waits.push(global[g - 1]);
+                }
+                expected_waits.extend(came_from);
+                expected_waits.sort_unstable();
+                expected_waits.dedup();
+                prop_assert_eq!(walk.waits(layer), &expected_waits[..]);
+                waits[layer] = expected_waits;
+                let expected = match criterion {
+                    HostCriterion::GpuTopo => naive_not_waiting(
+                        layer, &reached, &waits, &device_order, &device_of, &mut Vec::new(),
+                    ),
+                    HostCriterion::GlobalTopo => {
+                        let prefix = global.iter().take_while(|&&l| reached[l]).count();
+                        let inside = |l: usize| global.iter().position(|&x| x == l).unwrap() < prefix;
+                        inside(layer) && waits[layer].iter().all(|&w| inside(w))
+                    }
+                };
+                prop_assert_eq!(on_host, expected, "{:?} at layer {}", criterion, layer);
+            }
+            prop_assert_eq!(walk.code_order(), &code[..]);
+            prop_assert!(walk.reach(code[0], &[]).is_err(), "reached twice");
+        }
+    }
+}
+
+/// Without reordering every layer runs on the host and waits for its graph parents only; a
+/// layer waiting for one the host has not reached is found by `unreached_dependency`.
+#[test]
+fn without_reordering_the_host_runs_everything_and_waits_for_parents() {
+    // A -> C, B -> C; device 0 runs C before A (a placement the code order does not follow).
+    let placed = PlacedLayers::new(
+        vec![vec![], vec![], vec![0, 1]],
+        vec![0, 1, 0],
+        vec![vec![2, 0], vec![1]],
+        vec![1, 2, 0],
+    );
+    // C before A on device 0 although C reads A: the placement check does not judge orders.
+    let placed = Arc::new(placed.unwrap());
+    let mut walk = HostWalk::new(placed.clone(), None);
+    assert!(walk.reach(0, &[]).unwrap());
+    assert_eq!(walk.waits(0), &[] as &[usize]);
+    assert!(walk.reach(2, &[]).unwrap());
+    assert_eq!(walk.waits(2), &[0, 1]);
+    // C waits for B, not reached: that is C's stuck dependency; A has submitted.
+    assert_eq!(walk.unreached_dependency(&[2], |l| l == 0), Some((2, 1)));
+    assert_eq!(walk.unreached_dependency(&[0], |_| false), None);
+    let mut reordered = HostWalk::new(placed, Some(HostCriterion::GpuTopo));
+    assert!(!reordered.reach(0, &[]).unwrap(), "A waits: C, before it on device 0, is not reached");
+    assert!(reordered.reach(7, &[]).is_err(), "out of range");
 }

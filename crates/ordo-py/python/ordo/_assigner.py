@@ -136,6 +136,8 @@ class _Assigner:
             self.devices = [
                 Worker(d) if parallel and d != on_host else Inline() for d in range(count)
             ]
+        # Per layer: its device runs it on the thread that submits it, at once.
+        self.runs_inline = [isinstance(self.devices[d], Inline) for d in self.plan.device_of]
         # The seed's tx/rx streams, and (tests) copies between logical devices on one GPU.
         self.transfers = TransferStreams()
         self.copy_between_logical_devices = False
@@ -146,22 +148,29 @@ class _Assigner:
         self.placement = placement
         self.wrapped: list[torch.nn.Module] = []  # their `forward` is an instance attribute
         modules = dict(module.named_modules())
-        for qualname in dict.fromkeys(layer.split("#")[0] for layer in self.plan.layers):
+        for index, qualname in enumerate(self.plan.modules):
             m = modules.get(qualname)
             if m is None:
                 message = f"the placement names layer `{qualname}`, which the module lacks"
                 raise ordo.OrdoError(message)
-            m.forward = self._wrapped(qualname, m.forward)
+            m.forward = self._wrapped(index, m)
             self.wrapped.append(m)
         if self.gpu:
             _move_to_devices(module, modules, self.plan, self.devices)
 
-    def _wrapped(self, qualname: str, forward: Callable) -> Callable:
+    def _wrapped(self, index: int, module: torch.nn.Module) -> Callable:
+        """``module.forward`` as a layer: the wrapped module number ``index`` of the plan.
+        Whether it writes its input (``inplace=True``) is read once, here, from its own
+        attributes (``getattr`` of one it lacks goes through ``nn.Module.__getattr__`` and an
+        AttributeError: a cost on every call)."""
+        forward = module.forward
+        inplace = module.__dict__.get("inplace") is True
+
         def wrapper(*args, **kwargs):
             step = self.step
             if step is None or threading.get_ident() != step.host:
                 return forward(*args, **kwargs)
-            return step.call(qualname, forward, args, kwargs)
+            return step.call(index, forward, args, kwargs, inplace)
 
         return wrapper
 
@@ -175,8 +184,8 @@ class _Assigner:
             finally:
                 step.unwatch()
             return step.finish(output)
-        except BaseException as error:
-            step.abort(error)
+        except BaseException:
+            step.abort()
             raise
         finally:
             self.step = None
@@ -198,9 +207,9 @@ def _move_to_devices(module, modules, plan: Plan, devices: list[GpuDevice]) -> N
     is an error: it can live on one GPU only."""
     module.to(devices[0].device)
     home: dict[str, torch.device] = {}
-    for layer in plan.layers:
+    for layer, d in zip(plan.layers, plan.device_of):
         qualname = layer.split("#")[0]
-        device = devices[plan.device_of[layer]].device
+        device = devices[d].device
         if home.setdefault(qualname, device) != device:
             raise ordo.OrdoError(
                 f"layer `{qualname}` is called on {home[qualname]} and on {device}: its "

@@ -220,3 +220,34 @@ def reorder_threads(
     global_order: list[str] | None = None,
 ) -> list[str]:
     """The layers the host leaves to wait on threads (Baechi-PyTorch's reordering)."""
+
+class AssignerPlan:
+    """A placement prepared for the Assigner's steps (``ordo.torch.distribute`` makes one);
+    a layer's index is its position in ``layers``."""
+
+    def __init__(
+        self,
+        layers: list[str],
+        parents: dict[str, list[str]],
+        device_of: dict[str, int],
+        device_order: list[list[str]],
+        global_order: list[str],
+    ) -> None: ...
+    @property
+    def modules(self) -> list[str]:
+        """The wrapped modules' qualified names; a module's index is what ``arrive`` takes."""
+    def step(self, reorder: bool, criterion: str) -> HostStep: ...
+
+class HostStep:
+    """One step's bookkeeping: the layers the host reached, their decisions, submissions."""
+
+    def arrive(self, module: int, came_from: list[int] | None = None) -> tuple[int, int]:
+        """The layer of this call of ``module`` and how it runs: 0 on the host now, 1 on the
+        host after ``wait_submitted``, 2 on a thread of its own."""
+    def wait_submitted(self, layer: int, timeout: float) -> bool:
+        """Until what ``layer`` waits for has submitted; False when the step failed."""
+    def mark_submitted(self, layer: int) -> None: ...
+    def release_unreached(self) -> None: ...
+    def fail(self) -> None: ...
+    def unreached_dependency(self, roots: list[int]) -> tuple[int, int] | None: ...
+    def code_order(self) -> list[str]: ...

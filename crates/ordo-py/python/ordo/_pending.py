@@ -81,9 +81,9 @@ class Pending:
 
     __slots__ = ("__weakref__", "_future", "_layers", "_step")
 
-    def __init__(self, future: Future, layers: frozenset[str], step: Any) -> None:
+    def __init__(self, future: Future, layers: frozenset[int], step: Any) -> None:
         self._future = future
-        self._layers = layers  # the layers it is computed from
+        self._layers = layers  # the layers it is computed from (indices into the step's plan)
         self._step = step  # the Assigner's step that defers operations on it
 
     @classmethod
@@ -108,7 +108,8 @@ class Pending:
         self._step.defer(_setitem, (self, key, value), {}, mutated=self)
 
     def __repr__(self) -> str:
-        return f"<ordo pending value from layers {sorted(self._layers)}>"
+        names = sorted(self._step.plan.layers[layer] for layer in self._layers)
+        return f"<ordo pending value from layers {names}>"
 
     # What Python must have now: the value itself.
     def __bool__(self) -> bool:

@@ -1,9 +1,12 @@
 """One step of the Assigner: the host reaching layers, the threads that wait, the work
 deferred between layers, and the end of the step (see ``ordo._assigner`` for the protocol).
 
-Locking: ``Step.cv`` guards ``submitted`` and ``error``; the threads that wait for
-submissions wait on it and every submission notifies it. The rest of ``Step`` is touched by
-the host thread only (the decisions, the reached layers, the futures and their readers).
+The bookkeeping of every layer call (which layer it is, whether the host submits it or a
+thread waits, the submissions and the waits for them) is ordo's Rust ``HostStep``, whose
+locking is written down in ``crates/ordo-py/src/host_step.rs``: threads waiting for
+submissions block there, with the interpreter's lock released. The rest of ``Step`` is touched
+by the host thread only (the futures and their readers, the watches). Layers are indices into
+``Plan.layers`` here.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from torch.overrides import TorchFunctionMode
 
 import ordo
 from ordo._cuda import GpuDevice, StreamOps, StreamStep
-from ordo._devices import Inline
+from ordo._ordo import AssignerPlan
 from ordo._pending import (
     Pending,
     capture,
@@ -33,48 +36,30 @@ from ordo._pending import (
 
 __all__ = ["HostWrites", "Plan", "Step"]
 
+# How a layer the host reaches runs (``HostStep.arrive``): on the host now, on the host once
+# what it waits for has submitted, or on a thread of its own that waits.
+_ON_HOST_AFTER_WAIT, _ON_THREAD = 1, 2
+
 
 class Plan:
-    """A placement as the Assigner looks it up: each layer's device, place in its device's
-    order, the layer before it there and in the global order, and its graph parents."""
+    """A placement as the Assigner looks it up: the layers (a layer's index is its place
+    here), each one's device and each device's order, and the Rust side's ``AssignerPlan``
+    (its ``modules`` are the wrapped modules' qualified names, in the order the wrappers pass
+    them)."""
 
     def __init__(self, placement) -> None:
         self.layers: list[str] = list(placement.layers)
-        self.device_of: dict[str, int] = dict(placement.device_of)
+        self.device_of: list[int] = [placement.device_of[layer] for layer in self.layers]
         self.device_order: list[list[str]] = [list(o) for o in placement.device_order]
-        self.parents: dict[str, frozenset[str]] = {
-            layer: frozenset(placement.parents.get(layer, ())) for layer in self.layers
-        }
-        self.position: dict[str, int] = {}
-        self.device_prev: dict[str, str | None] = {}
-        for order in self.device_order:
-            for i, layer in enumerate(order):
-                self.position[layer] = i
-                self.device_prev[layer] = order[i - 1] if i else None
-        self.global_order: list[str] = list(placement.global_order)
-        self.global_position = {layer: i for i, layer in enumerate(self.global_order)}
-        self._waits: dict[tuple[bool, str], dict[str, frozenset[str]]] = {}
-
-    def waits_of(self, reorder: bool, criterion: str) -> dict[str, frozenset[str]]:
-        """``waits`` of every layer, made once per setting (a layer call looks it up)."""
-        key = (reorder, criterion)
-        cached = self._waits.get(key)
-        if cached is None:
-            cached = self._waits[key] = {
-                layer: frozenset(self.waits(layer, reorder, criterion)) for layer in self.layers
-            }
-        return cached
-
-    def waits(self, layer: str, reorder: bool, criterion: str) -> set[str]:
-        """The layers ``layer`` waits for before it submits (Algorithm 1, lines 1-3)."""
-        waits = set(self.parents[layer])
-        if reorder:
-            if self.device_prev[layer] is not None:
-                waits.add(self.device_prev[layer])
-            g = self.global_position[layer]
-            if criterion == "global-topo" and g:
-                waits.add(self.global_order[g - 1])
-        return waits
+        parents = {layer: list(placement.parents.get(layer, ())) for layer in self.layers}
+        self.lookup = AssignerPlan(
+            self.layers,
+            parents,
+            dict(placement.device_of),
+            self.device_order,
+            list(placement.global_order),
+        )
+        self.modules: list[str] = self.lookup.modules
 
 
 class _Aborted(Exception):
@@ -115,33 +100,23 @@ class Step:
     def __init__(self, assigner) -> None:
         self.plan: Plan = assigner.plan
         self.devices = assigner.devices
-        self.reorder, self.criterion = assigner.reorder, assigner.criterion
-        self.waits_of = self.plan.waits_of(self.reorder, self.criterion)
+        self.runs_inline: list[bool] = assigner.runs_inline
+        self.core = self.plan.lookup.step(assigner.reorder, assigner.criterion)
         self.timeout = assigner.timeout
         self.host = threading.get_ident()
-        self.cv = threading.Condition()
-        self.submitted: set[str] = set()  # guarded by cv
-        self.error: BaseException | None = None  # guarded by cv
-        self.code_order: list[str] = []
-        self.reached: set[str] = set()
-        self.waits: dict[str, frozenset[str]] = {}
         self.threads: list[str] = []
-        self.not_waiting: set[str] = set()  # the isNotWaiting cache
-        self.prefix = [0] * len(self.plan.device_order)
-        self.global_prefix = 0
         self.futures: list[tuple[str, Future]] = []  # every value of the step, in order
         # Per value (its future): the deferred work that reads it, which an in-place write of
         # the value must wait for.
         self.readers: dict[Future, list[Future]] = {}
         # Per storage of a tensor the host holds: the deferred work that reads it, with the
         # layers it waits for; the host waits for it before writing that storage in place.
-        self.tensor_readers: dict[int, list[tuple[Future, frozenset[str]]]] = {}
+        self.tensor_readers: dict[int, list[tuple[Future, frozenset[int]]]] = {}
         self.in_layer = False  # the host is running a layer: its own operations are not watched
         # The watch on the host's in-place writes, from the step's first deferred work on
         # (before, nothing can read what the host writes): a torch function mode sends every
         # operation through torch's slow dispatch, so it is not on while nothing needs it.
         self.watch: HostWrites | None = None
-        self.calls: dict[str, int] = {}
         # On GPUs: the stream protocol, and its watch on the host's operations between layers
         # (from the start: any of them may read what a layer's stream produced).
         self.gpu: StreamStep | None = None
@@ -154,56 +129,57 @@ class Step:
 
     # -- the host reaches a layer ------------------------------------------------------------
 
-    def call(self, qualname: str, forward: Callable, args: tuple, kwargs: dict):
-        k = self.calls.get(qualname, 0)
-        self.calls[qualname] = k + 1
-        layer = qualname if k == 0 else f"{qualname}#{k}"
-        if layer not in self.plan.device_of:
-            raise ordo.OrdoError(
-                f"layer `{layer}` is not in the placement: the profile did not see this call "
-                f"(a branch or a call count the example inputs did not take); profile with "
-                f"inputs that take it"
-            )
-        if layer in self.reached:
-            raise ordo.OrdoError(f"layer `{layer}` reached twice in one step")
+    def call(self, module: int, forward: Callable, args: tuple, kwargs: dict, inplace: bool):
+        """The host calls wrapped module ``module`` (its index in ``Plan.modules``);
+        ``inplace``: the module writes its first argument (``inplace=True``)."""
         # The common case first: tensors the host holds, nothing pending.
-        plain = not kwargs and all(type(a) is torch.Tensor for a in args)
-        leaves = [] if plain else pending_leaves((args, kwargs))
-        after = [p._future for p in leaves]
-        came_from = set().union(*(p._layers for p in leaves)) if leaves else set()
-        # A layer that writes its input (`inplace=True`) comes after what read it before.
-        # `inplace` from the module's own attributes: `getattr` of one it lacks goes through
-        # nn.Module.__getattr__ and an AttributeError, a cost on every layer call.
-        module = getattr(forward, "__self__", None)
-        inplace = getattr(module, "__dict__", {}).get("inplace") is True
-        written = args[0] if args and inplace else None
-        if isinstance(written, Pending):
-            after += self.readers.get(written._future, [])
-        elif isinstance(written, torch.Tensor):
-            self.before_host_write(written)
-        self._reach(layer)
+        plain = not kwargs
+        if plain:
+            for a in args:
+                if type(a) is not torch.Tensor:
+                    plain = False
+                    break
+        if plain:
+            leaves: list[Pending] = []
+            after: list[Future] = []
+            came_from = None
+        else:
+            leaves = pending_leaves((args, kwargs))
+            after = [p._future for p in leaves]
+            came_from = list(frozenset().union(*(p._layers for p in leaves))) if leaves else None
+        # A layer that writes its input comes after what read it before.
+        written = None
+        if inplace and args:
+            written = args[0]
+            if isinstance(written, Pending):
+                after += self.readers.get(written._future, [])
+            elif isinstance(written, torch.Tensor):
+                self.before_host_write(written)
+        layer, how = self.core.arrive(module, came_from)
+        if how != _ON_THREAD and not after and self.runs_inline[layer]:
+            # The common case, kept cheap: it runs here, now, on values the host has.
+            if how == _ON_HOST_AFTER_WAIT:
+                self._wait_submitted(layer)
+            if self.watch is None and self.gpu_ops is None:  # no mode to step aside
+                self.in_layer = True
+                try:
+                    value = forward(*args, **kwargs)
+                finally:
+                    self.in_layer = False
+            else:
+                with self._layer_on_host():
+                    value = forward(*args, **kwargs)
+            self.core.mark_submitted(layer)
+            return value
+        name = self.plan.layers[layer]
         device = self.devices[self.plan.device_of[layer]]
         if isinstance(device, GpuDevice):
-            forward = functools.partial(
-                self.gpu.launch, layer, device, forward, written is not None
-            )
-        waits = self.waits_of[layer]
-        if came_from:
-            waits = waits | (came_from - {layer})
-        self.waits[layer] = waits
-        on_host = not self.reorder or self._may_run_on_host(layer, waits)
-        if on_host and not after and isinstance(device, Inline):
-            # The common case, kept cheap: it runs here, now, on values the host has.
-            self._wait_submitted(layer, waits)
-            with self._layer_on_host():
-                value = forward(*args, **kwargs)
-            self._mark_submitted(layer)
-            return value
+            forward = functools.partial(self.gpu.launch, name, device, forward, written is not None)
         self._watch_host_writes()
         future: Future = Future()
-        self.futures.append((f"layer `{layer}`", future))
+        self.futures.append((f"layer `{name}`", future))
         self._read_by(leaves, future)
-        self._tensors_read_by((args, kwargs), future, frozenset(waits | {layer}))
+        self._tensors_read_by((args, kwargs), future, frozenset((layer,)))
         captured = capture((args, kwargs)) if leaves else (args, kwargs)
         if isinstance(written, Pending):  # it stands for the written value from now on
             written._future = future
@@ -215,20 +191,24 @@ class Step:
                 for f in after:
                     f.exception(timeout)  # ready (its error, if any, reaches us as an input)
             except FutureTimeout:
-                future.set_exception(ordo.OrdoError(f"layer `{layer}`: inputs not ready"))
+                future.set_exception(ordo.OrdoError(f"layer `{name}`: inputs not ready"))
                 return
             run_into(future, forward, *captured, grad, timeout, bool(leaves))
 
-        if on_host:
-            self._wait_submitted(layer, waits)
+        if how != _ON_THREAD:
+            if how == _ON_HOST_AFTER_WAIT:
+                self._wait_submitted(layer)
             with self._layer_on_host():
                 self._submit(layer, job)
-            return Pending(future, frozenset({layer}), self)
-        self.threads.append(layer)
-        threading.Thread(
-            target=self._deferred, args=(layer, waits, job, future), daemon=True
-        ).start()
-        return Pending(future, frozenset({layer}), self)
+            return Pending(future, frozenset((layer,)), self)
+        self.threads.append(name)
+        threading.Thread(target=self._deferred, args=(layer, job, future), daemon=True).start()
+        return Pending(future, frozenset((layer,)), self)
+
+    @property
+    def code_order(self) -> list[str]:
+        """The layers the host reached, in the order it reached them."""
+        return self.core.code_order()
 
     def _layer_on_host(self) -> _OnHost:
         """A layer runs on the host: its own operations are not watched (for in-place writes,
@@ -254,98 +234,24 @@ class Step:
             gpu_ops, self.gpu_ops = self.gpu_ops, None
             gpu_ops.__exit__(None, None, None)
 
-    def _reach(self, layer: str) -> None:
-        self.code_order.append(layer)
-        self.reached.add(layer)
-        device = self.plan.device_of[layer]
-        order = self.plan.device_order[device]
-        while self.prefix[device] < len(order) and order[self.prefix[device]] in self.reached:
-            self.prefix[device] += 1
-        order = self.plan.global_order
-        while self.global_prefix < len(order) and order[self.global_prefix] in self.reached:
-            self.global_prefix += 1
-
-    def _may_run_on_host(self, layer: str, waits: frozenset[str]) -> bool:
-        device = self.plan.device_of[layer]
-        if (
-            self.criterion == "gpu-topo"
-            and self.prefix[device] >= self.plan.position[layer]
-            and waits <= self.not_waiting
-        ):  # isNotWaiting from the cache alone: the usual case
-            self.not_waiting.add(layer)
-            return True
-        if self.criterion == "global-topo":
-            # Every layer before it in the global order has been reached, and so has every
-            # layer it waits for: all of them submit without the host.
-            position = self.plan.global_position
-            return all(position[w] < self.global_prefix for w in waits | {layer})
-        return self._is_not_waiting(layer)
-
-    def _is_not_waiting(self, layer: str) -> bool:
-        """``isNotWaiting``: (1) every layer before it on its device reached, (2) the one just
-        before it not waiting, (3) nothing else it waits for waiting; found true, cached. A
-        depth-first walk with an explicit stack (no recursion limit on long chains)."""
-        visiting: set[str] = set()
-        stack: list[tuple[str, list[str]]] = []
-
-        def enter(v: str) -> bool:
-            if v in self.not_waiting:
-                return True
-            device = self.plan.device_of[v]
-            if v not in self.reached or self.prefix[device] < self.plan.position[v]:
-                return False
-            if v in visiting:  # a cycle: it would wait forever
-                return False
-            visiting.add(v)
-            stack.append((v, list(self.waits[v])))
-            return True
-
-        if not enter(layer):
-            return False
-        while stack:
-            v, deps = stack[-1]
-            if deps:
-                if not enter(deps.pop()):
-                    return False
-            else:
-                self.not_waiting.add(v)
-                stack.pop()
-        return True
-
-    def _deferred(self, layer: str, waits: frozenset[str], job: Callable, future: Future) -> None:
+    def _deferred(self, layer: int, job: Callable, future: Future) -> None:
         """A layer's thread: waits until it may submit, then submits."""
         try:
-            self._wait_submitted(layer, waits)
+            self._wait_submitted(layer)
             self._submit(layer, job)
         except BaseException as error:  # noqa: BLE001 - the host raises it from `finish`
             if not future.done():
                 future.set_exception(error)
 
-    def _wait_submitted(self, layer: str, waits: frozenset[str]) -> None:
-        # Without the lock first: `submitted` only grows, and a set's membership test is
-        # atomic under the interpreter lock; a stale answer falls through to the wait.
-        if waits <= self.submitted:
-            return
-        with self.cv:
-            ready = self.cv.wait_for(
-                lambda: self.error is not None or waits <= self.submitted, self.timeout
-            )
-            if self.error is not None:
-                raise _Aborted(f"layer `{layer}`: the step failed")
-            if not ready:
-                missing = sorted(waits - self.submitted)
-                raise ordo.OrdoError(
-                    f"layer `{layer}` waited {self.timeout:g} s for layers {missing} to start"
-                )
+    def _wait_submitted(self, layer: int) -> None:
+        """Until what ``layer`` waits for has submitted (an ``OrdoError`` after the timeout;
+        ``_Aborted`` when the step failed meanwhile)."""
+        if not self.core.wait_submitted(layer, self.timeout):
+            raise _Aborted(f"layer `{self.plan.layers[layer]}`: the step failed")
 
-    def _submit(self, layer: str, job: Callable) -> None:
+    def _submit(self, layer: int, job: Callable) -> None:
         self.devices[self.plan.device_of[layer]].submit(job)
-        self._mark_submitted(layer)
-
-    def _mark_submitted(self, layer: str) -> None:
-        with self.cv:
-            self.submitted.add(layer)
-            self.cv.notify_all()
+        self.core.mark_submitted(layer)
 
     # -- operations between layers -----------------------------------------------------------
 
@@ -395,7 +301,7 @@ class Step:
         for p in leaves:
             self.readers.setdefault(p._future, []).append(reader)
 
-    def _tensors_read_by(self, tree, reader: Future, layers: frozenset[str]) -> None:
+    def _tensors_read_by(self, tree, reader: Future, layers: frozenset[int]) -> None:
         """Records that deferred work ``reader`` (waiting for ``layers``) reads the tensors the
         host holds in ``tree``."""
 
@@ -451,28 +357,18 @@ class Step:
 
     def _unreached_dependency(self, layers) -> tuple[str, str] | None:
         """A layer of ``layers`` that cannot submit yet, with the unreached layer it waits
-        for, or None when all of them will submit without the host going further."""
-        for root in layers:
-            seen: set[str] = set()
-            stack = [root]
-            while stack:
-                v = stack.pop()
-                if v in seen or v in self.submitted:
-                    continue
-                seen.add(v)
-                if v not in self.reached:
-                    return root, v
-                stack.extend(self.waits[v])
-        return None
+        for (by name), or None when all of them will submit without the host going further."""
+        found = self.core.unreached_dependency(list(layers))
+        if found is None:
+            return None
+        return self.plan.layers[found[0]], self.plan.layers[found[1]]
 
     # -- the end of the step -----------------------------------------------------------------
 
     def finish(self, output):
         """Releases the layers not reached, waits for everything of the step, and returns the
         output with its values ready."""
-        with self.cv:
-            self.submitted |= set(self.plan.layers) - self.reached
-            self.cv.notify_all()
+        self.core.release_unreached()
         first = None
         for what, future in self.futures:
             try:
@@ -490,12 +386,10 @@ class Step:
         output = resolve(capture(output), self.timeout)
         return output if self.gpu is None else self.gpu.finish(output)
 
-    def abort(self, error: BaseException) -> None:
+    def abort(self) -> None:
         """The host failed: every waiting layer gives up, and the step's work is waited for so
         that nothing of it runs into the next step."""
-        with self.cv:
-            self.error = error
-            self.cv.notify_all()
+        self.core.fail()
         for _, future in self.futures:
             try:
                 future.exception(self.timeout)

@@ -1,0 +1,325 @@
+//! The Assigner's bookkeeping per layer call, in Rust (`ordo._ordo.AssignerPlan` and
+//! `HostStep`, used by `ordo._step`): which placed layer a call is, whether the host submits
+//! it itself or leaves it to a thread ([`HostWalk`]), and which layers have submitted, with
+//! the waits for them. Every layer call of a distributed module comes here twice (`arrive`,
+//! then `mark_submitted`), so this is on the per-layer cost that the wrappers add to a step
+//! (the same bookkeeping in Python cost 2.3-2.6x more per layer call: doc/python.md).
+//!
+//! Threads and locking. The host thread (the one running the model's `forward`) reaches the
+//! layers: `arrive`, `unreached_dependency`, `release_unreached` and `code_order` are called
+//! on it only, and the walk lives in `host` (a mutex that is never contended, there so that
+//! the class is `Sync` as a frozen Python class must be). `submissions` is shared: layers
+//! submit from the host and from the threads of waiting layers (`mark_submitted`), those
+//! threads block in `wait_submitted` (on `submitted_changed`, with the interpreter's lock
+//! released), and `fail` wakes them when the step has failed. Every change of `submissions`
+//! is made under its mutex and followed, while still under it, by `notify_all` when a thread
+//! is waiting (`Submissions::waiting`, counted under the mutex before the thread sleeps), and
+//! every wait re-checks its condition under the mutex, so no wake-up is lost; the mutex
+//! orders the writes before the reads. A method that takes both mutexes takes `host` first.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use ordo::stages::sched::{HostCriterion, HostWalk, PlacedLayers};
+use pyo3::prelude::*;
+
+use crate::{error, usage};
+
+/// A placement as the Assigner looks it up in every step: the layers by index, and for each
+/// wrapped module (its qualified name) the layer of each of its calls in a step.
+struct Lookup {
+    names: Vec<String>,
+    /// Per wrapped module: its qualified name and the layer of its `k`-th call in a step
+    /// (`name` for the first, `name#k` after).
+    calls: Vec<(String, Vec<Option<usize>>)>,
+    layers: Arc<PlacedLayers>,
+}
+
+/// A placement prepared for the Assigner's steps (one per distributed module).
+#[pyclass(name = "AssignerPlan", module = "ordo", frozen)]
+pub struct PyAssignerPlan {
+    lookup: Arc<Lookup>,
+}
+
+#[pymethods]
+impl PyAssignerPlan {
+    /// `layers` in any order (a layer's index is its position here), each one's graph
+    /// `parents` and device (`device_of`), each device's order and the global order.
+    #[new]
+    fn new(
+        layers: Vec<String>,
+        parents: HashMap<String, Vec<String>>,
+        device_of: HashMap<String, usize>,
+        device_order: Vec<Vec<String>>,
+        global_order: Vec<String>,
+    ) -> PyResult<Self> {
+        let index: HashMap<&str, usize> =
+            layers.iter().enumerate().map(|(i, name)| (name.as_str(), i)).collect();
+        if index.len() != layers.len() {
+            return Err(usage("the placement names a layer twice"));
+        }
+        let id = |name: &str, what: &str| {
+            index.get(name).copied().ok_or_else(|| {
+                usage(format!("{what} names layer `{name}`, which the placement lacks"))
+            })
+        };
+        let ids = |names: &[String], what: &str| -> PyResult<Vec<usize>> {
+            names.iter().map(|name| id(name, what)).collect()
+        };
+        let mut parent_ids = vec![Vec::new(); layers.len()];
+        for (layer, ps) in &parents {
+            parent_ids[id(layer, "parents")?] = ids(ps, "parents")?;
+        }
+        let device_ids: Vec<usize> = layers
+            .iter()
+            .map(|name| {
+                device_of
+                    .get(name)
+                    .copied()
+                    .ok_or_else(|| usage(format!("the placement has no device for layer `{name}`")))
+            })
+            .collect::<PyResult<_>>()?;
+        let orders: Vec<Vec<usize>> =
+            device_order.iter().map(|o| ids(o, "device_order")).collect::<PyResult<_>>()?;
+        let global = ids(&global_order, "global_order")?;
+        let placed = PlacedLayers::new(parent_ids, device_ids, orders, global).map_err(error)?;
+        let mut calls: Vec<(String, Vec<Option<usize>>)> = Vec::new();
+        let mut module_of: HashMap<String, usize> = HashMap::new();
+        for (layer, name) in layers.iter().enumerate() {
+            // `name#k`: the module `name`'s call k (k >= 1); a suffix that is not such a
+            // number is a layer no call reaches (released at the end of each step).
+            let (module, k) = match name.split_once('#') {
+                None => (name.as_str(), 0),
+                // As the placement writes it: no sign, no leading zeros (`a#01` is no call).
+                Some((module, text)) => match text.parse::<usize>() {
+                    Ok(k) if k >= 1 && k.to_string() == text => (module, k),
+                    _ => (module, usize::MAX),
+                },
+            };
+            let m = *module_of.entry(module.to_owned()).or_insert_with(|| {
+                calls.push((module.to_owned(), Vec::new()));
+                calls.len() - 1
+            });
+            if k != usize::MAX {
+                let slots = &mut calls[m].1;
+                if slots.len() <= k {
+                    slots.resize(k + 1, None);
+                }
+                slots[k] = Some(layer);
+            }
+        }
+        let lookup = Lookup { names: layers, calls, layers: Arc::new(placed) };
+        Ok(Self { lookup: Arc::new(lookup) })
+    }
+
+    /// The modules whose calls are layers, by qualified name; a module's index here is the
+    /// number `HostStep.arrive` takes.
+    #[getter]
+    fn modules(&self) -> Vec<String> {
+        self.lookup.calls.iter().map(|(name, _)| name.clone()).collect()
+    }
+
+    /// The state of one step: `reorder` false runs every layer on the host in code order
+    /// (the seed's debugging switch); `criterion` `gpu-topo` or `global-topo`.
+    fn step(&self, reorder: bool, criterion: &str) -> PyResult<PyHostStep> {
+        let criterion = match criterion {
+            "gpu-topo" => HostCriterion::GpuTopo,
+            "global-topo" => HostCriterion::GlobalTopo,
+            other => {
+                return Err(usage(format!(
+                    "criterion `{other}`: expected gpu-topo or global-topo"
+                )));
+            }
+        };
+        let lookup = Arc::clone(&self.lookup);
+        let walk = HostWalk::new(Arc::clone(&lookup.layers), reorder.then_some(criterion));
+        let host = HostState { walk, calls: vec![0; lookup.calls.len()] };
+        let n = lookup.names.len();
+        Ok(PyHostStep {
+            lookup,
+            host: Mutex::new(host),
+            submissions: Mutex::new(Submissions {
+                submitted: vec![false; n],
+                failed: false,
+                waiting: 0,
+            }),
+            submitted_changed: Condvar::new(),
+        })
+    }
+}
+
+/// The host thread's part of a step.
+struct HostState {
+    walk: HostWalk,
+    /// Per wrapped module, how many times the host has called it in this step.
+    calls: Vec<usize>,
+}
+
+/// The layers that have submitted, shared by the host and the threads of waiting layers.
+struct Submissions {
+    submitted: Vec<bool>,
+    /// The step failed: waiting layers give up.
+    failed: bool,
+    /// How many threads are blocked in `wait_submitted`: a change notifies only when some
+    /// are (a notification is a system call even with no one waiting). A waiter counts itself
+    /// under the mutex before it sleeps, so a change made under the mutex after that sees it.
+    waiting: usize,
+}
+
+impl Submissions {
+    /// Wakes the waiting threads, if any, after a change (made under the mutex).
+    fn changed(&self, condvar: &Condvar) {
+        if self.waiting > 0 {
+            condvar.notify_all();
+        }
+    }
+}
+
+/// A layer the host reached runs on the host now: what it waits for has submitted.
+const ON_HOST_READY: u8 = 0;
+/// It runs on the host once what it waits for has submitted (`wait_submitted`).
+const ON_HOST_AFTER_WAIT: u8 = 1;
+/// It waits on a thread of its own.
+const ON_THREAD: u8 = 2;
+
+/// One step of a distributed module: the layers reached, their decisions and submissions.
+#[pyclass(name = "HostStep", module = "ordo", frozen)]
+pub struct PyHostStep {
+    lookup: Arc<Lookup>,
+    host: Mutex<HostState>,
+    submissions: Mutex<Submissions>,
+    submitted_changed: Condvar,
+}
+
+impl PyHostStep {
+    fn host(&self) -> MutexGuard<'_, HostState> {
+        // A panic under the lock leaves plain data behind; the step fails on its own error.
+        self.host.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn submissions(&self) -> MutexGuard<'_, Submissions> {
+        self.submissions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[pymethods]
+impl PyHostStep {
+    /// The host calls module `module` (its index in `AssignerPlan.modules`), whose arguments
+    /// were computed by the layers `came_from` (indices; `None` for none). Returns the layer
+    /// (its index) and how it runs: 0 on the host now, 1 on the host after `wait_submitted`,
+    /// 2 on a thread of its own.
+    #[pyo3(signature = (module, came_from = None))]
+    fn arrive(&self, module: usize, came_from: Option<Vec<usize>>) -> PyResult<(usize, u8)> {
+        let mut host = self.host();
+        let (name, slots) = self
+            .lookup
+            .calls
+            .get(module)
+            .ok_or_else(|| usage(format!("module {module}: no such wrapped module")))?;
+        let k = host.calls[module];
+        host.calls[module] += 1;
+        let Some(layer) = slots.get(k).copied().flatten() else {
+            let layer = if k == 0 { name.clone() } else { format!("{name}#{k}") };
+            return Err(usage(format!(
+                "layer `{layer}` is not in the placement: the profile did not see this call \
+                 (a branch or a call count the example inputs did not take); profile with \
+                 inputs that take it"
+            )));
+        };
+        if host.walk.is_reached(layer) {
+            let name = &self.lookup.names[layer];
+            return Err(usage(format!("layer `{name}` reached twice in one step")));
+        }
+        let on_host = host.walk.reach(layer, came_from.as_deref().unwrap_or(&[])).map_err(error)?;
+        if !on_host {
+            return Ok((layer, ON_THREAD));
+        }
+        let submissions = self.submissions();
+        let ready = host.walk.waits(layer).iter().all(|&w| submissions.submitted[w]);
+        Ok((layer, if ready { ON_HOST_READY } else { ON_HOST_AFTER_WAIT }))
+    }
+
+    /// Blocks (the interpreter's lock released) until every layer `layer` waits for has
+    /// submitted: true then, false if the step failed meanwhile. An `OrdoError` naming the
+    /// layers still missing after `timeout` seconds.
+    fn wait_submitted(&self, py: Python<'_>, layer: usize, timeout: f64) -> PyResult<bool> {
+        let limit = Duration::try_from_secs_f64(timeout)
+            .map_err(|_| usage(format!("timeout={timeout}: not a number of seconds")))?;
+        let waits = self.host().walk.waits(layer).to_vec();
+        let missing = py.detach(|| {
+            let mut guard = self.submissions();
+            guard.waiting += 1;
+            let (mut guard, _) = self
+                .submitted_changed
+                .wait_timeout_while(guard, limit, |s| {
+                    !s.failed && !waits.iter().all(|&w| s.submitted[w])
+                })
+                .unwrap_or_else(PoisonError::into_inner);
+            guard.waiting -= 1;
+            if guard.failed {
+                return None;
+            }
+            Some(waits.iter().copied().filter(|&w| !guard.submitted[w]).collect::<Vec<_>>())
+        });
+        match missing {
+            None => Ok(false),
+            Some(missing) if missing.is_empty() => Ok(true),
+            Some(missing) => {
+                let mut names: Vec<&str> =
+                    missing.iter().map(|&w| self.lookup.names[w].as_str()).collect();
+                names.sort_unstable();
+                let name = &self.lookup.names[layer];
+                Err(usage(format!(
+                    "layer `{name}` waited {timeout} s for layers {names:?} to start"
+                )))
+            }
+        }
+    }
+
+    /// `layer` has submitted to its device: the layers waiting for it may go on.
+    fn mark_submitted(&self, layer: usize) -> PyResult<()> {
+        let mut submissions = self.submissions();
+        let flag = submissions
+            .submitted
+            .get_mut(layer)
+            .ok_or_else(|| usage(format!("layer {layer}: out of range")))?;
+        *flag = true;
+        submissions.changed(&self.submitted_changed);
+        Ok(())
+    }
+
+    /// The host's forward is over: the layers it did not reach (a branch not taken) count as
+    /// submitted, so that nothing waits for them.
+    fn release_unreached(&self) {
+        let host = self.host();
+        let mut submissions = self.submissions();
+        for (layer, flag) in submissions.submitted.iter_mut().enumerate() {
+            *flag |= !host.walk.is_reached(layer);
+        }
+        submissions.changed(&self.submitted_changed);
+    }
+
+    /// The step failed: every layer waiting in `wait_submitted` gives up.
+    fn fail(&self) {
+        let mut submissions = self.submissions();
+        submissions.failed = true;
+        submissions.changed(&self.submitted_changed);
+    }
+
+    /// A layer of `roots` that cannot submit until the host goes further, with the unreached
+    /// layer it waits for (indices), or `None`.
+    fn unreached_dependency(&self, roots: Vec<usize>) -> Option<(usize, usize)> {
+        let host = self.host();
+        let submissions = self.submissions();
+        let n = submissions.submitted.len();
+        let roots: Vec<usize> = roots.into_iter().filter(|&r| r < n).collect();
+        host.walk.unreached_dependency(&roots, |l| submissions.submitted[l])
+    }
+
+    /// The layers the host reached, by name, in the order it reached them.
+    fn code_order(&self) -> Vec<String> {
+        let host = self.host();
+        host.walk.code_order().iter().map(|&l| self.lookup.names[l].clone()).collect()
+    }
+}
