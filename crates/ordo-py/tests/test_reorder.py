@@ -1,5 +1,9 @@
 """ordo.reorder_threads: the Assigner's reordering decision, on the seed's figures and on a
-profiled PyTorch model placed by ordo."""
+profiled PyTorch model placed by ordo; and the Rust bookkeeping that makes the same decision
+during a step (``HostStep``): its waits, their timeout and the step's failure."""
+
+import threading
+import time
 
 import pytest
 import torch
@@ -92,3 +96,67 @@ def test_threads_needed_by_a_profiled_model_under_both_criteria():
         ot.threads_needed(
             chained, ordo.plan(ordo.Problem(chained.model(), ordo.Target.uniform(1)), "inorder")
         )
+
+
+def host_step(reorder=True, criterion="gpu-topo"):
+    """A -> B on device 0, C alone on device 1; the Assigner's Rust bookkeeping of one step."""
+    from ordo._ordo import AssignerPlan
+
+    plan = AssignerPlan(
+        ["A", "B", "C"],
+        {"B": ["A"]},
+        {"A": 0, "B": 0, "C": 1},
+        [["A", "B"], ["C"]],
+        ["A", "B", "C"],
+    )
+    modules = {name: i for i, name in enumerate(plan.modules)}
+    return plan.step(reorder, criterion), modules
+
+
+def test_host_step_waits_for_submissions_and_names_what_never_came():
+    step, module = host_step(reorder=False)
+    # B reached before A (code the profile did not see): it runs on the host after A submits.
+    layer, how = step.arrive(module["B"])
+    assert how == 1
+    with pytest.raises(
+        ordo.OrdoError, match=r"layer `B` waited 0\.2 s for layers \[\"A\"\] to start"
+    ):
+        step.wait_submitted(layer, 0.2)
+    assert step.unreached_dependency([layer]) == (layer, 0)
+    # A thread waiting for A wakes when A submits, another one when the step fails.
+    results = []
+    waiter = threading.Thread(target=lambda: results.append(step.wait_submitted(layer, 30)))
+    waiter.start()
+    time.sleep(0.1)
+    a, how_a = step.arrive(module["A"])
+    assert how_a == 0
+    step.mark_submitted(a)
+    waiter.join(10)
+    assert results == [True] and not waiter.is_alive()
+    assert step.code_order() == ["B", "A"]
+
+    failed, module = host_step()
+    failed.arrive(module["C"])
+    b = 1
+    waiter = threading.Thread(target=lambda: results.append(failed.wait_submitted(b, 30)))
+    failed.arrive(module["A"])
+    failed.arrive(module["B"])
+    waiter.start()
+    time.sleep(0.1)
+    failed.fail()
+    waiter.join(10)
+    assert results == [True, False] and not waiter.is_alive()
+
+
+def test_host_step_refuses_calls_the_placement_lacks():
+    step, module = host_step()
+    step.arrive(module["A"])
+    with pytest.raises(ordo.OrdoError, match=r"layer `A#1` is not in the placement"):
+        step.arrive(module["A"])
+    with pytest.raises(ordo.OrdoError, match=r"module 9: no such wrapped module"):
+        step.arrive(9)
+    with pytest.raises(ordo.OrdoError, match=r"timeout=-1"):
+        step.wait_submitted(0, -1.0)
+    # The layers the host never reached count as submitted at the end: nothing waits for them.
+    step.release_unreached()
+    assert step.unreached_dependency([0, 1, 2]) is None
