@@ -136,7 +136,8 @@ class _Assigner:
             self.devices = [
                 Worker(d) if parallel and d != on_host else Inline() for d in range(count)
             ]
-        # Per layer: its device runs it on the thread that submits it, at once.
+        # Per layer: its device runs it on the thread that submits it, at once (a GPU device
+        # launches it there: GpuDevice is an Inline).
         self.runs_inline = [isinstance(self.devices[d], Inline) for d in self.plan.device_of]
         # The seed's tx/rx streams, and (tests) copies between logical devices on one GPU.
         self.transfers = TransferStreams()

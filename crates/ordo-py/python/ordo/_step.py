@@ -156,6 +156,12 @@ class Step:
             elif isinstance(written, torch.Tensor):
                 self.before_host_write(written)
         layer, how = self.core.arrive(module, came_from)
+        device = self.devices[self.plan.device_of[layer]]
+        if isinstance(device, GpuDevice):  # launched on its stream, by either path below
+            forward = functools.partial(
+                self.gpu.launch, self.plan.layers[layer], device, forward, written is not None
+            )
+        # `runs_inline`: an Inline device (a GPU's included: launches are asynchronous).
         if how != _ON_THREAD and not after and self.runs_inline[layer]:
             # The common case, kept cheap: it runs here, now, on values the host has.
             if how == _ON_HOST_AFTER_WAIT:
@@ -172,9 +178,6 @@ class Step:
             self.core.mark_submitted(layer)
             return value
         name = self.plan.layers[layer]
-        device = self.devices[self.plan.device_of[layer]]
-        if isinstance(device, GpuDevice):
-            forward = functools.partial(self.gpu.launch, name, device, forward, written is not None)
         self._watch_host_writes()
         future: Future = Future()
         self.futures.append((f"layer `{name}`", future))
