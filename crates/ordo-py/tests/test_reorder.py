@@ -2,6 +2,7 @@
 profiled PyTorch model placed by ordo; and the Rust bookkeeping that makes the same decision
 during a step (``HostStep``): its waits, their timeout and the step's failure."""
 
+import re
 import threading
 import time
 
@@ -160,3 +161,26 @@ def test_host_step_refuses_calls_the_placement_lacks():
     # The layers the host never reached count as submitted at the end: nothing waits for them.
     step.release_unreached()
     assert step.unreached_dependency([0, 1, 2]) is None
+
+
+@pytest.mark.parametrize(
+    ("layers", "parents", "device_of", "device_order", "global_order", "message"),
+    [
+        (["A", "A"], {}, {"A": 0}, [["A"]], ["A"], "names a layer twice"),
+        (["A"], {"A": ["Z"]}, {"A": 0}, [["A"]], ["A"], "parents names layer `Z`"),
+        (["A", "B"], {}, {"A": 0}, [["A", "B"]], ["A", "B"], "no device for layer `B`"),
+        (["A", "B"], {}, {"A": 0, "B": 0}, [["A"]], ["A", "B"], "the device orders has 1"),
+        (["A", "B"], {}, {"A": 0, "B": 1}, [["A", "B"], []], ["A", "B"], "placed on device 1"),
+        (["A", "B"], {}, {"A": 0, "B": 0}, [["A", "B"]], ["B", "B"], "the global order names"),
+    ],
+)
+def test_assigner_plans_that_disagree_are_errors(
+    layers, parents, device_of, device_order, global_order, message
+):
+    from ordo._ordo import AssignerPlan
+
+    with pytest.raises(ordo.OrdoError, match=re.escape(message)):
+        AssignerPlan(layers, parents, device_of, device_order, global_order)
+    good = AssignerPlan(["A"], {}, {"A": 0}, [["A"]], ["A"])
+    with pytest.raises(ordo.OrdoError, match="criterion `fastest`"):
+        good.step(True, "fastest")
