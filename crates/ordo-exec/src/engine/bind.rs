@@ -97,118 +97,33 @@ fn mismatch(message: String) -> ExecError {
     ExecError::Mismatch(message)
 }
 
-/// Binds `plan` to `program` under `sync`.
+/// Binds `plan` to `program` under `sync`, in phases: which node each compute task runs (and
+/// so how many replicas the plan has), where each buffer is, each task's work with the
+/// buffers it reads and writes, its dependencies under `sync`, and the links between tasks
+/// that the workers follow.
 pub(crate) fn bind(program: &Program, plan: &Plan, sync: Sync) -> Result<Bound, ExecError> {
     validate(plan)?;
-    let graph = program.graph();
-    // Tasks refer to nodes by id; the name index serves plans without ids, or built from a
-    // graph numbered otherwise.
-    let names = std::cell::OnceCell::new();
-    let devices = plan.devices;
-    let task_device =
-        |t: &ordo_sched::Task| t.streams.first().map_or(0, |s| plan.streams[s.0 as usize].device);
-
-    // Which node each compute task runs; a node on several devices makes a data-parallel plan.
-    let mut node_of = vec![None; plan.tasks.len()];
-    let mut placed: Vec<Vec<usize>> = vec![Vec::new(); graph.nodes.len()];
-    for (t, task) in plan.tasks.iter().enumerate() {
-        if let TaskKind::Compute { node, id } = &task.kind {
-            let by_id = id
-                .map(NodeId)
-                .filter(|&i| graph.nodes.get(i.index()).is_some_and(|n| n.name == *node));
-            let id = match by_id {
-                Some(id) => id,
-                None => *names.get_or_init(|| graph.name_index()).get(node.as_str()).ok_or_else(
-                    || {
-                        mismatch(format!(
-                            "task `{}` runs node `{node}`, which the graph lacks",
-                            task.name
-                        ))
-                    },
-                )?,
-            };
-            node_of[t] = Some(id);
-            placed[id.index()].push(task_device(task));
-        }
-    }
-    let replicas = if placed.iter().all(|d| d.len() == 1) {
-        1
-    } else if devices > 1 && placed.iter().all(|d| d.len() == devices) {
-        devices
-    } else {
-        let (node, d) =
-            placed.iter().enumerate().find(|(_, d)| d.len() != 1).unwrap_or((0, &placed[0]));
-        return Err(mismatch(format!(
-            "node `{}` runs on {} devices: a plan runs each node once (placement) or once on \
-             every device (data parallel)",
-            graph.nodes[node].name,
-            d.len()
-        )));
-    };
-
-    let mut buffer_of: HashMap<(usize, &str), u32> = HashMap::new();
-    for (b, buffer) in plan.buffers.iter().enumerate() {
-        buffer_of.insert((buffer.device, buffer.name.as_str()), b as u32);
-    }
-    let mut fetched: HashMap<NodeId, Vec<(usize, usize)>> = HashMap::new();
-    for (k, o) in graph.outputs.iter().enumerate() {
-        fetched.entry(o.node).or_default().push((o.slot as usize, k));
-    }
-
+    let (node_of, replicas) = compute_nodes(program, plan)?;
+    let buffers = BufferIndex::of(program, plan);
     let order = task_order(plan)?;
     let mut rank = vec![0u32; plan.tasks.len()];
     for (r, t) in order.iter().enumerate() {
         rank[t.0 as usize] = r as u32;
     }
     let preds = dependencies(plan, sync, &rank);
-
     let mut tasks = Vec::with_capacity(plan.tasks.len());
     for (t, task) in plan.tasks.iter().enumerate() {
-        let device = task_device(task);
+        let device = task_device(plan, task);
         let (work, reads, writes) = match &task.kind {
             TaskKind::Compute { .. } => {
                 let id = node_of[t].unwrap_or(NodeId(0));
-                let node = graph.node(id);
-                let mut inputs = Vec::with_capacity(node.inputs.len());
-                for o in &program.call(id).inputs {
-                    let tensor = format!("{}:{}", graph.node(o.node).name, o.slot);
-                    let b = buffer_of.get(&(device, tensor.as_str())).ok_or_else(|| {
-                        mismatch(format!(
-                            "task `{}` reads `{tensor}`, which has no buffer on device {device}",
-                            task.name
-                        ))
-                    })?;
-                    inputs.push(*b);
-                }
-                let outputs: Vec<Option<u32>> = (0..node.outputs.len())
-                    .map(|s| {
-                        let tensor = format!("{}:{s}", node.name);
-                        buffer_of
-                            .get(&(device, tensor.as_str()))
-                            .copied()
-                            .filter(|&b| plan.buffers[b as usize].producer.0 as usize == t)
-                    })
-                    .collect();
-                let mut writes: Vec<u32> = plan
-                    .buffers
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, b)| b.producer.0 as usize == t)
-                    .map(|(b, _)| b as u32)
-                    .collect();
-                writes.sort_unstable();
-                let mut reads = inputs.clone();
-                reads.sort_unstable();
-                reads.dedup();
                 let replica = if replicas > 1 { device } else { 0 };
-                let fetch = fetched.get(&id).cloned().unwrap_or_default();
-                (Work::Compute { node: id, inputs, outputs, fetch, replica }, reads, writes)
+                compute_work(program, plan, &buffers, t, id, replica)?
             }
             TaskKind::Transfer { buffer, .. } => {
-                let to =
-                    plan.buffers.iter().position(|b| b.producer.0 as usize == t).ok_or_else(
-                        || mismatch(format!("transfer `{}` writes no buffer", task.name)),
-                    )? as u32;
+                let to = *buffers.written_by[t].first().ok_or_else(|| {
+                    mismatch(format!("transfer `{}` writes no buffer", task.name))
+                })?;
                 (Work::Transfer { from: buffer.0, to }, vec![buffer.0], vec![to])
             }
             TaskKind::AllReduce { buffers } => {
@@ -238,15 +153,7 @@ pub(crate) fn bind(program: &Program, plan: &Plan, sync: Sync) -> Result<Bound, 
             records: false,
         });
     }
-    for (t, list) in preds.iter().enumerate() {
-        for &p in list {
-            tasks[p as usize].succs.push(t as u32);
-            if tasks[p as usize].stream != tasks[t].stream {
-                tasks[p as usize].records = true;
-                tasks[t].waits_on.push(p);
-            }
-        }
-    }
+    link(&mut tasks, &preds);
     check_all_reduce_readers(plan, &tasks, &preds)?;
     let buffers = plan
         .buffers
@@ -260,13 +167,148 @@ pub(crate) fn bind(program: &Program, plan: &Plan, sync: Sync) -> Result<Bound, 
         .collect();
     let roots = (0..tasks.len() as u32).filter(|&t| tasks[t as usize].deps == 0).collect();
     Ok(Bound {
-        devices,
+        devices: plan.devices,
         replicas,
         tasks,
         buffers,
         persistent: plan.persistent_bytes.clone(),
         roots,
     })
+}
+
+/// The device of a task: that of its first stream.
+fn task_device(plan: &Plan, task: &ordo_sched::Task) -> usize {
+    task.streams.first().map_or(0, |s| plan.streams[s.0 as usize].device)
+}
+
+/// Which node each compute task runs (by id, or by name for plans without ids or built from a
+/// graph numbered otherwise), and the plan's replicas: 1 when each node runs once (a
+/// placement), the device count when each runs once on every device (data parallel).
+fn compute_nodes(
+    program: &Program,
+    plan: &Plan,
+) -> Result<(Vec<Option<NodeId>>, usize), ExecError> {
+    let graph = program.graph();
+    let names = std::cell::OnceCell::new();
+    let mut node_of = vec![None; plan.tasks.len()];
+    let mut placed: Vec<Vec<usize>> = vec![Vec::new(); graph.nodes.len()];
+    for (t, task) in plan.tasks.iter().enumerate() {
+        let TaskKind::Compute { node, id } = &task.kind else { continue };
+        let by_id =
+            id.map(NodeId).filter(|&i| graph.nodes.get(i.index()).is_some_and(|n| n.name == *node));
+        let id = match by_id {
+            Some(id) => id,
+            None => {
+                *names.get_or_init(|| graph.name_index()).get(node.as_str()).ok_or_else(|| {
+                    mismatch(format!(
+                        "task `{}` runs node `{node}`, which the graph lacks",
+                        task.name
+                    ))
+                })?
+            }
+        };
+        node_of[t] = Some(id);
+        placed[id.index()].push(task_device(plan, task));
+    }
+    let devices = plan.devices;
+    if placed.iter().all(|d| d.len() == 1) {
+        return Ok((node_of, 1));
+    }
+    if devices > 1 && placed.iter().all(|d| d.len() == devices) {
+        return Ok((node_of, devices));
+    }
+    let (node, d) =
+        placed.iter().enumerate().find(|(_, d)| d.len() != 1).unwrap_or((0, &placed[0]));
+    Err(mismatch(format!(
+        "node `{}` runs on {} devices: a plan runs each node once (placement) or once on every \
+         device (data parallel)",
+        graph.nodes[node].name,
+        d.len()
+    )))
+}
+
+/// The plan's buffers looked up by (device, tensor name) and by the task that writes them,
+/// and the graph's outputs by the node that computes them.
+struct BufferIndex<'a> {
+    by_name: HashMap<(usize, &'a str), u32>,
+    /// Per task: the buffers it produces, ascending.
+    written_by: Vec<Vec<u32>>,
+    /// Per node: `(output slot, index in the graph's outputs)` of each output the caller
+    /// fetches.
+    fetched: HashMap<NodeId, Vec<(usize, usize)>>,
+}
+
+impl<'a> BufferIndex<'a> {
+    fn of(program: &Program, plan: &'a Plan) -> Self {
+        let mut by_name = HashMap::new();
+        let mut written_by = vec![Vec::new(); plan.tasks.len()];
+        for (b, buffer) in plan.buffers.iter().enumerate() {
+            by_name.insert((buffer.device, buffer.name.as_str()), b as u32);
+            written_by[buffer.producer.0 as usize].push(b as u32);
+        }
+        let mut fetched: HashMap<NodeId, Vec<(usize, usize)>> = HashMap::new();
+        for (k, o) in program.graph().outputs.iter().enumerate() {
+            fetched.entry(o.node).or_default().push((o.slot as usize, k));
+        }
+        Self { by_name, written_by, fetched }
+    }
+}
+
+/// A compute task's work: the buffers of its inputs on its device, of the outputs it
+/// produces there, the outputs the caller fetches; with the buffers it reads (each once) and
+/// writes.
+fn compute_work(
+    program: &Program,
+    plan: &Plan,
+    buffers: &BufferIndex<'_>,
+    t: usize,
+    id: NodeId,
+    replica: usize,
+) -> Result<(Work, Vec<u32>, Vec<u32>), ExecError> {
+    let (graph, task) = (program.graph(), &plan.tasks[t]);
+    let device = task_device(plan, task);
+    let node = graph.node(id);
+    let mut inputs = Vec::with_capacity(node.inputs.len());
+    for o in &program.call(id).inputs {
+        let tensor = format!("{}:{}", graph.node(o.node).name, o.slot);
+        let b = buffers.by_name.get(&(device, tensor.as_str())).ok_or_else(|| {
+            mismatch(format!(
+                "task `{}` reads `{tensor}`, which has no buffer on device {device}",
+                task.name
+            ))
+        })?;
+        inputs.push(*b);
+    }
+    let outputs: Vec<Option<u32>> = (0..node.outputs.len())
+        .map(|s| {
+            let tensor = format!("{}:{s}", node.name);
+            buffers
+                .by_name
+                .get(&(device, tensor.as_str()))
+                .copied()
+                .filter(|&b| plan.buffers[b as usize].producer.0 as usize == t)
+        })
+        .collect();
+    let fetch = buffers.fetched.get(&id).cloned().unwrap_or_default();
+    let mut reads = inputs.clone();
+    reads.sort_unstable();
+    reads.dedup();
+    let writes = buffers.written_by[t].clone();
+    Ok((Work::Compute { node: id, inputs, outputs, fetch, replica }, reads, writes))
+}
+
+/// Each task's successors, and for a predecessor on another stream, the event it records and
+/// the successor's wait for it.
+fn link(tasks: &mut [BoundTask], preds: &[Vec<u32>]) {
+    for (t, list) in preds.iter().enumerate() {
+        for &p in list {
+            tasks[p as usize].succs.push(t as u32);
+            if tasks[p as usize].stream != tasks[t].stream {
+                tasks[p as usize].records = true;
+                tasks[t].waits_on.push(p);
+            }
+        }
+    }
 }
 
 /// Each task's predecessors under `sync`, sorted and without repeats.

@@ -100,7 +100,7 @@ pub fn build_plan_on_streams(
         .enumerate()
         .map(|(s, stream)| ((stream.device, stream.kind), StreamId(s as u32)))
         .collect();
-    let mut tasks = node_tasks(problem, placement, on_sub_stream, &stream_at, &events);
+    let mut tasks = node_tasks(problem, placement, on_sub_stream, &stream_at);
     tasks.extend(transfer_tasks(problem, &sends, &stream_at, &buffer_of_tensor));
     buffers.extend(received_buffers(problem, &sends, copy_readers));
     let mut persistent_bytes = vec![0u64; devices];
@@ -290,10 +290,9 @@ fn node_tasks(
     placement: &Placement,
     sub: &[bool],
     stream_at: &HashMap<(usize, StreamKind), StreamId>,
-    events: &Events,
 ) -> Vec<Task> {
     let device = &placement.device_of;
-    let mut tasks = Vec::with_capacity(events.waits.len());
+    let mut tasks = Vec::with_capacity(problem.len());
     for v in 0..problem.len() {
         tasks.push(Task {
             name: problem.names[v].clone(),
