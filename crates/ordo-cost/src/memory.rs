@@ -19,6 +19,9 @@
 
 use crate::costgraph::CostNode;
 
+/// The IR's optimizer, re-exported because [`StepMode::Training`] names it: a user of the
+/// cost crate (the placers, the scheduler) states a training step without depending on the
+/// IR for it. It is the same type as `ordo_ir::op::Optimizer`.
 pub use ordo_ir::op::Optimizer;
 
 /// What a placement must fit in memory.
