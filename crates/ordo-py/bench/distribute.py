@@ -95,29 +95,31 @@ def overhead(model, x, profiled, reps: int) -> tuple[float, float, float]:
 
 def wrapper_cost_us(layers: int = 300, reps: int = 1000) -> tuple[float, float]:
     """The wrappers' own cost per layer call, in µs, without and with gradients: a chain of
-    tiny layers, with and without them, run in turns; the difference of the fastest runs of
-    each (the minimum is what this noisy machine repeats: medians of the same runs move by
-    several µs per layer from one process to the next)."""
-    chain = torch.nn.Sequential(*[torch.nn.Linear(2, 2) for _ in range(layers)])
+    tiny layers run distributed on one device, then the same module object after ``close()``
+    took the wrappers off; the difference of the fastest runs of each. The same object both
+    ways: a deep copy of a module alone runs ~2 µs per layer slower here than the original
+    (its tensors elsewhere in memory), which would count as the wrappers' cost; and the
+    minimum, because medians of the same runs move by several µs per layer from one process
+    to the next on this machine."""
+    module = torch.nn.Sequential(*[torch.nn.Linear(2, 2) for _ in range(layers)])
     x = torch.randn(1, 2)
-    profiled = ot.profile(chain, x, reps=1, warmup=0)
+    profiled = ot.profile(module, x, reps=1, warmup=0)
     one = ot.Placement.of(profiled, dict.fromkeys(profiled.layers, 0))
-    wrapped = ot.distribute(copy.deepcopy(chain), one)
 
-    def seconds(module, grad: bool) -> float:
-        start = time.perf_counter()
-        with torch.set_grad_enabled(grad):
-            module(x)
-        return time.perf_counter() - start
-
-    costs = []
-    for grad in (False, True):
-        plain, distributed = [], []
+    def fastest(run, grad: bool) -> float:
+        times = []
         for _ in range(reps):
-            plain.append(seconds(chain, grad))
-            distributed.append(seconds(wrapped, grad))
-        costs.append((min(distributed) - min(plain)) / layers * 1e6)
+            start = time.perf_counter()
+            with torch.set_grad_enabled(grad):
+                run(x)
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    wrapped = ot.distribute(module, one)
+    distributed = [fastest(wrapped, grad) for grad in (False, True)]
     wrapped.close()
+    plain = [fastest(module, grad) for grad in (False, True)]
+    costs = [(d - p) / layers * 1e6 for d, p in zip(distributed, plain)]
     return costs[0], costs[1]
 
 

@@ -1,13 +1,15 @@
 //! The Assigner's bookkeeping per layer call, in Rust (`ordo._ordo.AssignerPlan` and
 //! `HostStep`, used by `ordo._step`): which placed layer a call is, whether the host submits
 //! it itself or leaves it to a thread ([`HostWalk`]), and which layers have submitted, with
-//! the waits for them. Every layer call of a distributed module comes here twice (`arrive`,
-//! then `mark_submitted`), so this is on the per-layer cost that the wrappers add to a step
-//! (the same bookkeeping in Python cost 2.3-2.6x more per layer call: doc/python.md).
+//! the waits for them. Every layer call of a distributed module comes here (from
+//! `LayerCall`, or from the Python `Step`), so this is on the per-layer cost that the
+//! wrappers add to a step (doc/python.md measures it).
 //!
 //! Threads and locking. The host thread (the one running the model's `forward`) reaches the
 //! layers: `arrive`, `unreached_dependency`, `release_unreached` and `code_order` are called
-//! on it only, and the walk lives in `host` (a mutex that is never contended, there so that
+//! on it only (`LayerCall` runs the common call only on the thread that `AssignerPlan.begin`
+//! recorded as the step's host; the plan's slot for the step in progress is a mutex of its
+//! own, never held while another is taken), and the walk lives in `host` (a mutex that is never contended, there so that
 //! the class is `Sync` as a frozen Python class must be). `submissions` is shared: layers
 //! submit from the host and from the threads of waiting layers (`mark_submitted`), those
 //! threads block in `wait_submitted` (on `submitted_changed`, with the interpreter's lock
@@ -18,7 +20,9 @@
 //! orders the writes before the reads. A method that takes both mutexes takes `host` first.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use ordo::stages::sched::{HostCriterion, HostWalk, PlacedLayers};
@@ -40,6 +44,29 @@ struct Lookup {
 #[pyclass(name = "AssignerPlan", module = "ordo", frozen)]
 pub struct PyAssignerPlan {
     lookup: Arc<Lookup>,
+    /// The step in progress, between `begin` and `end` (the layer wrappers look it up).
+    current: Mutex<Option<Current>>,
+}
+
+/// A step in progress: its bookkeeping, the Python `Step` that does everything but the common
+/// case, and the host thread (the one that began it).
+pub(crate) struct Current {
+    pub core: Py<PyHostStep>,
+    pub step: Py<PyAny>,
+    pub host: ThreadId,
+}
+
+impl PyAssignerPlan {
+    /// The step in progress when the calling thread is its host: `(bookkeeping, Step)`.
+    pub(crate) fn current_on_this_thread(
+        &self,
+        py: Python<'_>,
+    ) -> Option<(Py<PyHostStep>, Py<PyAny>)> {
+        let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        let c = current.as_ref()?;
+        (c.host == std::thread::current().id())
+            .then(|| (c.core.clone_ref(py), c.step.clone_ref(py)))
+    }
 }
 
 #[pymethods]
@@ -110,7 +137,7 @@ impl PyAssignerPlan {
             }
         }
         let lookup = Lookup { names: layers, calls, layers: Arc::new(placed) };
-        Ok(Self { lookup: Arc::new(lookup) })
+        Ok(Self { lookup: Arc::new(lookup), current: Mutex::new(None) })
     }
 
     /// The modules whose calls are layers, by qualified name; a module's index here is the
@@ -120,9 +147,23 @@ impl PyAssignerPlan {
         self.lookup.calls.iter().map(|(name, _)| name.clone()).collect()
     }
 
+    /// A step begins on the calling thread (its host): `core` its bookkeeping, `step` the
+    /// Python `Step`, which the layer wrappers (`LayerCall`) find here until `end`.
+    fn begin(&self, core: Py<PyHostStep>, step: Py<PyAny>) {
+        let host = std::thread::current().id();
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(Current { core, step, host });
+    }
+
+    /// The step in progress is over.
+    fn end(&self) {
+        self.current.lock().unwrap_or_else(PoisonError::into_inner).take();
+    }
+
     /// The state of one step: `reorder` false runs every layer on the host in code order
-    /// (the seed's debugging switch); `criterion` `gpu-topo` or `global-topo`.
-    fn step(&self, reorder: bool, criterion: &str) -> PyResult<PyHostStep> {
+    /// (the seed's debugging switch); `criterion` `gpu-topo` or `global-topo`; `runs_inline`
+    /// per layer, whether its device runs it on the thread that submits it.
+    fn step(&self, reorder: bool, criterion: &str, runs_inline: Vec<bool>) -> PyResult<PyHostStep> {
         let criterion = match criterion {
             "gpu-topo" => HostCriterion::GpuTopo,
             "global-topo" => HostCriterion::GlobalTopo,
@@ -136,8 +177,14 @@ impl PyAssignerPlan {
         let walk = HostWalk::new(Arc::clone(&lookup.layers), reorder.then_some(criterion));
         let host = HostState { walk, calls: vec![0; lookup.calls.len()] };
         let n = lookup.names.len();
+        if runs_inline.len() != n {
+            let given = runs_inline.len();
+            return Err(usage(format!("runs_inline has {given} entries for {n} layers")));
+        }
         Ok(PyHostStep {
             lookup,
+            runs_inline,
+            watched: AtomicBool::new(false),
             host: Mutex::new(host),
             submissions: Mutex::new(Submissions {
                 submitted: vec![false; n],
@@ -187,6 +234,12 @@ const ON_THREAD: u8 = 2;
 #[pyclass(name = "HostStep", module = "ordo", frozen)]
 pub struct PyHostStep {
     lookup: Arc<Lookup>,
+    /// Per layer: its device runs it on the thread that submits it, at once.
+    runs_inline: Vec<bool>,
+    /// The Python `Step` watches the host's operations (a torch function mode is on): a
+    /// layer's call must step the mode aside, which only the Python side does. Written and
+    /// read on the host thread only (`Relaxed`: no other memory hangs on it).
+    watched: AtomicBool,
     host: Mutex<HostState>,
     submissions: Mutex<Submissions>,
     submitted_changed: Condvar,
@@ -201,16 +254,9 @@ impl PyHostStep {
     fn submissions(&self) -> MutexGuard<'_, Submissions> {
         self.submissions.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
 
-#[pymethods]
-impl PyHostStep {
-    /// The host calls module `module` (its index in `AssignerPlan.modules`), whose arguments
-    /// were computed by the layers `came_from` (indices; `None` for none). Returns the layer
-    /// (its index) and how it runs: 0 on the host now, 1 on the host after `wait_submitted`,
-    /// 2 on a thread of its own.
-    #[pyo3(signature = (module, came_from = None))]
-    fn arrive(&self, module: usize, came_from: Option<Vec<usize>>) -> PyResult<(usize, u8)> {
+    /// `arrive`, for the Python method and for `LayerCall`.
+    pub(crate) fn arrive_at(&self, module: usize, came_from: &[usize]) -> PyResult<(usize, u8)> {
         let mut host = self.host();
         let (name, slots) = self
             .lookup
@@ -231,13 +277,50 @@ impl PyHostStep {
             let name = &self.lookup.names[layer];
             return Err(usage(format!("layer `{name}` reached twice in one step")));
         }
-        let on_host = host.walk.reach(layer, came_from.as_deref().unwrap_or(&[])).map_err(error)?;
+        let on_host = host.walk.reach(layer, came_from).map_err(error)?;
         if !on_host {
             return Ok((layer, ON_THREAD));
         }
         let submissions = self.submissions();
         let ready = host.walk.waits(layer).iter().all(|&w| submissions.submitted[w]);
         Ok((layer, if ready { ON_HOST_READY } else { ON_HOST_AFTER_WAIT }))
+    }
+
+    /// Whether a layer call the host makes now may run without the Python `Step`: layer
+    /// `layer` runs on the host at once (`how` 0), on a device that runs it there, and no mode
+    /// watches the host's operations.
+    pub(crate) fn runs_here(&self, layer: usize, how: u8) -> bool {
+        how == ON_HOST_READY && self.runs_inline[layer] && !self.watched.load(Ordering::Relaxed)
+    }
+
+    /// `mark_submitted`, for the Python method and for `LayerCall`.
+    pub(crate) fn mark(&self, layer: usize) -> PyResult<()> {
+        let mut submissions = self.submissions();
+        let flag = submissions
+            .submitted
+            .get_mut(layer)
+            .ok_or_else(|| usage(format!("layer {layer}: out of range")))?;
+        *flag = true;
+        submissions.changed(&self.submitted_changed);
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl PyHostStep {
+    /// The host calls module `module` (its index in `AssignerPlan.modules`), whose arguments
+    /// were computed by the layers `came_from` (indices; `None` for none). Returns the layer
+    /// (its index) and how it runs: 0 on the host now, 1 on the host after `wait_submitted`,
+    /// 2 on a thread of its own.
+    #[pyo3(signature = (module, came_from = None))]
+    fn arrive(&self, module: usize, came_from: Option<Vec<usize>>) -> PyResult<(usize, u8)> {
+        self.arrive_at(module, came_from.as_deref().unwrap_or(&[]))
+    }
+
+    /// The Python `Step` watches the host's operations from now on: layer calls go through
+    /// it (`LayerCall` no longer runs them itself).
+    fn watching(&self) {
+        self.watched.store(true, Ordering::Relaxed);
     }
 
     /// Blocks (the interpreter's lock released) until every layer `layer` waits for has
@@ -279,14 +362,7 @@ impl PyHostStep {
 
     /// `layer` has submitted to its device: the layers waiting for it may go on.
     fn mark_submitted(&self, layer: usize) -> PyResult<()> {
-        let mut submissions = self.submissions();
-        let flag = submissions
-            .submitted
-            .get_mut(layer)
-            .ok_or_else(|| usage(format!("layer {layer}: out of range")))?;
-        *flag = true;
-        submissions.changed(&self.submitted_changed);
-        Ok(())
+        self.mark(layer)
     }
 
     /// The host's forward is over: the layers it did not reach (a branch not taken) count as

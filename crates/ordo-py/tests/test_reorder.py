@@ -111,7 +111,7 @@ def host_step(reorder=True, criterion="gpu-topo"):
         ["A", "B", "C"],
     )
     modules = {name: i for i, name in enumerate(plan.modules)}
-    return plan.step(reorder, criterion), modules
+    return plan.step(reorder, criterion, [True] * 3), modules
 
 
 def test_host_step_waits_for_submissions_and_names_what_never_came():
@@ -183,4 +183,6 @@ def test_assigner_plans_that_disagree_are_errors(
         AssignerPlan(layers, parents, device_of, device_order, global_order)
     good = AssignerPlan(["A"], {}, {"A": 0}, [["A"]], ["A"])
     with pytest.raises(ordo.OrdoError, match="criterion `fastest`"):
-        good.step(True, "fastest")
+        good.step(True, "fastest", [True])
+    with pytest.raises(ordo.OrdoError, match="runs_inline has 2 entries for 1 layers"):
+        good.step(True, "gpu-topo", [True, False])

@@ -41,7 +41,6 @@ The step's own locking is written down in ``ordo._step``.
 from __future__ import annotations
 
 import collections
-import threading
 import weakref
 from dataclasses import dataclass, field
 from typing import Callable
@@ -51,6 +50,7 @@ import torch
 import ordo
 from ordo._cuda import GpuDevice, TransferStreams
 from ordo._devices import Inline, Worker, close_all
+from ordo._ordo import LayerCall
 from ordo._step import Plan, Step
 
 __all__ = ["STEPS_KEPT", "Distributed", "StepReport"]
@@ -160,25 +160,19 @@ class _Assigner:
             _move_to_devices(module, modules, self.plan, self.devices)
 
     def _wrapped(self, index: int, module: torch.nn.Module) -> Callable:
-        """``module.forward`` as a layer: the wrapped module number ``index`` of the plan.
-        Whether it writes its input (``inplace=True``) is read once, here, from its own
-        attributes (``getattr`` of one it lacks goes through ``nn.Module.__getattr__`` and an
+        """``module.forward`` as a layer: the wrapped module number ``index`` of the plan (ordo's
+        ``LayerCall``: the common call is made in Rust, the others go to the step). Whether it
+        writes its input (``inplace=True``) is read once, here, from its own attributes
+        (``getattr`` of one it lacks goes through ``nn.Module.__getattr__`` and an
         AttributeError: a cost on every call)."""
-        forward = module.forward
         inplace = module.__dict__.get("inplace") is True
-
-        def wrapper(*args, **kwargs):
-            step = self.step
-            if step is None or threading.get_ident() != step.host:
-                return forward(*args, **kwargs)
-            return step.call(index, forward, args, kwargs, inplace)
-
-        return wrapper
+        return LayerCall(self.plan.lookup, index, module.forward, inplace, torch.Tensor)
 
     def run(self, module, args, kwargs):
         if self.step is not None:
             raise ordo.OrdoError("forward called again before the last call returned")
         step = self.step = Step(self)
+        self.plan.lookup.begin(step.core, step)
         try:
             try:
                 output = module(*args, **kwargs)
@@ -189,6 +183,7 @@ class _Assigner:
             step.abort()
             raise
         finally:
+            self.plan.lookup.end()
             self.step = None
             self.reports.append(
                 StepReport(step.code_order, step.threads, self.criterion, self.placement)

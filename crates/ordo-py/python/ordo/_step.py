@@ -101,9 +101,10 @@ class Step:
         self.plan: Plan = assigner.plan
         self.devices = assigner.devices
         self.runs_inline: list[bool] = assigner.runs_inline
-        self.core = self.plan.lookup.step(assigner.reorder, assigner.criterion)
+        self.core = self.plan.lookup.step(
+            assigner.reorder, assigner.criterion, assigner.runs_inline
+        )
         self.timeout = assigner.timeout
-        self.host = threading.get_ident()
         self.threads: list[str] = []
         self.futures: list[tuple[str, Future]] = []  # every value of the step, in order
         # Per value (its future): the deferred work that reads it, which an in-place write of
@@ -126,6 +127,7 @@ class Step:
             self.gpu = StreamStep(self.devices, assigner.transfers, copy_all)
             self.gpu_ops = StreamOps(self, self.gpu)
             self.gpu_ops.__enter__()
+            self.core.watching()  # every layer call goes through `call`
 
     # -- the host reaches a layer ------------------------------------------------------------
 
@@ -156,6 +158,15 @@ class Step:
             elif isinstance(written, torch.Tensor):
                 self.before_host_write(written)
         layer, how = self.core.arrive(module, came_from)
+        return self._reached(layer, how, forward, args, kwargs, leaves, after, written)
+
+    def arrived(self, layer: int, how: int, forward: Callable, args: tuple, kwargs: dict, _):
+        """``call`` for a layer that ``LayerCall`` has reached already (plain tensor
+        arguments, not in place) and does not run itself."""
+        return self._reached(layer, how, forward, args, kwargs, [], [], None)
+
+    def _reached(self, layer, how, forward, args, kwargs, leaves, after, written):
+        """The rest of ``call`` once ``layer`` is reached: ``how`` it runs (``arrive``)."""
         device = self.devices[self.plan.device_of[layer]]
         if isinstance(device, GpuDevice):  # launched on its stream, by either path below
             forward = functools.partial(
@@ -226,6 +237,7 @@ class Step:
         if self.watch is None:
             self.watch = HostWrites(self)
             self.watch.__enter__()
+            self.core.watching()  # every layer call goes through `call`
 
     def unwatch(self) -> None:
         """The host's forward is over (on the host thread): the watches end (the last one
