@@ -9,6 +9,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::{PyTraverseError, PyVisit};
 
 use crate::host_step::PyAssignerPlan;
 
@@ -38,6 +39,15 @@ impl PyLayerCall {
         tensor: Py<PyType>,
     ) -> Self {
         Self { plan, module, forward, inplace, tensor }
+    }
+
+    /// What it refers to, for the garbage collector: a module's `forward` refers to the
+    /// module, which holds this object as its `forward`; without this, a distributed module
+    /// dropped without `close()` would keep its layers and their parameters alive.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.plan)?;
+        visit.call(&self.forward)?;
+        visit.call(&self.tensor)
     }
 
     #[pyo3(signature = (*args, **kwargs))]

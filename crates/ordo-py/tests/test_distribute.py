@@ -617,3 +617,20 @@ def test_only_the_last_steps_reports_are_kept(monkeypatch):
             within(30, dist, torch.randn(2, 4))
     assert len(dist.steps) == 3 and dist.steps[-1].code_order == ["0", "1"]
     dist.close()
+
+
+def test_a_distributed_module_dropped_without_close_is_collected():
+    """The wrapped layers (ordo's LayerCall) and the module refer to each other; the garbage
+    collector must still free them when the user drops the module without `close()`."""
+    import gc
+    import weakref
+
+    net = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
+    x = torch.randn(2, 4)
+    profiled = ot.profile(net, x, reps=1, warmup=0)
+    dist = ot.distribute(net, ot.Placement.of(profiled, dict.fromkeys(profiled.layers, 0)))
+    dist(x).sum().backward()
+    alive = [weakref.ref(net), weakref.ref(net[0]), weakref.ref(net[0].weight)]
+    del net, dist, profiled
+    gc.collect()
+    assert [a() for a in alive] == [None] * 3, "the module, a layer or a parameter never freed"
