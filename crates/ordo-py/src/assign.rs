@@ -50,13 +50,7 @@ pub fn reorder_threads(
         .iter()
         .map(|order| order.iter().map(|l| id(l, "device_order")).collect())
         .collect::<PyResult<_>>()?;
-    let criterion = match criterion {
-        "gpu-topo" => HostCriterion::GpuTopo,
-        "global-topo" => HostCriterion::GlobalTopo,
-        other => {
-            return Err(usage(format!("criterion `{other}`: expected gpu-topo or global-topo")));
-        }
-    };
+    let criterion = host_criterion(criterion)?;
     let global: Vec<usize> = match (&global_order, criterion) {
         (Some(order), _) => order.iter().map(|l| id(l, "global_order")).collect::<PyResult<_>>()?,
         (None, HostCriterion::GpuTopo) => (0..n).collect(),
@@ -73,4 +67,13 @@ pub fn reorder_threads(
     };
     let spawned = threads(&layers, &global, criterion).map_err(error)?;
     Ok(code_order.into_iter().zip(spawned).filter(|(_, s)| *s).map(|(name, _)| name).collect())
+}
+
+/// The Assigner's criterion by its name: `gpu-topo` or `global-topo`.
+pub(crate) fn host_criterion(name: &str) -> PyResult<HostCriterion> {
+    match name {
+        "gpu-topo" => Ok(HostCriterion::GpuTopo),
+        "global-topo" => Ok(HostCriterion::GlobalTopo),
+        other => Err(usage(format!("criterion `{other}`: expected gpu-topo or global-topo"))),
+    }
 }

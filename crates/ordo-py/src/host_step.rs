@@ -25,9 +25,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::ThreadId;
 use std::time::Duration;
 
-use ordo::stages::sched::{HostCriterion, HostWalk, PlacedLayers};
+use ordo::stages::sched::{HostWalk, PlacedLayers};
 use pyo3::prelude::*;
 
+use crate::assign::host_criterion;
 use crate::{error, usage};
 
 /// A placement as the Assigner looks it up in every step: the layers by index, and for each
@@ -164,15 +165,7 @@ impl PyAssignerPlan {
     /// (the seed's debugging switch); `criterion` `gpu-topo` or `global-topo`; `runs_inline`
     /// per layer, whether its device runs it on the thread that submits it.
     fn step(&self, reorder: bool, criterion: &str, runs_inline: Vec<bool>) -> PyResult<PyHostStep> {
-        let criterion = match criterion {
-            "gpu-topo" => HostCriterion::GpuTopo,
-            "global-topo" => HostCriterion::GlobalTopo,
-            other => {
-                return Err(usage(format!(
-                    "criterion `{other}`: expected gpu-topo or global-topo"
-                )));
-            }
-        };
+        let criterion = host_criterion(criterion)?;
         let lookup = Arc::clone(&self.lookup);
         let walk = HostWalk::new(Arc::clone(&lookup.layers), reorder.then_some(criterion));
         let host = HostState { walk, calls: vec![0; lookup.calls.len()] };
