@@ -438,6 +438,13 @@ fn onnx_cases(dir: &Path) -> Vec<Case> {
             "`range` (Range): its start (input 0) is not a constant scalar, and the file declares no 1-D size",
         ),
         ("bad_attrs/maxpool_storage_order", "`pool`: storage_order 2: expected 0 or 1"),
+        // Integer convolutions whose bias, zero points or groups do not fit.
+        ("bad_attrs/qlinearconv_bias", "`qconv` (QLinearConv): bias f32[4]: expected i32[4]"),
+        (
+            "bad_attrs/convinteger_zero_points",
+            "`iconv` (ConvInteger): w_zero_point u8[5]: expected one value or [4]",
+        ),
+        ("bad_attrs/convinteger_groups", "`iconv` (ConvInteger): input u8[1,4,5,5] and weight"),
         // Below opset 7, an operator changed since the model's opset.
         (
             "bad_attrs/old_opset_add",

@@ -238,6 +238,9 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
         "upsample_opset9",
         // MaxPool's indices: 1-D dilated with ceil_mode, 3-D column-major, int8 with ties.
         "maxpool_indices",
+        // ConvInteger and QLinearConv: 1-D to 3-D, groups, strides, dilations, uneven and
+        // SAME padding, per-channel zero points and scales, a bias.
+        "integer_conv",
     ] {
         assert_eq!(outcome(case), "pass", "{v:#}");
     }
@@ -249,10 +252,15 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
     assert_eq!(outcome("strings"), "unsupported");
     assert_eq!(
         (v["pass"].as_u64(), v["fail"].as_u64(), v["unsupported"].as_u64()),
-        (Some(15), Some(1), Some(1))
+        (Some(16), Some(1), Some(1))
     );
     let relu = v["per_op"].as_array().unwrap().iter().find(|o| o["op"] == "Relu").unwrap();
     assert_eq!((relu["pass"].as_u64(), relu["fail"].as_u64()), (Some(1), Some(1)));
+
+    // Integer outputs are exact: ConvInteger's sums pass 2^24, beyond f32's exact integers.
+    let integer_conv = format!("{cases}/integer_conv");
+    let v = json(&ordo(&["conformance", &integer_conv, "--rtol", "0", "--atol", "0", "--json"]));
+    assert_eq!(v["pass"], 1, "{v:#}");
 
     // The wrong expected output is 0.1 off everywhere: a looser tolerance lets it pass.
     let wrong = format!("{cases}/relu_wrong");
@@ -262,7 +270,7 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
     let out = ordo(&["conformance", &cases]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("total: 17 cases, 15 pass, 1 fail, 1 unsupported"), "{text}");
+    assert!(text.contains("total: 18 cases, 16 pass, 1 fail, 1 unsupported"), "{text}");
     assert!(error(&["conformance", "/no/such/folder"]).contains("/no/such/folder"));
     let empty = tempfile::tempdir().unwrap();
     assert!(error(&["conformance", empty.path().to_str().unwrap()]).contains("no test case"));

@@ -23,6 +23,7 @@ mod loss;
 mod norm;
 mod parts;
 mod pool;
+mod qconv;
 mod qlinear;
 mod quantize;
 mod random;
@@ -80,6 +81,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Constant",
     "ConstantOfShape",
     "Conv",
+    "ConvInteger",
     "ConvTranspose",
     "Cos",
     "Cosh",
@@ -146,6 +148,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "OneHot",
     "Or",
     "PRelu",
+    "QLinearConv",
     "QLinearMatMul",
     "Pad",
     "Pow",
@@ -259,6 +262,8 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "Col2Im" => indexed::col2im,
         "MatMulInteger" => qlinear::matmul_integer,
         "QLinearMatMul" => qlinear::qlinear_matmul,
+        "ConvInteger" => qconv::conv_integer,
+        "QLinearConv" => qconv::qlinear_conv,
         "DFT" => spectral::dft,
         "STFT" => spectral::stft,
         "GridSample" => grid_sample::grid_sample,

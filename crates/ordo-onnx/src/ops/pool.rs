@@ -26,7 +26,7 @@ pub(crate) fn pool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
         1 => true,
         other => return Err(node.malformed(format!("storage_order {other}: expected 0 or 1"))),
     };
-    let p = window_nd(node, &fact.shape[2..], node.op_type() == "MaxPool")?;
+    let p = window_nd(node, &fact.shape[2..], node.op_type() == "MaxPool", None)?;
     // Built before anything is emitted: tables too large are refused while the generic rule
     // can still plan the node.
     let tables = match node.output_named(1) {
@@ -194,8 +194,14 @@ impl IndexTables {
     }
 }
 
-/// The window of an N-d pooling over spatial dims of `spatial` sizes.
-fn window_nd(node: &Node<'_>, spatial: &[usize], max: bool) -> OnnxResult<PoolNd> {
+/// The window of an N-d pooling over spatial dims of `spatial` sizes; `kernel`, where given,
+/// is the size `kernel_shape` may leave out (a convolution's weight).
+pub(super) fn window_nd(
+    node: &Node<'_>,
+    spatial: &[usize],
+    max: bool,
+    kernel: Option<&[usize]>,
+) -> OnnxResult<PoolNd> {
     let n = spatial.len();
     let list = |name: &str, default: usize, len: usize| -> OnnxResult<Vec<usize>> {
         match node.ints(name) {
@@ -209,7 +215,16 @@ fn window_nd(node: &Node<'_>, spatial: &[usize], max: bool) -> OnnxResult<PoolNd
             }
         }
     };
-    let kernel = list("kernel_shape", 0, n)?;
+    let kernel = match (node.ints("kernel_shape"), kernel) {
+        (None, Some(k)) => k.to_vec(),
+        (Some(_), Some(k)) if list("kernel_shape", 0, n)? != k => {
+            return Err(node.shape_error(format!(
+                "kernel_shape {:?} differs from the weight's kernel {k:?}",
+                list("kernel_shape", 0, n)?
+            )));
+        }
+        _ => list("kernel_shape", 0, n)?,
+    };
     let stride = list("strides", 1, n)?;
     let dilation = list("dilations", 1, n)?;
     if [&kernel, &stride, &dilation].iter().any(|v| v.contains(&0)) {
@@ -281,7 +296,7 @@ pub(crate) fn lp_pool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
     if p < 1 {
         return Err(node.malformed(format!("p = {p}: expected a positive integer")));
     }
-    let mut window = window_nd(node, &fact.shape[2..], false)?;
+    let mut window = window_nd(node, &fact.shape[2..], false, None)?;
     if window.ceil_mode {
         // A window past the padding holds fewer elements than the kernel: the average's
         // divisor would no longer be the kernel's size.

@@ -1,0 +1,227 @@
+//! Integer convolutions: `ConvInteger` (the i32 convolution of `x - x_zero_point` by
+//! `w - w_zero_point`) and `QLinearConv` (that plus its i32 bias, requantized as
+//! `QLinearMatMul` is), of any number of spatial dims and any padding, as IR ops.
+//!
+//! The IR's convolutions take f32 weights as parameters; here the weight is computed (less its
+//! zero point) and the sums must be exact. So the convolution is an im2col and a product: each
+//! output position's window is gathered from the input by a table computed at import (the
+//! padding reads one appended zero), and the patches times the weight is qlinear's exact
+//! product, chunked so that every f32 partial sum is an exact integer. No gradient (integers).
+
+use ordo_ir::op::PoolNd;
+use ordo_ir::{DType, Op, OutletId, TensorFact};
+
+use super::indexed::{coordinates, index_buffer};
+use super::qlinear::{centered, exact_product, float_scales, int8_fact, requantize};
+use super::{Outputs, check_constant, one, reshape_op};
+use crate::ctx::Ctx;
+use crate::error::OnnxResult;
+use crate::node::Node;
+use crate::tensor::{ConstData, ConstTensor, code};
+
+/// The sizes of an integer convolution of `x` `[N, C, d...]` by `w` `[M, C / G, k...]`.
+struct Shape {
+    batch: usize,
+    channels: usize,
+    out_channels: usize,
+    groups: usize,
+    /// The output's spatial dims.
+    out: Vec<usize>,
+    /// Elements of one input plane.
+    plane: usize,
+    /// Elements of one kernel window.
+    window: usize,
+    /// `[out positions, window]`: each window cell's position in the plane, or `plane` (the
+    /// appended zero) where it falls in the padding.
+    table: Vec<i64>,
+}
+
+impl Shape {
+    /// The sizes and the gather table; errors name what does not fit.
+    fn of(node: &Node<'_>, x: &TensorFact, w: &TensorFact) -> OnnxResult<Self> {
+        if x.rank() < 3 || w.rank() != x.rank() {
+            return Err(node.shape_error(format!(
+                "input {x} and weight {w}: expected [N, C, d...] and [M, C / group, k...] of \
+                 one rank, at least 3"
+            )));
+        }
+        let groups = usize::try_from(node.int("group", 1)?)
+            .ok()
+            .filter(|&g| g > 0)
+            .ok_or_else(|| node.malformed("group must be positive"))?;
+        let (channels, out_channels) = (x.shape[1], w.shape[0]);
+        if w.shape[1] * groups != channels || out_channels % groups != 0 {
+            return Err(node.shape_error(format!(
+                "input {x} and weight {w} in {groups} group(s): expected C = {groups} x the \
+                 weight's dim 1 and M divisible by the groups"
+            )));
+        }
+        let spatial = &x.shape[2..];
+        let p: PoolNd = super::pool::window_nd(node, spatial, false, Some(&w.shape[2..]))?;
+        let out: Vec<usize> = (0..spatial.len())
+            .map(|d| p.out_len(d, spatial[d]))
+            .collect::<Option<_>>()
+            .ok_or_else(|| node.shape_error(format!("the kernel does not fit the input {x}")))?;
+        let plane: usize = spatial.iter().product();
+        let (positions, window): (usize, usize) = (out.iter().product(), p.kernel.iter().product());
+        check_constant(node, "gather table", &[positions, window])?;
+        check_constant(node, "patches", &[x.shape[0], channels, positions, window])?;
+        let mut table = Vec::with_capacity(positions * window);
+        for o in 0..positions {
+            let at = coordinates(o, &out);
+            for k in 0..window {
+                let cell = coordinates(k, &p.kernel);
+                let mut flat = 0i64;
+                for d in 0..spatial.len() {
+                    let i =
+                        (at[d] * p.stride[d] + cell[d] * p.dilation[d]) as i64 - p.pads[d] as i64;
+                    if !(0..spatial[d] as i64).contains(&i) {
+                        flat = plane as i64;
+                        break;
+                    }
+                    flat = flat * spatial[d] as i64 + i;
+                }
+                table.push(flat);
+            }
+        }
+        Ok(Self { batch: x.shape[0], channels, out_channels, groups, out, plane, window, table })
+    }
+
+    /// The exact convolution of `x` (f32 `[N, C, d...]`) by `w` (f32 `[M, C / G, k...]`), both
+    /// holding integers, as i64 `[N, M, out...]`.
+    fn product(
+        self,
+        ctx: &mut Ctx<'_>,
+        node: &Node<'_>,
+        x: OutletId,
+        w: OutletId,
+    ) -> OnnxResult<OutletId> {
+        let Self { batch: n, channels: c, out_channels: m, groups: g, out, plane, window, table } =
+            self;
+        let positions = out.iter().product::<usize>();
+        let (cg, mg) = (c / g, m / g);
+        let shared = cg * window;
+        let flat = ctx.emit_part(node, "x.flat", reshape_op(&[n, c, plane]), &[x])?;
+        let zero =
+            ConstTensor { elem: code::FLOAT, shape: vec![n, c, 1], data: ConstData::Splat(0.0) };
+        let zero = ctx.buffer(node, &format!("{}.padding", node.name), &zero)?;
+        let padded = ctx.emit_part(node, "x.padded", Op::Concat { axis: 2 }, &[flat, zero])?;
+        let table = index_buffer(ctx, node, "windows", vec![positions, window], table)?;
+        // [N, C, L, K] -> [N, L, C, K] -> [N, L, G, C/G * K] -> [N, G, L, C/G * K].
+        let patches = ctx.emit_part(node, "patches", Op::Gather { axis: 2 }, &[padded, table])?;
+        let patches =
+            ctx.emit_part(node, "patches.by_position", transpose(&[0, 2, 1, 3]), &[patches])?;
+        let patches = ctx.emit_part(
+            node,
+            "patches.grouped",
+            reshape_op(&[n, positions, g, shared]),
+            &[patches],
+        )?;
+        let patches = ctx.emit_part(node, "patches.rows", transpose(&[0, 2, 1, 3]), &[patches])?;
+        // [M, C/G, k...] -> [G, M/G, C/G * K] -> [G, C/G * K, M/G].
+        let w = ctx.emit_part(node, "w.grouped", reshape_op(&[g, mg, shared]), &[w])?;
+        let w = ctx.emit_part(node, "w.columns", transpose(&[0, 2, 1]), &[w])?;
+        // [N, G, L, M/G] -> [N, G, M/G, L] -> [N, M, out...].
+        let product = exact_product(ctx, node, patches, w, shared)?;
+        let product =
+            ctx.emit_part(node, "product.by_channel", transpose(&[0, 1, 3, 2]), &[product])?;
+        let shape: Vec<usize> = [n, m].into_iter().chain(out).collect();
+        ctx.emit_part(node, "product.shaped", reshape_op(&shape), &[product])
+    }
+}
+
+fn transpose(perm: &[usize]) -> Op {
+    Op::Transpose { perm: perm.to_vec() }
+}
+
+/// The shape a per-output-channel vector (`[M]`) takes to broadcast over `[N, M, out...]`
+/// (or over the weight `[M, C / G, k...]`): `[M, 1, ...]` of the rank less one.
+fn per_channel(m: usize, rank: usize) -> Vec<usize> {
+    std::iter::once(m).chain(std::iter::repeat_n(1, rank - 2)).collect()
+}
+
+/// Input `i`, which must hold one value (a per-tensor zero point or scale).
+fn scalar_input(ctx: &Ctx<'_>, node: &Node<'_>, i: usize, what: &str) -> OnnxResult<()> {
+    match node.input(i) {
+        None => Ok(()),
+        Some(_) => {
+            let fact = ctx.fact_of(node, &ctx.input(node, i)?)?;
+            if fact.numel() == 1 {
+                Ok(())
+            } else {
+                Err(node.unsupported(format!("{what} {fact}: one value (per tensor) only")))
+            }
+        }
+    }
+}
+
+/// Input `i` (a zero point or scale), which holds one value or one per output channel.
+fn per_channel_input(
+    ctx: &Ctx<'_>,
+    node: &Node<'_>,
+    i: usize,
+    what: &str,
+    m: usize,
+) -> OnnxResult<()> {
+    if node.input(i).is_none() {
+        return Ok(());
+    }
+    let fact = ctx.fact_of(node, &ctx.input(node, i)?)?;
+    if fact.numel() == 1 || fact.shape == [m] {
+        Ok(())
+    } else {
+        Err(node.shape_error(format!(
+            "{what} {fact}: expected one value or [{m}], one per output channel"
+        )))
+    }
+}
+
+/// `ConvInteger(x, w, x_zero_point, w_zero_point)`: the i32 convolution of the operands less
+/// their zero points (`x`'s one value, `w`'s one or one per output channel).
+pub(crate) fn conv_integer(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let (xf, wf) = (int8_fact(ctx, node, 0, "x")?, int8_fact(ctx, node, 1, "w")?);
+    let shape = Shape::of(node, &xf, &wf)?;
+    scalar_input(ctx, node, 2, "x_zero_point")?;
+    per_channel_input(ctx, node, 3, "w_zero_point", wf.shape[0])?;
+    let x = centered(ctx, node, 0, 2, None)?;
+    let w = centered(ctx, node, 1, 3, Some(&per_channel(wf.shape[0], wf.rank() + 1)))?;
+    let product = shape.product(ctx, node, x, w)?;
+    one(ctx.emit_value(&node.name, Op::cast(DType::I32), &[product])?)
+}
+
+/// `QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point,
+/// B)`: `round((conv + B) * (x_scale * w_scale / y_scale) + y_zero_point)` saturated to the
+/// type of `y_zero_point`, `conv` as `ConvInteger`'s; `w_scale` and `w_zero_point` one value
+/// or one per output channel.
+pub(crate) fn qlinear_conv(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let (xf, wf) = (int8_fact(ctx, node, 0, "x")?, int8_fact(ctx, node, 3, "w")?);
+    let out = int8_fact(ctx, node, 7, "y_zero_point")?.dtype;
+    float_scales(ctx, node, [(1, "x_scale"), (4, "w_scale"), (6, "y_scale")])?;
+    let shape = Shape::of(node, &xf, &wf)?;
+    let m = wf.shape[0];
+    for (i, what) in [(1, "x_scale"), (2, "x_zero_point"), (6, "y_scale"), (7, "y_zero_point")] {
+        scalar_input(ctx, node, i, what)?;
+    }
+    per_channel_input(ctx, node, 4, "w_scale", m)?;
+    per_channel_input(ctx, node, 5, "w_zero_point", m)?;
+    let x = centered(ctx, node, 0, 2, None)?;
+    let w = centered(ctx, node, 3, 5, Some(&per_channel(m, wf.rank() + 1)))?;
+    let mut product = shape.product(ctx, node, x, w)?;
+    let by_channel = per_channel(m, wf.rank());
+    if node.input(8).is_some() {
+        let bias = ctx.fact_of(node, &ctx.input(node, 8)?)?;
+        if bias.dtype != DType::I32 || bias.shape != [m] {
+            return Err(node.shape_error(format!("bias {bias}: expected i32[{m}]")));
+        }
+        let b = ctx.wire(node, 8)?;
+        let b = ctx.emit_part(node, "bias.shaped", reshape_op(&by_channel), &[b])?;
+        let b = ctx.emit_part(node, "bias.i64", Op::cast(DType::I64), &[b])?;
+        product = ctx.emit_part(node, "biased", Op::Add, &[product, b])?;
+    }
+    let mut w_scale = ctx.wire(node, 4)?;
+    if ctx.graph.fact(w_scale).expect("emitted").numel() > 1 {
+        w_scale = ctx.emit_part(node, "w_scale.shaped", reshape_op(&by_channel), &[w_scale])?;
+    }
+    let (x_scale, y_scale) = (ctx.wire(node, 1)?, ctx.wire(node, 6)?);
+    one(requantize(ctx, node, product, [x_scale, w_scale, y_scale], 7, out)?)
+}
