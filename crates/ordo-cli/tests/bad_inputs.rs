@@ -445,6 +445,11 @@ fn onnx_cases(dir: &Path) -> Vec<Case> {
             "`iconv` (ConvInteger): w_zero_point u8[5]: expected one value or [4]",
         ),
         ("bad_attrs/convinteger_groups", "`iconv` (ConvInteger): input u8[1,4,5,5] and weight"),
+        ("bad_attrs/deform_offset", "offset f32[1,10,3,3]: expected f32[1,18,3,3]"),
+        (
+            "bad_attrs/deform_offset_group",
+            "`deform`: offset_group 3: expected a positive divisor of the 4 channels",
+        ),
         // Below opset 7, an operator changed since the model's opset.
         (
             "bad_attrs/old_opset_add",

@@ -108,12 +108,10 @@ pub(crate) fn grid_sample(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
     let x = ctx.wire(node, 0)?;
     let x = e.op(ctx, "flat", reshape_op(&[n, c, points]), &[x])?;
     let grid = ctx.wire(node, 1)?;
-    // Per spatial dim: its taps as (index times the dim's stride, as i64; weight, f32), each
-    // [N, cells].
-    let mut taps_per_dim = Vec::with_capacity(r);
-    let mut stride = points;
+    // Per spatial dim: the grid's coordinate (its last dim lists x, y, ... : the last spatial
+    // dim first) as a position in elements.
+    let mut positions = Vec::with_capacity(r);
     for (d, &size) in sizes.iter().enumerate() {
-        stride /= size;
         let component = (r - 1 - d) as i64;
         let cut = Op::Slice { axis: r as i64 + 1, start: component, end: component + 1, step: 1 };
         let g = e.op(ctx, "coordinate", cut, &[grid])?;
@@ -121,7 +119,51 @@ pub(crate) fn grid_sample(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
         let l = size as f64;
         let (a, b) =
             if align { ((l - 1.0) / 2.0, (l - 1.0) / 2.0) } else { (l / 2.0, (l - 1.0) / 2.0) };
-        let mut pos = e.affine(ctx, g, a, b)?;
+        positions.push(e.affine(ctx, g, a, b)?);
+    }
+    let sampling = Sampling { mode, padding, align };
+    let sum = sample(ctx, &mut e, x, sizes, &positions, sampling)?;
+    let shape: Vec<usize> = [n, c].into_iter().chain(outs.iter().copied()).collect();
+    one(ctx.emit_value(&node.name, reshape_op(&shape), &[sum])?)
+}
+
+/// How [`sample`] interpolates, and what it reads outside the input.
+#[derive(Clone, Copy)]
+pub(super) struct Sampling {
+    mode: Mode,
+    padding: Padding,
+    align: bool,
+}
+
+impl Sampling {
+    /// Linear interpolation, zeros outside, the borders at the outer elements' centres (as
+    /// `DeformConv` samples).
+    pub(super) const LINEAR_ZEROS_ALIGNED: Sampling =
+        Sampling { mode: Mode::Linear, padding: Padding::Zeros, align: true };
+}
+
+/// `x` (`[n, c, points]`: spatial dims of `sizes` flattened) sampled at `positions` (one per
+/// spatial dim, each `[n, cells]`, in elements: `0` the first element's centre): `[n, c,
+/// cells]`.
+pub(super) fn sample(
+    ctx: &mut Ctx<'_>,
+    e: &mut Parts<'_, '_>,
+    x: OutletId,
+    sizes: &[usize],
+    positions: &[OutletId],
+    Sampling { mode, padding, align }: Sampling,
+) -> OnnxResult<OutletId> {
+    let xf = ctx.graph.fact(x).cloned().expect("emitted");
+    let (n, c, points) = (xf.shape[0], xf.shape[1], xf.shape[2]);
+    let cells = ctx.graph.fact(positions[0]).expect("emitted").shape[1];
+    // Per spatial dim: its taps as (index times the dim's stride, as i64; weight, f32), each
+    // [N, cells].
+    let mut taps_per_dim = Vec::with_capacity(sizes.len());
+    let mut stride = points;
+    for (&size, &pos) in sizes.iter().zip(positions) {
+        stride /= size;
+        let l = size as f64;
+        let mut pos = pos;
         if mode == Mode::Nearest {
             pos = e.unary(ctx, pos, UnaryOp::Round)?;
         }
@@ -135,7 +177,7 @@ pub(crate) fn grid_sample(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
                 let outside = e.op(ctx, "outside", Op::Logic(LogicKind::Or), &[below, above])?;
                 e.select(ctx, outside, clipped, pos)?
             }
-            Padding::Reflection => reflect(ctx, &mut e, pos, lo, hi)?,
+            Padding::Reflection => reflect(ctx, e, pos, lo, hi)?,
         };
         // The taps: (offset from the base, weight); the base is the position itself for
         // nearest, else its floor, and the weights follow the fraction.
@@ -148,7 +190,7 @@ pub(crate) fn grid_sample(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
                 let weights = if mode == Mode::Linear {
                     vec![(0, Some(e.affine(ctx, f, -1.0, 1.0)?)), (1, Some(f))]
                 } else {
-                    cubic_weights(ctx, &mut e, f)?
+                    cubic_weights(ctx, e, f)?
                 };
                 (base, weights)
             }
@@ -156,7 +198,7 @@ pub(crate) fn grid_sample(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
         let mut taps = Vec::with_capacity(weights.len());
         for (offset, weight) in weights {
             let t = if offset == 0 { base } else { e.affine(ctx, base, 1.0, offset as f64)? };
-            let (index, mask) = tap_index(ctx, &mut e, t, size, lo, hi, padding)?;
+            let (index, mask) = tap_index(ctx, e, t, size, lo, hi, padding)?;
             let weight = match (weight, mask) {
                 (Some(w), Some(m)) => Some(e.op(ctx, "masked", Op::Mul, &[w, m])?),
                 (w, m) => w.or(m),
@@ -189,7 +231,8 @@ pub(crate) fn grid_sample(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
                 (acc, w) => acc.or(w),
             };
         }
-        let index = e.op(ctx, "index", reshape_op(&[n, 1, cells]), &[index.expect("r >= 1")])?;
+        let index =
+            e.op(ctx, "index", reshape_op(&[n, 1, cells]), &[index.expect("a dim at least")])?;
         let index = e.op(ctx, "index", Op::Expand { shape: vec![n, c, cells] }, &[index])?;
         let mut value = e.op(ctx, "tap", Op::GatherElements { axis: 2 }, &[x, index])?;
         if let Some(w) = weight {
@@ -201,8 +244,7 @@ pub(crate) fn grid_sample(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
             Some(s) => e.op(ctx, "sum", Op::Add, &[s, value])?,
         });
     }
-    let shape: Vec<usize> = [n, c].into_iter().chain(outs.iter().copied()).collect();
-    one(ctx.emit_value(&node.name, reshape_op(&shape), &[sum.expect("one tap at least")])?)
+    Ok(sum.expect("one tap at least"))
 }
 
 /// The index a tap at `t` reads (f32, inside `[0, size - 1]`) and, for `zeros` padding, the

@@ -10,6 +10,7 @@ mod composite;
 mod conv;
 mod conv3d;
 mod data_sized;
+mod deform_conv;
 mod einsum;
 mod elementwise;
 pub(crate) mod generic;
@@ -22,6 +23,7 @@ mod logic;
 mod loss;
 mod norm;
 mod parts;
+mod patches;
 mod pool;
 mod qconv;
 mod qlinear;
@@ -82,6 +84,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "ConstantOfShape",
     "Conv",
     "ConvInteger",
+    "DeformConv",
     "ConvTranspose",
     "Cos",
     "Cosh",
@@ -263,6 +266,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "MatMulInteger" => qlinear::matmul_integer,
         "QLinearMatMul" => qlinear::qlinear_matmul,
         "ConvInteger" => qconv::conv_integer,
+        "DeformConv" => deform_conv::deform_conv,
         "QLinearConv" => qconv::qlinear_conv,
         "DFT" => spectral::dft,
         "STFT" => spectral::stft,
@@ -326,6 +330,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
 pub(crate) fn weight_slots(op_type: &str) -> &'static [usize] {
     match op_type {
         "Conv" | "ConvTranspose" | "LayerNormalization" | "Gemm" => &[1, 2],
+        "DeformConv" => &[1, 3],
         "BatchNormalization" => &[1, 2, 3, 4],
         "LSTM" | "GRU" | "RNN" => &[1, 2, 3],
         "Gather" => &[0],

@@ -12,6 +12,7 @@ use ordo_ir::op::PoolNd;
 use ordo_ir::{DType, Op, OutletId, TensorFact};
 
 use super::indexed::{coordinates, index_buffer};
+use super::patches::{Grouped, per_channel};
 use super::qlinear::{centered, exact_product, float_scales, int8_fact, requantize};
 use super::{Outputs, check_constant, one, reshape_op};
 use crate::ctx::Ctx;
@@ -19,18 +20,11 @@ use crate::error::OnnxResult;
 use crate::node::Node;
 use crate::tensor::{ConstData, ConstTensor, code};
 
-/// The sizes of an integer convolution of `x` `[N, C, d...]` by `w` `[M, C / G, k...]`.
+/// An integer convolution's sizes and the table that gathers its patches.
 struct Shape {
-    batch: usize,
-    channels: usize,
-    out_channels: usize,
-    groups: usize,
-    /// The output's spatial dims.
-    out: Vec<usize>,
+    grouped: Grouped,
     /// Elements of one input plane.
     plane: usize,
-    /// Elements of one kernel window.
-    window: usize,
     /// `[out positions, window]`: each window cell's position in the plane, or `plane` (the
     /// appended zero) where it falls in the padding.
     table: Vec<i64>,
@@ -39,36 +33,22 @@ struct Shape {
 impl Shape {
     /// The sizes and the gather table; errors name what does not fit.
     fn of(node: &Node<'_>, x: &TensorFact, w: &TensorFact) -> OnnxResult<Self> {
-        if x.rank() < 3 || w.rank() != x.rank() {
-            return Err(node.shape_error(format!(
-                "input {x} and weight {w}: expected [N, C, d...] and [M, C / group, k...] of \
-                 one rank, at least 3"
-            )));
-        }
-        let groups = usize::try_from(node.int("group", 1)?)
-            .ok()
-            .filter(|&g| g > 0)
-            .ok_or_else(|| node.malformed("group must be positive"))?;
-        let (channels, out_channels) = (x.shape[1], w.shape[0]);
-        if w.shape[1] * groups != channels || out_channels % groups != 0 {
-            return Err(node.shape_error(format!(
-                "input {x} and weight {w} in {groups} group(s): expected C = {groups} x the \
-                 weight's dim 1 and M divisible by the groups"
-            )));
-        }
+        // The ranks first: the window reads the spatial dims.
+        Grouped::of(node, x, w, Vec::new())?;
         let spatial = &x.shape[2..];
         let p: PoolNd = super::pool::window_nd(node, spatial, false, Some(&w.shape[2..]))?;
         let out: Vec<usize> = (0..spatial.len())
             .map(|d| p.out_len(d, spatial[d]))
             .collect::<Option<_>>()
             .ok_or_else(|| node.shape_error(format!("the kernel does not fit the input {x}")))?;
-        let plane: usize = spatial.iter().product();
-        let (positions, window): (usize, usize) = (out.iter().product(), p.kernel.iter().product());
+        let grouped = Grouped::of(node, x, w, out)?;
+        let (positions, window) = (grouped.positions(), grouped.window);
         check_constant(node, "gather table", &[positions, window])?;
-        check_constant(node, "patches", &[x.shape[0], channels, positions, window])?;
+        check_constant(node, "patches", &[x.shape[0], x.shape[1], positions, window])?;
+        let plane: usize = spatial.iter().product();
         let mut table = Vec::with_capacity(positions * window);
         for o in 0..positions {
-            let at = coordinates(o, &out);
+            let at = coordinates(o, &grouped.out);
             for k in 0..window {
                 let cell = coordinates(k, &p.kernel);
                 let mut flat = 0i64;
@@ -84,7 +64,7 @@ impl Shape {
                 table.push(flat);
             }
         }
-        Ok(Self { batch: x.shape[0], channels, out_channels, groups, out, plane, window, table })
+        Ok(Self { grouped, plane, table })
     }
 
     /// The exact convolution of `x` (f32 `[N, C, d...]`) by `w` (f32 `[M, C / G, k...]`), both
@@ -96,48 +76,21 @@ impl Shape {
         x: OutletId,
         w: OutletId,
     ) -> OnnxResult<OutletId> {
-        let Self { batch: n, channels: c, out_channels: m, groups: g, out, plane, window, table } =
-            self;
-        let positions = out.iter().product::<usize>();
-        let (cg, mg) = (c / g, m / g);
-        let shared = cg * window;
+        let Self { grouped, plane, table } = self;
+        let (n, c) = (grouped.batch, grouped.channels);
         let flat = ctx.emit_part(node, "x.flat", reshape_op(&[n, c, plane]), &[x])?;
         let zero =
             ConstTensor { elem: code::FLOAT, shape: vec![n, c, 1], data: ConstData::Splat(0.0) };
         let zero = ctx.buffer(node, &format!("{}.padding", node.name), &zero)?;
         let padded = ctx.emit_part(node, "x.padded", Op::Concat { axis: 2 }, &[flat, zero])?;
-        let table = index_buffer(ctx, node, "windows", vec![positions, window], table)?;
-        // [N, C, L, K] -> [N, L, C, K] -> [N, L, G, C/G * K] -> [N, G, L, C/G * K].
+        let shape = vec![grouped.positions(), grouped.window];
+        let table = index_buffer(ctx, node, "windows", shape, table)?;
         let patches = ctx.emit_part(node, "patches", Op::Gather { axis: 2 }, &[padded, table])?;
-        let patches =
-            ctx.emit_part(node, "patches.by_position", transpose(&[0, 2, 1, 3]), &[patches])?;
-        let patches = ctx.emit_part(
-            node,
-            "patches.grouped",
-            reshape_op(&[n, positions, g, shared]),
-            &[patches],
-        )?;
-        let patches = ctx.emit_part(node, "patches.rows", transpose(&[0, 2, 1, 3]), &[patches])?;
-        // [M, C/G, k...] -> [G, M/G, C/G * K] -> [G, C/G * K, M/G].
-        let w = ctx.emit_part(node, "w.grouped", reshape_op(&[g, mg, shared]), &[w])?;
-        let w = ctx.emit_part(node, "w.columns", transpose(&[0, 2, 1]), &[w])?;
-        // [N, G, L, M/G] -> [N, G, M/G, L] -> [N, M, out...].
-        let product = exact_product(ctx, node, patches, w, shared)?;
-        let product =
-            ctx.emit_part(node, "product.by_channel", transpose(&[0, 1, 3, 2]), &[product])?;
-        let shape: Vec<usize> = [n, m].into_iter().chain(out).collect();
-        ctx.emit_part(node, "product.shaped", reshape_op(&shape), &[product])
+        let y = grouped.times_weight(ctx, node, patches, w, |ctx, a, b, k| {
+            exact_product(ctx, node, a, b, k)
+        })?;
+        ctx.emit_part(node, "product.shaped", reshape_op(&grouped.output_shape()), &[y])
     }
-}
-
-fn transpose(perm: &[usize]) -> Op {
-    Op::Transpose { perm: perm.to_vec() }
-}
-
-/// The shape a per-output-channel vector (`[M]`) takes to broadcast over `[N, M, out...]`
-/// (or over the weight `[M, C / G, k...]`): `[M, 1, ...]` of the rank less one.
-fn per_channel(m: usize, rank: usize) -> Vec<usize> {
-    std::iter::once(m).chain(std::iter::repeat_n(1, rank - 2)).collect()
 }
 
 /// Input `i`, which must hold one value (a per-tensor zero point or scale).

@@ -1,0 +1,126 @@
+//! `DeformConv` (deformable convolution, v1 and with a mask v2) as IR ops: each window cell
+//! of each output position is sampled from the input at its place in the window plus a
+//! learned offset, interpolated linearly with zeros outside (GridSample's sampler,
+//! [`super::grid_sample::sample`]), weighted by the mask, and the patches times the weight
+//! per group ([`super::patches`]), plus the bias. Channels in `offset_group` groups, each
+//! group with its own offsets. Gradients are those of the IR ops: to the input, the weight,
+//! the offsets (through the interpolation weights) and the mask.
+//!
+//! ONNX's reference maps each position to GridSample's `[-1, 1]` and back (dividing by the
+//! size less one); here the position is in elements throughout, the same point for any size
+//! above one (and, for a size of one, what the reference's division by zero leaves undefined:
+//! the element itself).
+
+use ordo_ir::{DType, Op, TensorFact};
+
+use super::grid_sample::{Sampling, sample};
+use super::indexed::coordinates;
+use super::parts::Parts;
+use super::patches::{Grouped, per_channel, transpose};
+use super::{Outputs, one, reshape_op};
+use crate::ctx::Ctx;
+use crate::error::OnnxResult;
+use crate::node::Node;
+use crate::tensor::{ConstData, ConstTensor, code};
+
+/// `DeformConv(X, W, offset, B, mask)`.
+pub(crate) fn deform_conv(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
+    let xf = ctx.fact_of(node, &ctx.input(node, 0)?)?;
+    let wf = ctx.fact_of(node, &ctx.input(node, 1)?)?;
+    let of = ctx.fact_of(node, &ctx.input(node, 2)?)?;
+    Grouped::of(node, &xf, &wf, Vec::new())?;
+    if [&xf, &wf, &of].iter().any(|f| f.dtype != DType::F32) {
+        return Err(node
+            .unsupported(format!("input {xf}, weight {wf} and offset {of}: sampled in f32 only")));
+    }
+    let spatial = &xf.shape[2..];
+    let r = spatial.len();
+    let p = super::pool::window_nd(node, spatial, false, Some(&wf.shape[2..]))?;
+    let out: Vec<usize> = (0..r)
+        .map(|d| p.out_len(d, spatial[d]))
+        .collect::<Option<_>>()
+        .ok_or_else(|| node.shape_error(format!("the kernel does not fit the input {xf}")))?;
+    let grouped = Grouped::of(node, &xf, &wf, out)?;
+    let (n, c, m) = (grouped.batch, grouped.channels, grouped.out_channels);
+    let (positions, window) = (grouped.positions(), grouped.window);
+    let offset_group = node.int("offset_group", 1)?;
+    let offset_groups =
+        usize::try_from(offset_group).ok().filter(|&g| g > 0 && c % g == 0).ok_or_else(|| {
+            node.malformed(format!(
+                "offset_group {offset_group}: expected a positive divisor of the {c} channels"
+            ))
+        })?;
+    let expect = |what: &str, per_position: usize, fact: &TensorFact| {
+        let shape: Vec<usize> =
+            [n, per_position].into_iter().chain(grouped.out.iter().copied()).collect();
+        let want = TensorFact::new(DType::F32, shape);
+        if *fact == want {
+            Ok(())
+        } else {
+            Err(node.shape_error(format!("{what} {fact}: expected {want}")))
+        }
+    };
+    expect("offset", offset_groups * window * r, &of)?;
+    let mask = match node.input(4) {
+        Some(_) => {
+            let mf = ctx.fact_of(node, &ctx.input(node, 4)?)?;
+            expect("mask", offset_groups * window, &mf)?;
+            Some(ctx.wire(node, 4)?)
+        }
+        None => None,
+    };
+    super::check_constant(node, "patches", &[n, c, positions, window])?;
+    let mut e = Parts::of(node);
+    let (batches, cells) = (n * offset_groups, positions * window);
+    // The offsets [N, Go * K * r, out...] as [N, Go, r, L, K]; per dim, the window cell's
+    // place (a table) plus its offset.
+    let offset = ctx.wire(node, 2)?;
+    let offset =
+        e.op(ctx, "offset", reshape_op(&[n, offset_groups, window, r, positions]), &[offset])?;
+    let offset = e.op(ctx, "offset", transpose(&[0, 1, 3, 4, 2]), &[offset])?;
+    let mut places = Vec::with_capacity(r);
+    for d in 0..r {
+        let cut = Op::Slice { axis: 2, start: d as i64, end: d as i64 + 1, step: 1 };
+        let moved = e.op(ctx, "offset", cut, &[offset])?;
+        let moved = e.op(ctx, "offset", reshape_op(&[batches, cells]), &[moved])?;
+        let base: Vec<f64> = (0..positions)
+            .flat_map(|o| (0..window).map(move |k| (o, k)))
+            .map(|(o, k)| {
+                let (at, cell) = (coordinates(o, &grouped.out), coordinates(k, &p.kernel));
+                (at[d] * p.stride[d] + cell[d] * p.dilation[d]) as f64 - p.pads[d] as f64
+            })
+            .collect();
+        let base =
+            ConstTensor { elem: code::FLOAT, shape: vec![cells], data: ConstData::Float(base) };
+        let base = ctx.buffer(node, &format!("{}.window{d}", node.name), &base)?;
+        places.push(e.op(ctx, "place", Op::Add, &[moved, base])?);
+    }
+    let x = ctx.wire(node, 0)?;
+    let plane: usize = spatial.iter().product();
+    let x = e.op(ctx, "x.grouped", reshape_op(&[batches, c / offset_groups, plane]), &[x])?;
+    let mut patches = sample(ctx, &mut e, x, spatial, &places, Sampling::LINEAR_ZEROS_ALIGNED)?;
+    if let Some(mask) = mask {
+        let mask =
+            e.op(ctx, "mask", reshape_op(&[n, offset_groups, window, positions]), &[mask])?;
+        let mask = e.op(ctx, "mask", transpose(&[0, 1, 3, 2]), &[mask])?;
+        let mask = e.op(ctx, "mask", reshape_op(&[batches, 1, cells]), &[mask])?;
+        patches = e.op(ctx, "masked", Op::Mul, &[patches, mask])?;
+    }
+    let patches = e.op(ctx, "patches", reshape_op(&[n, c, positions, window]), &[patches])?;
+    let w = ctx.wire(node, 1)?;
+    let y = grouped.times_weight(ctx, node, patches, w, |ctx, a, b, _| {
+        ctx.emit_part(node, "product", Op::MatMul, &[a, b])
+    })?;
+    let shape = reshape_op(&grouped.output_shape());
+    if node.input(3).is_none() {
+        return one(ctx.emit_value(&node.name, shape, &[y])?);
+    }
+    let bf = ctx.fact_of(node, &ctx.input(node, 3)?)?;
+    if bf.shape != [m] || bf.dtype != DType::F32 {
+        return Err(node.shape_error(format!("bias {bf}: expected f32[{m}]")));
+    }
+    let y = e.op(ctx, "product.shaped", shape, &[y])?;
+    let b = ctx.wire(node, 3)?;
+    let b = e.op(ctx, "bias", reshape_op(&per_channel(m, xf.rank())), &[b])?;
+    one(ctx.emit_value(&node.name, Op::Add, &[y, b])?)
+}
