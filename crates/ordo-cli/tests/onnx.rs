@@ -243,6 +243,8 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
         "integer_conv",
         // DeformConv: groups, offset groups, stride, dilation, uneven padding, mask, bias.
         "deform_conv",
+        // DeformConv 1-D and 3-D with zero offsets, against the reference's Conv.
+        "deform_conv_nd",
     ] {
         assert_eq!(outcome(case), "pass", "{v:#}");
     }
@@ -254,7 +256,7 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
     assert_eq!(outcome("strings"), "unsupported");
     assert_eq!(
         (v["pass"].as_u64(), v["fail"].as_u64(), v["unsupported"].as_u64()),
-        (Some(17), Some(1), Some(1))
+        (Some(18), Some(1), Some(1))
     );
     let relu = v["per_op"].as_array().unwrap().iter().find(|o| o["op"] == "Relu").unwrap();
     assert_eq!((relu["pass"].as_u64(), relu["fail"].as_u64()), (Some(1), Some(1)));
@@ -272,7 +274,7 @@ fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
     let out = ordo(&["conformance", &cases]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("total: 19 cases, 17 pass, 1 fail, 1 unsupported"), "{text}");
+    assert!(text.contains("total: 20 cases, 18 pass, 1 fail, 1 unsupported"), "{text}");
     assert!(error(&["conformance", "/no/such/folder"]).contains("/no/such/folder"));
     let empty = tempfile::tempdir().unwrap();
     assert!(error(&["conformance", empty.path().to_str().unwrap()]).contains("no test case"));
