@@ -85,6 +85,7 @@ pub(crate) fn import_traced(
     let data_inputs = declare_inputs(&mut ctx, graph, options)?;
     ctx.frozen = frozen_params(&ctx, graph, options)?;
     let mut folded = 0;
+    let mut planned_only = Vec::new();
     // One trace per node, the added ones' too: it holds the node's name.
     *traces = names.into_iter().map(|name| NodeTrace { name, ..NodeTrace::default() }).collect();
     // The nodes still to map, in order: the file's, with the nodes that control flow expands
@@ -141,9 +142,10 @@ pub(crate) fn import_traced(
         let before = ctx.graph.nodes.len();
         let outputs = match mapper(&mut ctx, &node) {
             // A use the IR's op cannot express, before anything was emitted: an opaque op.
-            Err(OnnxError::Unsupported { .. })
+            Err(OnnxError::Unsupported { node: name, op_type, message })
                 if ctx.graph.nodes.len() == before && ops::generic::has_rule(proto.op_type()) =>
             {
+                planned_only.push((name, op_type, message));
                 ops::generic::generic(&mut ctx, &node)?
             }
             result => result?,
@@ -195,6 +197,7 @@ pub(crate) fn import_traced(
         bounded,
         sized_by_file,
         both_branches,
+        planned_only,
         f64_tensors,
     };
     Ok(Import { graph: graph_out, report, sources })

@@ -73,6 +73,9 @@ pub struct Model {
     /// What the import approximated, for the user to know (outputs whose size depends on the
     /// data, planned at their largest).
     notes: Vec<String>,
+    /// Why each node of an op ordo runs was imported for planning only (a use its kernels
+    /// cannot express), for a run's error to say.
+    planned_only: Vec<String>,
 }
 
 /// Where an imported model's parameter values are: the file, and per parameter (by name) its
@@ -173,15 +176,24 @@ impl Model {
                  are computed and each output chosen by a Where (the plan counts both)"
             )
         });
+        let planned_only: Vec<String> = import
+            .report
+            .planned_only
+            .iter()
+            .map(|(node, op_type, why)| format!("`{node}` ({op_type}): {why}"))
+            .collect();
+        let planned = planned_only
+            .iter()
+            .map(|why| format!("node {why}; imported for planning only (no kernel runs it)"));
         let f64_note = (!import.report.f64_tensors.is_empty()).then(|| {
             format!(
                 "f64 tensors ({}) are computed in f32: their precision and range are f32's",
                 import.report.f64_tensors.join(", ")
             )
         });
-        let notes = bounded.chain(by_file).chain(both).chain(f64_note).collect();
+        let notes = bounded.chain(by_file).chain(both).chain(planned).chain(f64_note).collect();
         let weights = Some(std::sync::Arc::new(weights));
-        Ok(Self { weights, notes, ..Self::from_graph(import.graph) })
+        Ok(Self { weights, notes, planned_only, ..Self::from_graph(import.graph) })
     }
 
     /// Reads a cost-graph file (`ordo.costgraph`, Baechi's attribute names).
@@ -196,6 +208,7 @@ impl Model {
             name: path.display().to_string(),
             weights: None,
             notes: Vec::new(),
+            planned_only: Vec::new(),
         })
     }
 
@@ -218,19 +231,38 @@ impl Model {
     /// A model from a graph built by hand.
     pub fn from_graph(graph: Graph) -> Self {
         let name = graph.name.clone();
-        Self { name, kind: ModelKind::Graph(Box::new(graph)), weights: None, notes: Vec::new() }
+        Self {
+            name,
+            kind: ModelKind::Graph(Box::new(graph)),
+            weights: None,
+            notes: Vec::new(),
+            planned_only: Vec::new(),
+        }
     }
 
     /// A model from a cost graph, named `name` in messages.
     pub fn from_cost_graph(graph: CostGraph, name: impl Into<String>) -> Self {
         let kind = ModelKind::CostGraph(Box::new(graph));
-        Self { kind, name: name.into(), weights: None, notes: Vec::new() }
+        Self { kind, name: name.into(), weights: None, notes: Vec::new(), planned_only: Vec::new() }
     }
 
     /// What the import approximated (an ONNX output whose size depends on the data, planned
     /// at its largest), one sentence each; empty for most models.
     pub fn notes(&self) -> &[String] {
         &self.notes
+    }
+
+    /// `error` with, where it is a missing kernel and the import planned nodes of ops ordo
+    /// runs without one, why each was.
+    pub(crate) fn explain_missing_kernels(&self, error: crate::Error) -> crate::Error {
+        use ordo_exec::ExecError::Unsupported;
+        match error {
+            crate::Error::Exec(Unsupported(message)) if !self.planned_only.is_empty() => {
+                let why = self.planned_only.join("; ");
+                crate::Error::Exec(Unsupported(format!("{message} (why: {why})")))
+            }
+            other => other,
+        }
     }
 
     /// The model's name: the graph's, or the cost graph's file.

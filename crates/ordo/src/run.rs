@@ -50,7 +50,8 @@ impl Runner {
     /// for an op without a CPU kernel or a plan that does not run the model's graph.
     pub fn new(problem: &Problem, planned: &Planned, options: EngineOptions) -> Result<Self> {
         let graph = problem.model.require_graph("ordo run needs a model with kernels")?;
-        let program = program(graph, planned)?;
+        let program =
+            program(graph, planned).map_err(|e| problem.model.explain_missing_kernels(e))?;
         let seed = options.settings.seed;
         let workers = options.workers_per_device;
         let exe = Executable::new(program.clone(), &planned.plan, options)?;

@@ -31,6 +31,7 @@ mod quantize;
 mod random;
 mod recurrent;
 mod reduce;
+mod roi_align;
 mod sequence;
 mod shape;
 mod spectral;
@@ -177,6 +178,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Reshape",
     "ReverseSequence",
     "Resize",
+    "RoiAlign",
     "RotaryEmbedding",
     "Round",
     "Scatter",
@@ -267,6 +269,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "QLinearMatMul" => qlinear::qlinear_matmul,
         "ConvInteger" => qconv::conv_integer,
         "DeformConv" => deform_conv::deform_conv,
+        "RoiAlign" => roi_align::roi_align,
         "QLinearConv" => qconv::qlinear_conv,
         "DFT" => spectral::dft,
         "STFT" => spectral::stft,
