@@ -145,8 +145,12 @@ pub(crate) fn import_traced(
             Err(OnnxError::Unsupported { node: name, op_type, message })
                 if ctx.graph.nodes.len() == before && ops::generic::has_rule(proto.op_type()) =>
             {
-                planned_only.push((name, op_type, message));
-                ops::generic::generic(&mut ctx, &node)?
+                let outputs = ops::generic::generic(&mut ctx, &node)?;
+                // Of constants it folds: nothing is left to run.
+                if ctx.graph.nodes.len() > before {
+                    planned_only.push((name, op_type, message));
+                }
+                outputs
             }
             result => result?,
         };

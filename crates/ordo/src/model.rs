@@ -252,14 +252,29 @@ impl Model {
         &self.notes
     }
 
+    /// Checks that the CPU kernels can run every op of the model's graph, before anything is
+    /// measured or planned for a run.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for a cost graph; [`Error::Exec`] naming every op without a kernel,
+    /// and for a node the import planned only (a use its op's kernels cannot express), why.
+    pub fn check_kernels(&self) -> Result<()> {
+        let graph = self.require_graph("ordo run needs a model with kernels")?;
+        match ordo_exec::missing_kernels(graph) {
+            None => Ok(()),
+            Some(message) => Err(self
+                .explain_missing_kernels(Error::Exec(ordo_exec::ExecError::Unsupported(message)))),
+        }
+    }
+
     /// `error` with, where it is a missing kernel and the import planned nodes of ops ordo
     /// runs without one, why each was.
-    pub(crate) fn explain_missing_kernels(&self, error: crate::Error) -> crate::Error {
+    pub(crate) fn explain_missing_kernels(&self, error: Error) -> Error {
         use ordo_exec::ExecError::Unsupported;
         match error {
-            crate::Error::Exec(Unsupported(message)) if !self.planned_only.is_empty() => {
+            Error::Exec(Unsupported(message)) if !self.planned_only.is_empty() => {
                 let why = self.planned_only.join("; ");
-                crate::Error::Exec(Unsupported(format!("{message} (why: {why})")))
+                Error::Exec(Unsupported(format!("{message} (why: {why})")))
             }
             other => other,
         }
@@ -331,8 +346,13 @@ impl Model {
         let (forward, loss) = with_loss(forward, add)?;
         let mut graph = ordo_ir::training::training_graph(&forward, loss, optimizer)?;
         graph.name = format!("{} (training graph)", forward.name);
-        // The training graph keeps the forward graph's parameters, so the file's values.
-        Ok(Self { weights: self.weights.clone(), ..Self::from_graph(graph) })
+        // The training graph keeps the forward graph's parameters, so the file's values, and
+        // its nodes imported for planning only.
+        Ok(Self {
+            weights: self.weights.clone(),
+            planned_only: self.planned_only.clone(),
+            ..Self::from_graph(graph)
+        })
     }
 
     /// The parameter values an imported file holds, by parameter name (`None` for a model

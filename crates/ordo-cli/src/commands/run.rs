@@ -213,6 +213,7 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     } else {
         forward
     };
+    model.check_kernels().with_context(|| format!("preparing `{}`", args.target))?;
     let cpu = ordo_cost::Cluster::builtin("cpu").context("the shipped `cpu` cluster")?;
     let budget = args.memory.as_deref().map(crate::placing::memory_option).transpose()?;
     let comm = cpu.comm(0, 1);

@@ -11,6 +11,7 @@ mod conv;
 mod conv3d;
 mod data_sized;
 mod deform_conv;
+mod det;
 mod einsum;
 mod elementwise;
 pub(crate) mod generic;
@@ -86,6 +87,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Conv",
     "ConvInteger",
     "DeformConv",
+    "Det",
     "ConvTranspose",
     "Cos",
     "Cosh",
@@ -270,6 +272,7 @@ pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
         "ConvInteger" => qconv::conv_integer,
         "DeformConv" => deform_conv::deform_conv,
         "RoiAlign" => roi_align::roi_align,
+        "Det" => det::det,
         "QLinearConv" => qconv::qlinear_conv,
         "DFT" => spectral::dft,
         "STFT" => spectral::stft,
