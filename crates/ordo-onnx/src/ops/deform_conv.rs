@@ -14,7 +14,6 @@
 use ordo_ir::{DType, Op, TensorFact};
 
 use super::grid_sample::{Sampling, sample};
-use super::indexed::coordinates;
 use super::parts::Parts;
 use super::patches::{Grouped, per_channel, transpose};
 use super::{Outputs, one, reshape_op};
@@ -28,19 +27,13 @@ pub(crate) fn deform_conv(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
     let xf = ctx.fact_of(node, &ctx.input(node, 0)?)?;
     let wf = ctx.fact_of(node, &ctx.input(node, 1)?)?;
     let of = ctx.fact_of(node, &ctx.input(node, 2)?)?;
-    Grouped::of(node, &xf, &wf, Vec::new())?;
+    let grouped = Grouped::of(node, &xf, &wf)?;
     if [&xf, &wf, &of].iter().any(|f| f.dtype != DType::F32) {
         return Err(node
             .unsupported(format!("input {xf}, weight {wf} and offset {of}: sampled in f32 only")));
     }
     let spatial = &xf.shape[2..];
     let r = spatial.len();
-    let p = super::pool::window_nd(node, spatial, false, Some(&wf.shape[2..]))?;
-    let out: Vec<usize> = (0..r)
-        .map(|d| p.out_len(d, spatial[d]))
-        .collect::<Option<_>>()
-        .ok_or_else(|| node.shape_error(format!("the kernel does not fit the input {xf}")))?;
-    let grouped = Grouped::of(node, &xf, &wf, out)?;
     let (n, c, m) = (grouped.batch, grouped.channels, grouped.out_channels);
     let (positions, window) = (grouped.positions(), grouped.window);
     let offset_group = node.int("offset_group", 1)?;
@@ -85,10 +78,7 @@ pub(crate) fn deform_conv(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
         let moved = e.op(ctx, "offset", reshape_op(&[batches, cells]), &[moved])?;
         let base: Vec<f64> = (0..positions)
             .flat_map(|o| (0..window).map(move |k| (o, k)))
-            .map(|(o, k)| {
-                let (at, cell) = (coordinates(o, &grouped.out), coordinates(k, &p.kernel));
-                (at[d] * p.stride[d] + cell[d] * p.dilation[d]) as f64 - p.pads[d] as f64
-            })
+            .map(|(o, k)| grouped.reads(o, k)[d] as f64)
             .collect();
         let base =
             ConstTensor { elem: code::FLOAT, shape: vec![cells], data: ConstData::Float(base) };

@@ -2,8 +2,10 @@
 //! cannot run: the integer ones (exact sums of a computed weight, [`super::qconv`]) and
 //! `DeformConv` (patches sampled at learned offsets, [`super::deform_conv`]).
 
+use ordo_ir::op::PoolNd;
 use ordo_ir::{Op, OutletId, TensorFact};
 
+use super::indexed::coordinates;
 use super::reshape_op;
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
@@ -19,6 +21,9 @@ pub(super) struct Grouped {
     pub out_channels: usize,
     /// `G`.
     pub groups: usize,
+    /// The window: kernel, strides, dilations and padding (before each spatial dim, then
+    /// after), as a pooling's.
+    pub attrs: PoolNd,
     /// The output's spatial dims.
     pub out: Vec<usize>,
     /// Elements of one kernel window (`k...` multiplied).
@@ -26,13 +31,9 @@ pub(super) struct Grouped {
 }
 
 impl Grouped {
-    /// The sizes, the groups checked against the channels; `out` the output's spatial dims.
-    pub fn of(
-        node: &Node<'_>,
-        x: &TensorFact,
-        w: &TensorFact,
-        out: Vec<usize>,
-    ) -> OnnxResult<Self> {
+    /// The sizes, the groups checked against the channels, and the window read from the
+    /// node's attributes (`kernel_shape` may be left out: the weight's).
+    pub fn of(node: &Node<'_>, x: &TensorFact, w: &TensorFact) -> OnnxResult<Self> {
         if x.rank() < 3 || w.rank() != x.rank() {
             return Err(node.shape_error(format!(
                 "input {x} and weight {w}: expected [N, C, d...] and [M, C / group, k...] of \
@@ -50,8 +51,26 @@ impl Grouped {
                  weight's dim 1 and M divisible by the groups"
             )));
         }
+        let spatial = &x.shape[2..];
+        let attrs = super::pool::window_nd(node, spatial, false, Some(&w.shape[2..]))?;
+        let out = (0..spatial.len())
+            .map(|d| attrs.out_len(d, spatial[d]))
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+            node.shape_error(format!("the kernel does not fit the input {x}"))
+        })?;
         let window = w.shape[2..].iter().product();
-        Ok(Self { batch: x.shape[0], channels, out_channels, groups, out, window })
+        Ok(Self { batch: x.shape[0], channels, out_channels, groups, attrs, out, window })
+    }
+
+    /// Where window cell `cell` of output position `position` (both row-major) reads the
+    /// input, per spatial dim, in elements: outside `0..size` in the padding.
+    pub fn reads(&self, position: usize, cell: usize) -> Vec<i64> {
+        let p = &self.attrs;
+        let (at, cell) = (coordinates(position, &self.out), coordinates(cell, &p.kernel));
+        (0..self.out.len())
+            .map(|d| (at[d] * p.stride[d] + cell[d] * p.dilation[d]) as i64 - p.pads[d] as i64)
+            .collect()
     }
 
     /// Output positions (the output's spatial dims multiplied).

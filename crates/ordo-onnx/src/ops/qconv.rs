@@ -8,10 +8,9 @@
 //! padding reads one appended zero), and the patches times the weight is qlinear's exact
 //! product, chunked so that every f32 partial sum is an exact integer. No gradient (integers).
 
-use ordo_ir::op::PoolNd;
 use ordo_ir::{DType, Op, OutletId, TensorFact};
 
-use super::indexed::{coordinates, index_buffer};
+use super::indexed::index_buffer;
 use super::patches::{Grouped, per_channel};
 use super::qlinear::{centered, exact_product, float_scales, int8_fact, requantize};
 use super::{Outputs, check_constant, one, reshape_op};
@@ -33,35 +32,21 @@ struct Shape {
 impl Shape {
     /// The sizes and the gather table; errors name what does not fit.
     fn of(node: &Node<'_>, x: &TensorFact, w: &TensorFact) -> OnnxResult<Self> {
-        // The ranks first: the window reads the spatial dims.
-        Grouped::of(node, x, w, Vec::new())?;
+        let grouped = Grouped::of(node, x, w)?;
         let spatial = &x.shape[2..];
-        let p: PoolNd = super::pool::window_nd(node, spatial, false, Some(&w.shape[2..]))?;
-        let out: Vec<usize> = (0..spatial.len())
-            .map(|d| p.out_len(d, spatial[d]))
-            .collect::<Option<_>>()
-            .ok_or_else(|| node.shape_error(format!("the kernel does not fit the input {x}")))?;
-        let grouped = Grouped::of(node, x, w, out)?;
         let (positions, window) = (grouped.positions(), grouped.window);
         check_constant(node, "gather table", &[positions, window])?;
         check_constant(node, "patches", &[x.shape[0], x.shape[1], positions, window])?;
         let plane: usize = spatial.iter().product();
         let mut table = Vec::with_capacity(positions * window);
         for o in 0..positions {
-            let at = coordinates(o, &grouped.out);
             for k in 0..window {
-                let cell = coordinates(k, &p.kernel);
-                let mut flat = 0i64;
-                for d in 0..spatial.len() {
-                    let i =
-                        (at[d] * p.stride[d] + cell[d] * p.dilation[d]) as i64 - p.pads[d] as i64;
-                    if !(0..spatial[d] as i64).contains(&i) {
-                        flat = plane as i64;
-                        break;
-                    }
-                    flat = flat * spatial[d] as i64 + i;
-                }
-                table.push(flat);
+                let reads = grouped.reads(o, k);
+                let inside =
+                    reads.iter().zip(spatial).all(|(&i, &size)| (0..size as i64).contains(&i));
+                let flat =
+                    reads.iter().zip(spatial).fold(0, |flat, (&i, &size)| flat * size as i64 + i);
+                table.push(if inside { flat } else { plane as i64 });
             }
         }
         Ok(Self { grouped, plane, table })
