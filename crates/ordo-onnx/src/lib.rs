@@ -144,7 +144,7 @@ pub struct ImportReport {
     pub both_branches: Vec<String>,
     /// ONNX nodes of an op that ordo runs, in a use its mapping cannot express (a
     /// `RoiAlign` grid sized by the data, a convolution with uneven padding the IR lacks...),
-    /// imported for planning only: `(node, op type, why)`.
+    /// imported for planning only: `(node, op type, why)`; not those in `bounded`.
     pub planned_only: Vec<(String, String, String)>,
     /// Tensors of type f64 (inputs, parameters, node outputs; up to the first few by name):
     /// ordo computes them in f32, so their precision and range are f32's.
