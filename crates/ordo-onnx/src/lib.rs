@@ -151,6 +151,22 @@ pub struct ImportReport {
     pub f64_tensors: Vec<String>,
 }
 
+impl ImportReport {
+    /// Why each node of [`Self::planned_only`] is planned only: `` `node` (Op): why `` each.
+    pub fn planned_only_reasons(&self) -> Vec<String> {
+        self.planned_only.iter().map(|(node, op, why)| format!("`{node}` ({op}): {why}")).collect()
+    }
+}
+
+/// `message` (what the CPU kernels lack) followed by `reasons`, why the import planned nodes
+/// only ([`ImportReport::planned_only_reasons`]); `message` alone when there are none.
+pub fn explain_missing_kernels(message: &str, reasons: &[String]) -> String {
+    match reasons {
+        [] => message.to_string(),
+        _ => format!("{message} (why: {})", reasons.join("; ")),
+    }
+}
+
 /// An imported model: the graph and the report.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Import {

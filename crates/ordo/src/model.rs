@@ -176,12 +176,7 @@ impl Model {
                  are computed and each output chosen by a Where (the plan counts both)"
             )
         });
-        let planned_only: Vec<String> = import
-            .report
-            .planned_only
-            .iter()
-            .map(|(node, op_type, why)| format!("`{node}` ({op_type}): {why}"))
-            .collect();
+        let planned_only = import.report.planned_only_reasons();
         let planned = planned_only
             .iter()
             .map(|why| format!("node {why}; imported for planning only (no kernel runs it)"));
@@ -272,10 +267,9 @@ impl Model {
     pub(crate) fn explain_missing_kernels(&self, error: Error) -> Error {
         use ordo_exec::ExecError::Unsupported;
         match error {
-            Error::Exec(Unsupported(message)) if !self.planned_only.is_empty() => {
-                let why = self.planned_only.join("; ");
-                Error::Exec(Unsupported(format!("{message} (why: {why})")))
-            }
+            Error::Exec(Unsupported(message)) => Error::Exec(Unsupported(
+                ordo_onnx::explain_missing_kernels(&message, &self.planned_only),
+            )),
             other => other,
         }
     }

@@ -246,7 +246,11 @@ fn check(
                 import = retried;
                 bound = true;
             }
-            None => return Ok(Outcome::Unsupported(missing)),
+            None => {
+                let reasons = import.report.planned_only_reasons();
+                let why = ordo_onnx::explain_missing_kernels(&missing, &reasons);
+                return Ok(Outcome::Unsupported(why));
+            }
         }
     }
     // Random ops draw from ordo's counter-based generator, not the test's NumPy one: their
