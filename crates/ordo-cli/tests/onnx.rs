@@ -342,47 +342,33 @@ fn train_losses(model: &str, devices: &str, extra: &[&str]) -> Vec<f64> {
     v["losses"].as_array().unwrap().iter().map(|l| l.as_f64().unwrap()).collect()
 }
 
-/// Training through the mask and reduction kernels (`fixtures/gen_masks.py`: comparisons,
-/// `Not`, `Where`, `Clip`, `Pow` with a run-time exponent, `Min`, `ReduceMax`, `ReduceL2`,
-/// `ReduceLogSumExp`): the same losses on one and on three CPU devices, and they fall.
-#[test]
-fn training_runs_through_masks_and_reductions_on_any_placement() {
-    let model = fixture("masks.onnx");
+/// Trains `file` (a fixture) for three steps on one and on three CPU devices: bitwise the same
+/// losses, and they fall.
+fn trains_the_same_on_one_and_three_devices(file: &str) {
+    let model = fixture(file);
     let one = train_losses(&model, "cpu:1", &[]);
     assert_eq!(one.len(), 3);
-    assert_eq!(one, train_losses(&model, "cpu:3", &[]), "bitwise the same on 1 and 3 devices");
-    assert!(one[2] < one[0], "{one:?}");
+    assert_eq!(one, train_losses(&model, "cpu:3", &[]), "{file}: the same on 1 and 3 devices");
+    assert!(one[2] < one[0], "{file}: {one:?}");
 }
 
-/// A DeformConv v2 layer whose offsets and mask are convolutions of its input
-/// (`fixtures/gen_deform_conv.py`) trains through the sampler's IR ops: the same losses on one
-/// and on three CPU devices, and they fall.
+/// Training through the mask and reduction kernels (`fixtures/gen_masks.py`: comparisons,
+/// `Not`, `Where`, `Clip`, `Pow` with a run-time exponent, `Min`, `ReduceMax`, `ReduceL2`,
+/// `ReduceLogSumExp`).
 #[test]
-fn deform_conv_trains_the_same_on_any_placement() {
-    let model = fixture("deform_conv_train.onnx");
-    let one = train_losses(&model, "cpu:1", &[]);
-    assert_eq!(one, train_losses(&model, "cpu:3", &[]), "bitwise the same on 1 and 3 devices");
-    assert!(one[2] < one[0], "{one:?}");
+fn training_runs_through_masks_and_reductions_on_any_placement() {
+    trains_the_same_on_one_and_three_devices("masks.onnx");
 }
 
-/// RoiAlign of a convolution's output at fixed boxes (`fixtures/gen_roi_align.py`) trains
-/// through its gathers: the same losses on one and on three CPU devices, and they fall.
+/// Operators written as many IR ops train through them: a DeformConv v2 layer whose offsets
+/// and mask are convolutions of its input (`fixtures/gen_deform_conv.py`), RoiAlign of a
+/// convolution's output at fixed boxes (`gen_roi_align.py`), Det of a product with a weight
+/// (`gen_det.py`). Their gradients against finite differences: `tests/onnx_gradients.rs`.
 #[test]
-fn roi_align_trains_the_same_on_any_placement() {
-    let model = fixture("roi_align_train.onnx");
-    let one = train_losses(&model, "cpu:1", &[]);
-    assert_eq!(one, train_losses(&model, "cpu:3", &[]), "bitwise the same on 1 and 3 devices");
-    assert!(one[2] < one[0], "{one:?}");
-}
-
-/// Det of a product with a weight (`fixtures/gen_det.py`) trains through the elimination's
-/// arithmetic and row swaps: the same losses on one and on three CPU devices, and they fall.
-#[test]
-fn det_trains_the_same_on_any_placement() {
-    let model = fixture("det_train.onnx");
-    let one = train_losses(&model, "cpu:1", &[]);
-    assert_eq!(one, train_losses(&model, "cpu:3", &[]), "bitwise the same on 1 and 3 devices");
-    assert!(one[2] < one[0], "{one:?}");
+fn deform_conv_roi_align_and_det_train_the_same_on_any_placement() {
+    for file in ["deform_conv_train.onnx", "roi_align_train.onnx", "det_train.onnx"] {
+        trains_the_same_on_one_and_three_devices(file);
+    }
 }
 
 /// Control flow, sequences and optionals resolved at import (`fixtures/gen_control_flow.py`):
