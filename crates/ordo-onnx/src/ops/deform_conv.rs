@@ -15,7 +15,7 @@ use ordo_ir::{DType, Op, TensorFact};
 
 use super::grid_sample::{Sampling, sample};
 use super::parts::Parts;
-use super::patches::{Grouped, per_channel, transpose};
+use super::patches::{Grouped, per_channel};
 use super::{Outputs, one, reshape_op};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
@@ -62,24 +62,30 @@ pub(crate) fn deform_conv(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
         }
         None => None,
     };
+    if node.input(3).is_some() {
+        let bf = ctx.fact_of(node, &ctx.input(node, 3)?)?;
+        if bf.shape != [m] || bf.dtype != DType::F32 {
+            return Err(node.shape_error(format!("bias {bf}: expected f32[{m}]")));
+        }
+    }
     super::check_constant(node, "patches", &[n, c, positions, window])?;
     let mut e = Parts::of(node);
     let (batches, cells) = (n * offset_groups, positions * window);
     // The offsets [N, Go * K * r, out...] as [N, Go, r, L, K]; per dim, the window cell's
     // place (a table) plus its offset.
     let offset = ctx.wire(node, 2)?;
-    let offset =
-        e.op(ctx, "offset", reshape_op(&[n, offset_groups, window, r, positions]), &[offset])?;
-    let offset = e.op(ctx, "offset", transpose(&[0, 1, 3, 4, 2]), &[offset])?;
+    let offset = e.reshape(ctx, offset, &[n, offset_groups, window, r, positions])?;
+    let offset = e.transpose(ctx, offset, &[0, 1, 3, 4, 2])?;
+    // Where each window cell reads without its offset, per cell (position-major).
+    let reads: Vec<Vec<i64>> = (0..positions)
+        .flat_map(|o| (0..window).map(move |k| (o, k)))
+        .map(|(o, k)| grouped.reads(o, k))
+        .collect();
     let mut places = Vec::with_capacity(r);
     for d in 0..r {
-        let cut = Op::Slice { axis: 2, start: d as i64, end: d as i64 + 1, step: 1 };
-        let moved = e.op(ctx, "offset", cut, &[offset])?;
-        let moved = e.op(ctx, "offset", reshape_op(&[batches, cells]), &[moved])?;
-        let base: Vec<f64> = (0..positions)
-            .flat_map(|o| (0..window).map(move |k| (o, k)))
-            .map(|(o, k)| grouped.reads(o, k)[d] as f64)
-            .collect();
+        let moved = e.slice(ctx, offset, 2, d, d + 1)?;
+        let moved = e.reshape(ctx, moved, &[batches, cells])?;
+        let base: Vec<f64> = reads.iter().map(|at| at[d] as f64).collect();
         let base =
             ConstTensor { elem: code::FLOAT, shape: vec![cells], data: ConstData::Float(base) };
         let base = ctx.buffer(node, &format!("{}.window{d}", node.name), &base)?;
@@ -87,16 +93,15 @@ pub(crate) fn deform_conv(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
     }
     let x = ctx.wire(node, 0)?;
     let plane: usize = spatial.iter().product();
-    let x = e.op(ctx, "x.grouped", reshape_op(&[batches, c / offset_groups, plane]), &[x])?;
+    let x = e.reshape(ctx, x, &[batches, c / offset_groups, plane])?;
     let mut patches = sample(ctx, &mut e, x, spatial, &places, Sampling::LINEAR_ZEROS_ALIGNED)?;
     if let Some(mask) = mask {
-        let mask =
-            e.op(ctx, "mask", reshape_op(&[n, offset_groups, window, positions]), &[mask])?;
-        let mask = e.op(ctx, "mask", transpose(&[0, 1, 3, 2]), &[mask])?;
-        let mask = e.op(ctx, "mask", reshape_op(&[batches, 1, cells]), &[mask])?;
+        let mask = e.reshape(ctx, mask, &[n, offset_groups, window, positions])?;
+        let mask = e.transpose(ctx, mask, &[0, 1, 3, 2])?;
+        let mask = e.reshape(ctx, mask, &[batches, 1, cells])?;
         patches = e.op(ctx, "masked", Op::Mul, &[patches, mask])?;
     }
-    let patches = e.op(ctx, "patches", reshape_op(&[n, c, positions, window]), &[patches])?;
+    let patches = e.reshape(ctx, patches, &[n, c, positions, window])?;
     let w = ctx.wire(node, 1)?;
     let y = grouped.times_weight(ctx, node, patches, w, |ctx, a, b, _| {
         ctx.emit_part(node, "product", Op::MatMul, &[a, b])
@@ -105,12 +110,8 @@ pub(crate) fn deform_conv(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
     if node.input(3).is_none() {
         return one(ctx.emit_value(&node.name, shape, &[y])?);
     }
-    let bf = ctx.fact_of(node, &ctx.input(node, 3)?)?;
-    if bf.shape != [m] || bf.dtype != DType::F32 {
-        return Err(node.shape_error(format!("bias {bf}: expected f32[{m}]")));
-    }
     let y = e.op(ctx, "product.shaped", shape, &[y])?;
     let b = ctx.wire(node, 3)?;
-    let b = e.op(ctx, "bias", reshape_op(&per_channel(m, xf.rank())), &[b])?;
+    let b = e.reshape(ctx, b, &per_channel(m, xf.rank()))?;
     one(ctx.emit_value(&node.name, Op::Add, &[y, b])?)
 }

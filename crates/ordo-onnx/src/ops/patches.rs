@@ -115,7 +115,7 @@ impl Grouped {
 }
 
 /// A `Transpose` by `perm`.
-pub(super) fn transpose(perm: &[usize]) -> Op {
+fn transpose(perm: &[usize]) -> Op {
     Op::Transpose { perm: perm.to_vec() }
 }
 

@@ -217,13 +217,17 @@ pub(super) fn window_nd(
     };
     let kernel = match (node.ints("kernel_shape"), kernel) {
         (None, Some(k)) => k.to_vec(),
-        (Some(_), Some(k)) if list("kernel_shape", 0, n)? != k => {
-            return Err(node.shape_error(format!(
-                "kernel_shape {:?} differs from the weight's kernel {k:?}",
-                list("kernel_shape", 0, n)?
-            )));
+        (given, weight) => {
+            let listed = list("kernel_shape", 0, n)?;
+            if let (Some(_), Some(k)) = (given, weight)
+                && listed != k
+            {
+                return Err(node.shape_error(format!(
+                    "kernel_shape {listed:?} differs from the weight's kernel {k:?}"
+                )));
+            }
+            listed
         }
-        _ => list("kernel_shape", 0, n)?,
     };
     let stride = list("strides", 1, n)?;
     let dilation = list("dilations", 1, n)?;

@@ -98,19 +98,26 @@ pub(crate) fn roi_align(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
     let x = e.reshape(ctx, x, &[n, c, h * w])?;
     let batch = ctx.wire(node, 2)?;
     let x = e.op(ctx, "boxes", Op::Gather { axis: 0 }, &[x, batch])?;
+    // Each axis's two neighbours laid out to broadcast: rows `[R, ly, 1]` (their index times
+    // the row length), columns `[R, 1, lx]`.
+    let mut row_taps = Vec::with_capacity(2);
+    for (row, weight) in [(rows.low, rows.low_weight), (rows.high, rows.high_weight)] {
+        let row = e.reshape(ctx, row, &[r, ly, 1])?;
+        let row = e.op(ctx, "row", Op::Scale { factor: w as f64 }, &[row])?;
+        row_taps.push((row, e.reshape(ctx, weight, &[r, ly, 1])?));
+    }
+    let mut col_taps = Vec::with_capacity(2);
+    for (col, weight) in [(cols.low, cols.low_weight), (cols.high, cols.high_weight)] {
+        col_taps.push((e.reshape(ctx, col, &[r, 1, lx])?, e.reshape(ctx, weight, &[r, 1, lx])?));
+    }
     let mut result: Option<OutletId> = None;
-    for (row, row_weight) in [(rows.low, rows.low_weight), (rows.high, rows.high_weight)] {
-        for (col, col_weight) in [(cols.low, cols.low_weight), (cols.high, cols.high_weight)] {
-            let row = e.reshape(ctx, row, &[r, ly, 1])?;
-            let row = e.op(ctx, "row", Op::Scale { factor: w as f64 }, &[row])?;
-            let col = e.reshape(ctx, col, &[r, 1, lx])?;
+    for &(row, row_weight) in &row_taps {
+        for &(col, col_weight) in &col_taps {
             let index = e.add(ctx, row, col)?;
             let index = e.op(ctx, "index", Op::cast(DType::I64), &[index])?;
             let index = e.reshape(ctx, index, &[r, 1, points])?;
             let index = e.op(ctx, "index", Op::Expand { shape: vec![r, c, points] }, &[index])?;
             let value = e.op(ctx, "neighbour", Op::GatherElements { axis: 2 }, &[x, index])?;
-            let row_weight = e.reshape(ctx, row_weight, &[r, ly, 1])?;
-            let col_weight = e.reshape(ctx, col_weight, &[r, 1, lx])?;
             let weight = e.mul(ctx, row_weight, col_weight)?;
             let weight = e.reshape(ctx, weight, &[r, 1, points])?;
             let weighted = e.mul(ctx, value, weight)?;
