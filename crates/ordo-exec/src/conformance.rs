@@ -547,18 +547,13 @@ fn pipelines<B: Backend>(make: &impl Fn(usize) -> B, numerics: Numerics) -> Chec
     for schedule in PipelineSchedule::ALL {
         let pipeline = Pipeline::new(2, 2, schedule);
         let planned = ordo_sched::pipeline_plan(&problem(&graph, 2)?, &pipeline).map_err(err)?;
-        let split = ordo_sched::micro_batch_graph(&graph, &planned.split).map_err(err)?;
-        let mut split_graph = split.graph;
-        crate::program::scale_backward_seed(&mut split_graph, 0.5);
-        let program = Program::with_accumulation(split_graph, &split.accumulated).map_err(err)?;
-        let copies: Feeds = feeds
-            .iter()
-            .flat_map(|(name, t)| {
-                (0..2).map(move |m| {
-                    (format!("{name}{}", ordo_sched::micro_batch_suffix(m)), t.clone())
-                })
-            })
-            .collect();
+        let mut split = ordo_ir::transform::micro_batch(&graph, 2).map_err(err)?;
+        if split.provenance != planned.split.provenance {
+            return Err(format!("a {} pipeline: the plan copies another graph", schedule.name()));
+        }
+        crate::program::scale_backward_seed(&mut split.graph, 0.5);
+        let copies = crate::state::copied_feeds(&graph, &split.graph, &split.provenance, &feeds);
+        let program = Program::micro_batched(split).map_err(err)?;
         same_as_reference(
             make(2),
             (&program, &planned.plan, std::slice::from_ref(&copies)),

@@ -31,4 +31,4 @@ pub use profile::{
 pub use program::{NodeCall, Program, RunSettings, missing_kernels, scale_backward_seed};
 pub use runtime_profile::concurrency_slowdown;
 pub use sequential::StepOutputs;
-pub use state::{Feeds, TrainState, initial_params, synthetic_feeds};
+pub use state::{Feeds, TrainState, copied_feeds, initial_params, synthetic_feeds};

@@ -6,7 +6,10 @@
 //! sequential reference ([`crate::sequential`]), the engine and the profiler all call nodes
 //! through it, so that they compute bitwise the same thing.
 
+use std::collections::HashMap;
+
 use ordo_ir::op::Wrt;
+use ordo_ir::transform::{Provenance, Transformed};
 use ordo_ir::{Graph, NodeId, Op, OutletId, ParamId, TensorFact};
 
 use crate::cpu::{self, Hyper, KernelContext, KernelResult, Tensor, init_state, node_seed};
@@ -65,6 +68,8 @@ impl Default for RunSettings {
 #[derive(Clone, Debug)]
 pub struct Program {
     graph: Graph,
+    /// Where each node of `graph` comes from, when it is a copy made by a step-structure pass.
+    provenance: Provenance,
     calls: Vec<NodeCall>,
     /// Training steps one run of the graph makes (1, or the steps of an unrolled graph).
     steps: u64,
@@ -82,15 +87,22 @@ impl Program {
         Self::with_accumulation(graph, &none)
     }
 
-    /// Prepares `graph` whose node `i` adds its outputs to its last `accumulated[i]` inputs
-    /// (see [`NodeCall::accumulated`]): the executable graph of a micro-batched problem
-    /// (`ordo_sched::micro_batch_graph`).
+    /// Prepares a micro-batched graph ([`ordo_ir::transform::micro_batch`]), whose node `i`
+    /// adds its outputs to its last `accumulated[i]` inputs (see [`NodeCall::accumulated`]).
+    /// Each copy draws its random numbers as a node of its own.
     ///
     /// # Errors
     /// [`ExecError::Unsupported`] listing every node whose op has no CPU kernel;
     /// [`ExecError::Mismatch`] when `accumulated` does not have one entry per node, or a node
     /// would accumulate more inputs than it has or than it has outputs.
-    pub fn with_accumulation(graph: Graph, accumulated: &[usize]) -> Result<Self, ExecError> {
+    pub fn micro_batched(micro_batched: Transformed) -> Result<Self, ExecError> {
+        let Transformed { graph, provenance, accumulated } = micro_batched;
+        let mut program = Self::with_accumulation(graph, &accumulated)?;
+        program.provenance = provenance;
+        Ok(program)
+    }
+
+    fn with_accumulation(graph: Graph, accumulated: &[usize]) -> Result<Self, ExecError> {
         if accumulated.len() != graph.nodes.len() {
             return Err(ExecError::Mismatch(format!(
                 "{} accumulation counts for {} nodes",
@@ -159,39 +171,54 @@ impl Program {
         for p in calls.iter().filter_map(|c| c.updates) {
             updated[p.index()] = true;
         }
-        Ok(Self { graph, calls, steps: 1, updated })
+        let provenance = Provenance::identity(graph.nodes.len());
+        Ok(Self { graph, provenance, calls, steps: 1, updated })
     }
 
-    /// Prepares `graph`, the graph of a training step unrolled over `steps` steps
-    /// (`ordo_sched::unroll_graph`: node `s * n + v` is node `v` in step `s`). Node `v` of step
-    /// `s` runs at step `s` after the run's first, with the random numbers of node `v` at that
-    /// step, and reads the parameters and optimizer state step `s - 1`'s updates left: one run
-    /// of the program is `steps` training steps, bitwise as running the step's graph `steps`
-    /// times.
+    /// Prepares a training step unrolled over several steps ([`ordo_ir::transform::unroll`]).
+    /// A node of step `s` runs at step `s` after the run's first, with the random numbers of the
+    /// node it copies at that step, and reads the parameters and optimizer state step
+    /// `s - 1`'s updates left: one run of the program is as many training steps, bitwise as
+    /// running the step's graph that many times.
     ///
     /// # Errors
-    /// [`ExecError::Mismatch`] for zero steps or a node count that `steps` does not divide;
-    /// those of [`Program::new`].
-    pub fn unrolled(graph: Graph, steps: usize) -> Result<Self, ExecError> {
-        let total = graph.nodes.len();
-        if steps == 0 || !total.is_multiple_of(steps) {
+    /// [`ExecError::Mismatch`] for a provenance that does not describe the graph (another
+    /// node count, or an update of step `s > 0` without its copy in step `s - 1`); those of
+    /// [`Program::new`].
+    pub fn unrolled(unrolled: Transformed) -> Result<Self, ExecError> {
+        let Transformed { graph, provenance, .. } = unrolled;
+        if provenance.len() != graph.nodes.len() {
             return Err(ExecError::Mismatch(format!(
-                "a graph of {total} nodes is not {steps} unrolled steps"
+                "a provenance of {} nodes for a graph of {}",
+                provenance.len(),
+                graph.nodes.len()
             )));
         }
-        let n = total / steps;
+        let copy: HashMap<(u32, NodeId), NodeId> = (0..provenance.len())
+            .map(|i| ((provenance.step[i], provenance.origin[i]), NodeId(i as u32)))
+            .collect();
         let mut program = Self::new(graph)?;
+        program.provenance = provenance;
+        let provenance = &program.provenance;
         for (i, call) in program.calls.iter_mut().enumerate() {
-            let s = i / n;
-            // Random numbers as node `v` draws them (its layer and itself are in step `s`).
-            call.seed_node = NodeId((call.seed_node.index() - s * n) as u32);
-            call.step_offset = s as u64;
-            call.slot_home = NodeId((i % n) as u32);
-            if call.updates.is_some() && s > 0 {
-                call.previous_update = Some(NodeId((i - n) as u32));
+            let step = provenance.step[i];
+            // Random numbers as the node copied draws them (its layer and itself are in the
+            // same step).
+            call.seed_node = provenance.origin[call.seed_node.index()];
+            call.step_offset = u64::from(step);
+            call.slot_home = provenance.origin[i];
+            if call.updates.is_some() && step > 0 {
+                let previous = copy.get(&(step - 1, provenance.origin[i])).ok_or_else(|| {
+                    ExecError::Mismatch(format!(
+                        "update `{}` of step {step} has no copy in step {}",
+                        program.graph.nodes[i].name,
+                        step - 1
+                    ))
+                })?;
+                call.previous_update = Some(*previous);
             }
         }
-        program.steps = steps as u64;
+        program.steps = provenance.steps() as u64;
         Ok(program)
     }
 
@@ -209,6 +236,12 @@ impl Program {
     /// The graph.
     pub fn graph(&self) -> &Graph {
         &self.graph
+    }
+
+    /// Where each node of the graph comes from: the node of the graph it was copied from, its
+    /// micro-batch and step ([`Provenance::identity`] for a graph that is no copy).
+    pub fn provenance(&self) -> &Provenance {
+        &self.provenance
     }
 
     /// How node `id` is called.

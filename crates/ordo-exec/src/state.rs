@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use ordo_ir::transform::Provenance;
 use ordo_ir::{DType, Graph, Op};
 
 use crate::cpu::Tensor;
@@ -82,6 +83,21 @@ pub fn initial_params(graph: &Graph, seed: u64) -> Result<Vec<Tensor>, ExecError
                 (true, Some(v)) => Tensor::from_f32(shape, vec![1.0; v.len()]).map_err(fail),
                 _ => Ok(t),
             }
+        })
+        .collect()
+}
+
+/// The feeds of `copy`, a graph transformed from `source` ([`ordo_ir::transform`]) with
+/// `provenance`: every copy of an input node is fed what `feeds` gives the node it copies
+/// (joined by the provenance, not by the copy's name). Copies of nodes that `feeds` does not
+/// name get nothing.
+pub fn copied_feeds(source: &Graph, copy: &Graph, provenance: &Provenance, feeds: &Feeds) -> Feeds {
+    copy.nodes
+        .iter()
+        .zip(&provenance.origin)
+        .filter_map(|(node, origin)| {
+            let fed = feeds.get(&source.node(*origin).name)?;
+            Some((node.name.clone(), fed.clone()))
         })
         .collect()
 }

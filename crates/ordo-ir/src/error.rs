@@ -74,6 +74,14 @@ pub enum IrError {
         /// What is wrong, naming the node or loss.
         message: String,
     },
+    /// A step-structure pass ([`crate::transform`]) cannot copy the graph as asked.
+    #[error("transforming `{model}`: {message}")]
+    Transform {
+        /// The model.
+        model: String,
+        /// What is wrong, naming the node.
+        message: String,
+    },
     /// A graph output names a missing outlet.
     #[error("graph output {output:?} does not exist")]
     DanglingOutput {

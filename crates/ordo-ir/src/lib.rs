@@ -30,6 +30,7 @@ pub mod op;
 pub mod samples;
 mod stats;
 pub mod training;
+pub mod transform;
 mod validate;
 
 pub use builder::GraphBuilder;

@@ -29,14 +29,13 @@ pub use one_device::{
     OneDeviceSchedule, deferral, layers_with_weights, one_device_plan, steady_plan,
 };
 pub use pipeline::{
-    Action, ActionKind, MicroBatchGraph, MicroBatched, Pipeline, PipelinePlan, PipelineSchedule,
-    PipelineUnits, allocate_units, balanced_split, block_of, micro_batch, micro_batch_graph,
-    micro_batch_suffix, pipeline_plan, pipeline_units, pytorch_actions, pytorch_csv,
-    runs_once_per_step,
+    Action, ActionKind, MicroBatched, Pipeline, PipelinePlan, PipelineSchedule, PipelineUnits,
+    allocate_units, balanced_split, block_of, micro_batch, micro_batch_layout, pipeline_plan,
+    pipeline_units, pytorch_actions, pytorch_csv,
 };
 pub use plan::{
     Buffer, BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,
 };
 pub use reorder::{HostCriterion, HostWalk, LayerPlacement, PlacedLayers, threads};
-pub use steady::{step_suffix, unroll, unroll_graph};
+pub use steady::unroll;
 pub use validate::validate;

@@ -2,22 +2,24 @@
 //! the next (weight gradients deferred into the next forward pass) can be simulated in their
 //! steady state.
 
-use ordo_ir::{Graph, Node, NodeId, OutletId, Role};
+use ordo_ir::Role;
+use ordo_ir::transform::step_suffix;
 use ordo_problem::{Edge, PlaceProblem, Tensor};
 
 use crate::error::SchedError;
 
-/// `steps` copies of the training-graph problem `problem`, one after another: node `v` of step
-/// `s` is node `s * n + v`, named `<name>#<s>`, and so are tensors (`<node>#<s>:<slot>`, as the
-/// runtime names the outputs of node `<node>#<s>`). Parameters and optimizer
-/// state are counted once (persistent memory of steps after the first is 0). Each update of
+/// `steps` copies of the training-graph problem `problem`, one after another, numbered as
+/// [`ordo_ir::transform::unroll`] numbers the graph's: node `v` of step `s` is node
+/// `s * n + v`, named `<name>#<s>`, and so are tensors (`<node>#<s>:<slot>`, as the runtime
+/// names the outputs of node `<node>#<s>`). Parameters and optimizer state are counted once (persistent memory of steps after the first is 0). Each update of
 /// step `s` gets a control edge to its layer's forward node in step `s + 1`: the next forward
 /// pass reads the updated parameter (an update's layer is the first node that reads its
 /// parameter, so the parameter's later readers follow). One step is the problem itself, names
 /// unchanged.
 ///
 /// # Errors
-/// [`SchedError::Schedule`] for zero steps, [`SchedError::Placement`] for a problem that does not unroll (a cycle).
+/// [`SchedError::Schedule`] for zero steps, [`SchedError::Placement`] for a problem that does
+/// not unroll (a cycle).
 pub fn unroll(problem: &PlaceProblem, steps: usize) -> Result<PlaceProblem, SchedError> {
     if steps == 0 {
         return Err(SchedError::Schedule("a steady state needs at least one step".into()));
@@ -77,12 +79,6 @@ pub fn unroll(problem: &PlaceProblem, steps: usize) -> Result<PlaceProblem, Sche
     Ok(out)
 }
 
-/// What the copy of a node (or tensor) for step `s` of an unrolled problem adds to its name:
-/// `#<s>`.
-pub fn step_suffix(s: usize) -> String {
-    format!("#{s}")
-}
-
 /// The name of tensor `name` of `producer` in step `s`: see [`copy_tensor_name`].
 fn step_tensor_name(name: &str, producer: &str, s: usize) -> String {
     copy_tensor_name(name, producer, &step_suffix(s))
@@ -98,40 +94,4 @@ pub(crate) fn copy_tensor_name(name: &str, producer: &str, suffix: &str) -> Stri
         Some(rest) => format!("{producer}{suffix}{rest}"),
         None => format!("{name}{suffix}"),
     }
-}
-
-/// The executable graph of [`unroll`]`(problem, steps)` for the problem costed from `graph`:
-/// node `s * n + v` is node `v` in step `s`, named as in the unrolled problem, its inputs
-/// wired within its step and its layer in its step. Parameters are the graph's: the runtime
-/// gives the nodes of step `s` the parameters as step `s - 1`'s updates left them. Outputs:
-/// each of the graph's outputs once per step (step 0 first), so a training graph's first
-/// `steps` outputs are the steps' losses.
-///
-/// # Errors
-/// [`SchedError::Schedule`] for zero steps.
-pub fn unroll_graph(graph: &Graph, steps: usize) -> Result<Graph, SchedError> {
-    if steps == 0 {
-        return Err(SchedError::Schedule("a steady state needs at least one step".into()));
-    }
-    if steps == 1 {
-        return Ok(graph.clone());
-    }
-    let n = graph.nodes.len();
-    let shift = |id: NodeId, s: usize| NodeId((s * n + id.index()) as u32);
-    let mut nodes = Vec::with_capacity(steps * n);
-    for s in 0..steps {
-        nodes.extend(graph.nodes.iter().map(|node| Node {
-            id: shift(node.id, s),
-            name: format!("{}{}", node.name, step_suffix(s)),
-            inputs: node.inputs.iter().map(|o| OutletId::new(shift(o.node, s), o.slot)).collect(),
-            layer: node.layer.map(|l| shift(l, s)),
-            ..node.clone()
-        }));
-    }
-    let outputs = graph
-        .outputs
-        .iter()
-        .flat_map(|o| (0..steps).map(move |s| OutletId::new(shift(o.node, s), o.slot)))
-        .collect();
-    Ok(Graph { name: graph.name.clone(), nodes, params: graph.params.clone(), outputs })
 }

@@ -95,7 +95,7 @@ fn check(label: &str, problem: &PlaceProblem, pipeline: Pipeline) -> Report {
         let options = if pipeline.dw_on_sub_stream { CONCURRENT } else { SimOptions::default() };
         let report = pipeline_report(&planned, &options).unwrap_or_else(|e| panic!("{label}: {e}"));
         assert_dependencies_kept(&label, &planned, &report.report);
-        let copies = planned.split.micro_batch.iter().filter(|m| m.is_some()).count();
+        let copies = planned.split.provenance.micro_batch.iter().filter(|m| m.is_some()).count();
         let once = planned.split.problem.len() - copies;
         assert_eq!(copies + once * pipeline.micro_batches, problem.len() * pipeline.micro_batches);
         main.get_or_insert(report.report);

@@ -69,7 +69,7 @@ pub use loss::{Loss, with_loss};
 pub use model::{Model, ModelKind, OnnxSettings, Size, Variant, is_file, is_onnx};
 pub use problem::Problem;
 pub use pytorch::{PytorchSchedule, pytorch_schedule};
-pub use run::{Runner, Step, copied_feeds, measured_report, predict, program};
+pub use run::{Runner, Step, measured_report, predict, program};
 pub use steady::{
     DataParallelSteady, FirstK, OneDeviceSchedules, data_parallel_buckets, data_parallel_steady,
     network, one_device_schedules,

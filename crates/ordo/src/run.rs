@@ -74,13 +74,15 @@ impl Runner {
             }
             from_file = Some(loaded);
         }
-        // Every training step reads the same batch: an unrolled plan's input `<name>#<s>` is
-        // fed what the step's graph would read as `<name>`.
+        // Every training step reads the same batch: each step's copy of an input of an
+        // unrolled plan is fed what the step's graph would read.
         let feeds = (0..planned.replicas)
             .map(|r| match planned.steps {
                 1 => ordo_exec::synthetic_feeds(program.graph(), seed + r as u64),
-                steps => ordo_exec::synthetic_feeds(graph, seed + r as u64)
-                    .map(|feeds| copied_feeds(&feeds, (0..steps).map(ordo_sched::step_suffix))),
+                _ => ordo_exec::synthetic_feeds(graph, seed + r as u64).map(|feeds| {
+                    let copy = program.graph();
+                    ordo_exec::copied_feeds(graph, copy, program.provenance(), &feeds)
+                }),
             })
             .collect::<Result<_, _>>()?;
         Ok(Self {
@@ -184,46 +186,47 @@ impl Runner {
     }
 }
 
-/// `feeds` for a graph whose inputs are copied, once per suffix (`#<s>` for a step of an
-/// unrolled graph, `/mb<m>` for a micro-batch): every copy of an input is fed the original's
-/// tensor.
-pub fn copied_feeds(feeds: &Feeds, suffixes: impl IntoIterator<Item = String>) -> Feeds {
-    let suffixes: Vec<String> = suffixes.into_iter().collect();
-    feeds
-        .iter()
-        .flat_map(|(name, t)| suffixes.iter().map(move |s| (format!("{name}{s}"), t.clone())))
-        .collect()
-}
-
 /// The program that runs `planned` on `graph`: a plan of several steps runs the graph unrolled
-/// over them ([`Program::unrolled`]), a data-parallel plan's loss gradient scaled by
+/// over them ([`ordo_ir::transform::unroll`]), a data-parallel plan's loss gradient scaled by
 /// `1 / replicas` and a pipeline's by `1 / micro-batches` (so that the summed gradients are
 /// those of the mean loss), a pipeline's graph copied per micro-batch with its weight
-/// gradients accumulated across them.
+/// gradients accumulated across them ([`ordo_ir::transform::micro_batch`], whose copies are
+/// the micro-batched problem's node for node).
 ///
 /// # Errors
-/// [`crate::Error::Sched`] when the micro-batched problem does not match the graph;
+/// [`crate::Error::Sched`] when the micro-batched problem was not made from the graph;
 /// [`crate::Error::Exec`] for an op without a CPU kernel.
 pub fn program(graph: &Graph, planned: &Planned) -> Result<Program> {
     if planned.steps > 1 {
-        let mut unrolled = ordo_sched::unroll_graph(graph, planned.steps)?;
+        let mut unrolled = ordo_ir::transform::unroll(graph, planned.steps)?;
         if planned.replicas > 1 {
-            ordo_exec::scale_backward_seed(&mut unrolled, 1.0 / planned.replicas as f64);
+            ordo_exec::scale_backward_seed(&mut unrolled.graph, 1.0 / planned.replicas as f64);
         }
-        return Ok(Program::unrolled(unrolled, planned.steps)?);
+        return Ok(Program::unrolled(unrolled)?);
     }
-    let (mut graph, accumulated, scale) = match &planned.micro_batched {
-        Some(split) => {
-            let split = ordo_sched::micro_batch_graph(graph, split)?;
-            let m = split.micro_batches;
-            (split.graph, split.accumulated, m)
+    let Some(split) = &planned.micro_batched else {
+        let mut graph = graph.clone();
+        if planned.replicas > 1 {
+            ordo_exec::scale_backward_seed(&mut graph, 1.0 / planned.replicas as f64);
         }
-        None => (graph.clone(), vec![0; graph.nodes.len()], planned.replicas),
+        return Ok(Program::new(graph)?);
     };
-    if scale > 1 {
-        ordo_exec::scale_backward_seed(&mut graph, 1.0 / scale as f64);
+    let micro_batches = split.micro_batches();
+    let mut copied = ordo_ir::transform::micro_batch(graph, micro_batches)?;
+    if copied.provenance != split.provenance {
+        return Err(ordo_sched::SchedError::Mismatch(format!(
+            "the pipeline's micro-batched problem ({} nodes) was not made from `{}` ({} nodes \
+             per {micro_batches} micro-batches)",
+            split.problem.len(),
+            graph.name,
+            copied.graph.nodes.len()
+        ))
+        .into());
     }
-    Ok(Program::with_accumulation(graph, &accumulated)?)
+    if micro_batches > 1 {
+        ordo_exec::scale_backward_seed(&mut copied.graph, 1.0 / micro_batches as f64);
+    }
+    Ok(Program::micro_batched(copied)?)
 }
 
 /// The simulator's prediction of `plan` run with `workers` compute threads per device on one

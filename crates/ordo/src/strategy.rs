@@ -172,10 +172,7 @@ impl Planned {
 
     /// Micro-batches per step: a pipeline's, 1 otherwise.
     pub fn micro_batches(&self) -> usize {
-        self.micro_batched
-            .as_ref()
-            .and_then(|s| s.micro_batch.iter().flatten().max())
-            .map_or(1, |&m| m + 1)
+        self.micro_batched.as_ref().map_or(1, MicroBatched::micro_batches)
     }
 }
 

@@ -86,7 +86,7 @@ fn modulo_allocation_and_dw_on_a_sub_stream_run_too() {
 /// accumulation and the loss scaling (ResNet-50: no dropout, whose masks differ per copy).
 #[test]
 fn two_micro_batches_of_one_batch_step_exactly_as_the_unsplit_graph() {
-    use ordo::stages::exec::{Executable, Program, synthetic_feeds};
+    use ordo::stages::exec::{Executable, Program, copied_feeds, synthetic_feeds};
 
     let problem = problem("resnet50", 2, 2);
     let graph = problem.model.graph().expect("a zoo model has a graph").clone();
@@ -100,9 +100,9 @@ fn two_micro_batches_of_one_batch_step_exactly_as_the_unsplit_graph() {
         let pipeline = Pipeline::new(2, 2, schedule);
         let planned = ordo::plan(&problem, &Strategy::Pipeline(pipeline)).expect("plan");
         let program = ordo::program(&graph, &planned).expect("micro-batched program");
-        // Each input's copy for micro-batch m is named `<input>/mb<m>`: both get the batch.
-        let doubled =
-            ordo::copied_feeds(&feeds, (0..2).map(ordo::stages::sched::micro_batch_suffix));
+        // Each input's copy for micro-batch m (by provenance) gets the batch.
+        let doubled = copied_feeds(&graph, program.graph(), program.provenance(), &feeds);
+        assert_eq!(doubled.len(), 2 * feeds.len());
         let exe = Executable::new(program.clone(), &planned.plan, EngineOptions::default())
             .expect("bind");
         let mut state = TrainState::new(&program, 0).expect("state");
@@ -114,4 +114,32 @@ fn two_micro_batches_of_one_batch_step_exactly_as_the_unsplit_graph() {
             assert_eq!(got.as_f32(), want.as_f32(), "{}: {name} differs", schedule.name());
         }
     }
+}
+
+/// The micro-batched problem and the micro-batched graph are laid out by one rule: for every
+/// zoo model's training graph, each node of the problem copies the same node, for the same
+/// micro-batch, as the graph's node of the same index (what the runtime binds them by), and
+/// a plan made for another graph is refused.
+#[test]
+fn micro_batched_problems_and_graphs_have_one_provenance() {
+    for spec in ordo::stages::models::zoo() {
+        let problem = problem(spec.name, 3, 1);
+        let graph = problem.model.graph().expect("a zoo model has a graph");
+        for m in [1, 3] {
+            let split = ordo::stages::sched::micro_batch(&problem.place, m).expect(spec.name);
+            let copied = ordo::stages::ir::transform::micro_batch(graph, m).expect(spec.name);
+            assert_eq!(split.provenance, copied.provenance, "{}, {m} micro-batches", spec.name);
+            let names: Vec<&str> = copied.graph.nodes.iter().map(|n| n.name.as_str()).collect();
+            assert_eq!(split.problem.names, names, "{}, {m} micro-batches", spec.name);
+        }
+    }
+    let gpt2 = problem("gpt2_small", 2, 2);
+    let planned =
+        ordo::plan(&gpt2, &Strategy::Pipeline(Pipeline::new(2, 2, PipelineSchedule::OneFOneB)))
+            .expect("plan");
+    let other = problem("bert_base", 2, 2);
+    let Err(err) = ordo::program(other.model.graph().unwrap(), &planned) else {
+        panic!("a plan of gpt2_small's micro-batches ran bert_base's graph");
+    };
+    assert!(err.to_string().contains("was not made from"), "{err}");
 }

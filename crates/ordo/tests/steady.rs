@@ -45,8 +45,10 @@ fn check(model: &str, optimizer: Optimizer, which: Deferred, steps: usize, runs:
         expected_losses.push(out.loss().unwrap());
     }
 
-    // Each input of step s is named `<input>#<s>`: every step reads the same batch.
-    let unrolled = ordo::copied_feeds(&feeds, (0..steps).map(ordo::stages::sched::step_suffix));
+    // Each input's copy in step s (by provenance) gets the batch: every step reads the same.
+    let unrolled =
+        ordo::stages::exec::copied_feeds(graph, program.graph(), program.provenance(), &feeds);
+    assert_eq!(unrolled.len(), steps * feeds.len());
     let options = EngineOptions { workers_per_device: 2, ..EngineOptions::default() };
     let exe = Executable::new(program.clone(), &planned.plan, options).expect(&label);
     let mut state = TrainState::new(&program, 0).unwrap();

@@ -86,13 +86,13 @@ pub(super) fn actions_with_first_nodes(
 ) -> Vec<Vec<(Action, usize)>> {
     let split = &pipeline.split;
     let problem = &split.problem;
-    let chunk_of = |v: usize| pipeline.chunk_of_unit[pipeline.units.unit_of[split.original[v]]];
+    let chunk_of = |v: usize| pipeline.chunk_of_unit[pipeline.units.unit_of[split.original(v)]];
     let mut emitted: HashSet<Action> = HashSet::new();
     let mut ranks = Vec::with_capacity(pipeline.placement.order.len());
     for order in &pipeline.placement.order {
         let mut actions = Vec::new();
         for &v in order {
-            let Some(micro_batch) = split.micro_batch[v] else { continue };
+            let Some(micro_batch) = split.micro_batch(v) else { continue };
             let stage = chunk_of(v);
             let mut emit = |kind| {
                 let action = Action { stage, kind, micro_batch };
@@ -125,7 +125,8 @@ fn check_complete(
     schedule: PipelineSchedule,
     emitted: &HashSet<Action>,
 ) -> Result<(), SchedError> {
-    let micro_batches = pipeline.split.micro_batch.iter().flatten().max().map_or(0, |&m| m + 1);
+    let micro_batches =
+        pipeline.split.provenance.micro_batch.iter().flatten().max().map_or(0, |&m| m as usize + 1);
     let kinds: &[ActionKind] = if schedule.splits_backward() {
         &[ActionKind::Forward, ActionKind::InputGradient, ActionKind::WeightGradient]
     } else {

@@ -2,6 +2,7 @@
 //! gradients accumulated across the copies, one update per parameter.
 
 use ordo_ir::Role;
+use ordo_ir::transform::{MicroBatchLayout, Provenance, micro_batch_suffix};
 use ordo_problem::{Edge, PlaceProblem, Tensor};
 
 use crate::error::SchedError;
@@ -12,41 +13,45 @@ use crate::steady::copy_tensor_name;
 pub struct MicroBatched {
     /// The micro-batched problem (see [`micro_batch`]).
     pub problem: PlaceProblem,
-    /// Per node of `problem`: the node of the original problem it copies.
-    pub original: Vec<usize>,
-    /// Per node of `problem`: its micro-batch, `None` for work done once per step.
-    pub micro_batch: Vec<Option<usize>>,
+    /// Per node of `problem`: the node of the original problem it copies and its micro-batch
+    /// (`None` for work done once per step), as [`ordo_ir::transform::micro_batch`] gives the
+    /// micro-batched graph's: the same indices, made by the same [`MicroBatchLayout`].
+    pub provenance: Provenance,
 }
 
-/// What the copy of a node (or tensor) for micro-batch `m` adds to its name: `/mb<m>`.
-pub fn micro_batch_suffix(m: usize) -> String {
-    format!("/mb{m}")
-}
+impl MicroBatched {
+    /// The node of the original problem that node `i` copies.
+    pub fn original(&self, i: usize) -> usize {
+        self.provenance.origin[i].index()
+    }
 
-/// Whether node `v` of a training-graph problem runs once per step rather than once per
-/// micro-batch: an [`Role::Update`], or a [`Role::Dw`] node that reads only weight-gradient and
-/// update nodes (the sum of a tied parameter's gradients, which sums the accumulated ones). A
-/// dW proper reads activations or an upstream gradient, so it runs per micro-batch.
-pub fn runs_once_per_step(problem: &PlaceProblem, v: usize) -> bool {
-    match problem.roles[v] {
-        Role::Update => true,
-        Role::Dw => {
-            let inputs = &problem.in_edges[v];
-            let source_role = |&e: &usize| problem.roles[problem.edges[e].source];
-            !inputs.is_empty()
-                && inputs.iter().map(source_role).all(|r| matches!(r, Role::Dw | Role::Update))
-        }
-        _ => false,
+    /// Node `i`'s micro-batch, `None` for work done once per step.
+    pub fn micro_batch(&self, i: usize) -> Option<usize> {
+        self.provenance.micro_batch[i].map(|m| m as usize)
+    }
+
+    /// The number of micro-batches.
+    pub fn micro_batches(&self) -> usize {
+        self.provenance.micro_batches()
     }
 }
 
+/// The layout of `micro_batches` copies of the training-graph problem `problem`: which nodes
+/// run once per step ([`MicroBatchLayout`]), read from the problem's roles and edges.
+pub fn micro_batch_layout(problem: &PlaceProblem, micro_batches: usize) -> MicroBatchLayout {
+    let reads = |v: usize| problem.in_edges[v].iter().map(|&e| problem.edges[e].source);
+    MicroBatchLayout::new(&problem.roles, reads, micro_batches)
+}
+
 /// `micro_batches` copies of the training-graph problem `problem`, the graph of one
-/// micro-batch (its costs are those of a micro-batch), as one step that sums their gradients:
+/// micro-batch (its costs are those of a micro-batch), as one step that sums their gradients,
+/// laid out by [`MicroBatchLayout`] (as [`ordo_ir::transform::micro_batch`] lays out the
+/// graph):
 ///
-/// * every node that does not [run once per step](runs_once_per_step) (forward, dX and dW
-///   nodes, inputs included) is copied once per micro-batch `m`, named `<name>/mb<m>`, with
-///   its tensors (`<node>/mb<m>:<slot>`) and the edges between such nodes; copies `m > 0`
-///   hold no persistent memory (parameters are stored once);
+/// * every node that does not run once per step (forward, dX and dW nodes, inputs included)
+///   is copied once per micro-batch `m`, named `<name>/mb<m>`, with its tensors
+///   (`<node>/mb<m>:<slot>`) and the edges between such nodes; copies `m > 0` hold no
+///   persistent memory (parameters are stored once);
 /// * **gradient accumulation**: the dW node of micro-batch `m > 0` reads the gradients of
 ///   the same dW node of micro-batch `m - 1` (an edge carrying them) and adds its own into
 ///   them, as `param.grad += ...` does in place. The addition is fused into the dW kernel
@@ -57,10 +62,8 @@ pub fn runs_once_per_step(problem: &PlaceProblem, v: usize) -> bool {
 ///   read the last micro-batch's accumulated gradients; any other input they have comes from
 ///   every micro-batch.
 ///
-/// Nodes are numbered micro-batch by micro-batch, each copy in the original's node order,
-/// then the once-per-step nodes. Each node is its own colocation group. A copy's layer
-/// ([`PlaceProblem::layer_of`]) is its forward node in the same micro-batch; a once-per-step
-/// node's is micro-batch 0's.
+/// Each node is its own colocation group. A copy's layer ([`PlaceProblem::layer_of`]) is its
+/// forward node in the same micro-batch; a once-per-step node's is micro-batch 0's.
 ///
 /// # Errors
 /// [`SchedError::Pipeline`] for zero micro-batches; [`SchedError::Placement`] when the result
@@ -72,53 +75,33 @@ pub fn micro_batch(
     if micro_batches == 0 {
         return Err(SchedError::Pipeline("zero micro-batches".into()));
     }
-    let n = problem.len();
-    let once: Vec<bool> = (0..n).map(|v| runs_once_per_step(problem, v)).collect();
-    let accumulated: Vec<bool> = (0..n).map(|v| !once[v] && problem.roles[v] == Role::Dw).collect();
-    let per_copy: Vec<usize> = (0..n).filter(|&v| !once[v]).collect();
-    let once_nodes: Vec<usize> = (0..n).filter(|&v| once[v]).collect();
-    let mut rank = vec![0; n];
-    for list in [&per_copy, &once_nodes] {
-        for (i, &v) in list.iter().enumerate() {
-            rank[v] = i;
-        }
-    }
-    let copies = per_copy.len();
+    let layout = micro_batch_layout(problem, micro_batches);
+    let provenance = layout.provenance();
+    let once = |v: usize| layout.runs_once(v);
+    let node = |v: usize, m: usize| layout.node(v, m);
+    let total = layout.len();
     let last = micro_batches - 1;
-    // Node `v` of micro-batch `m` (`m` is ignored for a once-per-step node).
-    let node = |v: usize, m: usize| {
-        if once[v] { micro_batches * copies + rank[v] } else { m * copies + rank[v] }
-    };
-    let total = micro_batches * copies + once_nodes.len();
 
     let mut out = problem.clone();
     out.names = vec![String::new(); total];
-    let mut original = vec![0; total];
-    let mut batch_of = vec![None; total];
     out.weights = vec![0; total];
     out.occupancy = vec![1.0; total];
     out.roles = vec![Role::Forward; total];
     out.layer_of = vec![None; total];
     out.memory = vec![Default::default(); total];
-    for (v, &once_per_step) in once.iter().enumerate() {
-        let batches: Vec<Option<usize>> =
-            if once_per_step { vec![None] } else { (0..micro_batches).map(Some).collect() };
-        for m in batches {
-            let i = node(v, m.unwrap_or(0));
-            original[i] = v;
-            batch_of[i] = m;
-            out.names[i] = match m {
-                Some(m) => format!("{}{}", problem.names[v], micro_batch_suffix(m)),
-                None => problem.names[v].clone(),
-            };
-            out.weights[i] = problem.weights[v];
-            out.occupancy[i] = problem.occupancy.get(v).copied().unwrap_or(1.0);
-            out.roles[i] = problem.roles[v];
-            out.layer_of[i] = problem.layer_of[v].map(|l| node(l, m.unwrap_or(0)));
-            out.memory[i] = problem.memory[v];
-            if m.is_some_and(|m| m > 0) {
-                out.memory[i].persistent = 0;
-            }
+    for (i, (origin, m)) in provenance.origin.iter().zip(&provenance.micro_batch).enumerate() {
+        let (v, m) = (origin.index(), m.map(|m| m as usize));
+        out.names[i] = match m {
+            Some(m) => format!("{}{}", problem.names[v], micro_batch_suffix(m)),
+            None => problem.names[v].clone(),
+        };
+        out.weights[i] = problem.weights[v];
+        out.occupancy[i] = problem.occupancy.get(v).copied().unwrap_or(1.0);
+        out.roles[i] = problem.roles[v];
+        out.layer_of[i] = problem.layer_of[v].map(|l| node(l, m.unwrap_or(0)));
+        out.memory[i] = problem.memory[v];
+        if m.is_some_and(|m| m > 0) {
+            out.memory[i].persistent = 0;
         }
     }
 
@@ -126,11 +109,11 @@ pub fn micro_batch(
     let mut tensor_of: Vec<Vec<usize>> = Vec::with_capacity(problem.tensors.len());
     out.tensors.clear();
     for x in &problem.tensors {
-        let batches = if once[x.producer] { 1 } else { micro_batches };
+        let batches = if once(x.producer) { 1 } else { micro_batches };
         let ids = (0..batches)
             .map(|m| {
                 let producer = node(x.producer, m);
-                let name = if once[x.producer] {
+                let name = if once(x.producer) {
                     x.name.clone()
                 } else {
                     copy_tensor_name(&x.name, &problem.names[x.producer], &micro_batch_suffix(m))
@@ -142,7 +125,7 @@ pub fn micro_batch(
         tensor_of.push(ids);
     }
     let tensor =
-        |x: usize, m: usize| tensor_of[x][if once[problem.tensors[x].producer] { 0 } else { m }];
+        |x: usize, m: usize| tensor_of[x][if once(problem.tensors[x].producer) { 0 } else { m }];
 
     out.edges.clear();
     let push = |edges: &mut Vec<Edge>, source: usize, target: usize, tensors: Vec<usize>| {
@@ -154,9 +137,9 @@ pub fn micro_batch(
         let (s, t) = (e.source, e.target);
         // Micro-batches of the source that feed the target, each into the target's copy `m`
         // (or its only node).
-        let batches: Vec<(usize, usize)> = match (once[s], once[t]) {
+        let batches: Vec<(usize, usize)> = match (once(s), once(t)) {
             (false, false) => (0..micro_batches).map(|m| (m, m)).collect(),
-            (false, true) if accumulated[s] => vec![(last, 0)],
+            (false, true) if layout.accumulates(s) => vec![(last, 0)],
             (false, true) => (0..micro_batches).map(|m| (m, 0)).collect(),
             (true, false) => (0..micro_batches).map(|m| (0, m)).collect(),
             (true, true) => vec![(0, 0)],
@@ -166,7 +149,7 @@ pub fn micro_batch(
             push(&mut edges, node(s, from), node(t, to), tensors);
         }
     }
-    for &v in per_copy.iter().filter(|&&v| accumulated[v]) {
+    for v in (0..problem.len()).filter(|&v| layout.accumulates(v)) {
         let produced: Vec<usize> =
             (0..problem.tensors.len()).filter(|&x| problem.tensors[x].producer == v).collect();
         for m in 1..micro_batches {
@@ -184,7 +167,7 @@ pub fn micro_batch(
     out.group_of = (0..total).collect();
     out.groups = (0..total).map(|v| vec![v]).collect();
     out.set_topo_order()?;
-    Ok(MicroBatched { problem: out, original, micro_batch: batch_of })
+    Ok(MicroBatched { problem: out, provenance })
 }
 
 #[cfg(test)]
@@ -207,7 +190,8 @@ mod tests {
     fn copies_per_micro_batch_accumulate_gradients_and_update_once() {
         let problem = mlp();
         let n = problem.len();
-        let once: Vec<usize> = (0..n).filter(|&v| runs_once_per_step(&problem, v)).collect();
+        let layout = micro_batch_layout(&problem, 3);
+        let once: Vec<usize> = (0..n).filter(|&v| layout.runs_once(v)).collect();
         assert!(once.iter().all(|&v| problem.roles[v] == Role::Update));
         let split = micro_batch(&problem, 3).unwrap();
         let out = &split.problem;
@@ -215,8 +199,8 @@ mod tests {
         let find = |name: &str| out.names.iter().position(|x| x == name).unwrap();
         let (dw0, dw1, dw2) = (find("fc1.dw/mb0"), find("fc1.dw/mb1"), find("fc1.dw/mb2"));
         let update = find("fc1.weight.update");
-        assert_eq!(split.micro_batch[dw1], Some(1));
-        assert_eq!(split.micro_batch[update], None);
+        assert_eq!(split.micro_batch(dw1), Some(1));
+        assert_eq!(split.micro_batch(update), None);
         let edge = |s: usize, t: usize| out.edges.iter().find(|e| e.source == s && e.target == t);
         // Micro-batch 1 adds into micro-batch 0's gradient; the update reads the last one.
         assert!(edge(dw0, dw1).is_some_and(|e| !e.tensors.is_empty()));

@@ -52,15 +52,13 @@
 //! stage `s`.
 
 mod actions;
-mod executable;
 mod interleaved;
 mod microbatch;
 mod order;
 mod units;
 
 pub use actions::{Action, ActionKind, pytorch_actions, pytorch_csv};
-pub use executable::{MicroBatchGraph, micro_batch_graph};
-pub use microbatch::{MicroBatched, micro_batch, micro_batch_suffix, runs_once_per_step};
+pub use microbatch::{MicroBatched, micro_batch, micro_batch_layout};
 pub use units::{PipelineUnits, balanced_split, block_of, pipeline_units};
 
 use ordo_problem::{PlaceProblem, Placement};
@@ -262,7 +260,7 @@ pub fn pipeline_plan(
     let (chunk_of_unit, device_of_chunk) = allocate_units(problem, &units, pipeline)?;
     let split = micro_batch(problem, pipeline.micro_batches)?;
     let chunk_of: Vec<usize> =
-        split.original.iter().map(|&v| chunk_of_unit[units.unit_of[v]]).collect();
+        split.provenance.origin.iter().map(|v| chunk_of_unit[units.unit_of[v.index()]]).collect();
     let rank = units::build_rank(problem);
     let orders =
         order::device_orders(&split, &chunk_of, &device_of_chunk, pipeline.schedule, &rank)?;
@@ -281,7 +279,7 @@ pub fn pipeline_plan(
         .problem
         .roles
         .iter()
-        .zip(&split.micro_batch)
+        .zip(&split.provenance.micro_batch)
         .map(|(&role, m)| pipeline.dw_on_sub_stream && role == ordo_ir::Role::Dw && m.is_some())
         .collect();
     let plan = build_plan_on_streams(&split.problem, &placement, &on_sub_stream)?;

@@ -73,10 +73,10 @@ pub(super) fn device_orders(
     let mut op_of = vec![usize::MAX; problem.len()];
     let mut once: Vec<Vec<usize>> = vec![Vec::new(); devices];
     let mut nodes: Vec<usize> = (0..problem.len()).collect();
-    nodes.sort_by_key(|&v| (split.micro_batch[v], rank[split.original[v]]));
+    nodes.sort_by_key(|&v| (split.micro_batch(v), rank[split.original(v)]));
     for v in nodes {
         let (chunk, device) = (chunk_of[v], device_of_chunk[chunk_of[v]]);
-        let Some(batch) = split.micro_batch[v] else {
+        let Some(batch) = split.micro_batch(v) else {
             once[device].push(v);
             continue;
         };
@@ -115,7 +115,8 @@ pub(super) fn device_orders(
         waiting[b] += 1;
     }
 
-    let batches = split.micro_batch.iter().flatten().max().map_or(0, |m| m + 1);
+    let batches =
+        split.provenance.micro_batch.iter().flatten().max().map_or(0, |&m| m as usize + 1);
     // Interleaved 1F1B takes Megatron's order where it applies; the rest is list-scheduled.
     let fixed = match schedule {
         PipelineSchedule::OneFOneB => {
