@@ -5,7 +5,7 @@
 //! an [`ImportReport`] (parameter counts, how many ONNX nodes were folded or fused).
 //!
 //! - **Op registry.** Each ONNX op type maps to IR ops through one function, one file per op
-//!   family (see [`SUPPORTED_OPS`]: the runnable ones). Every other operator of the default
+//!   family (see [`supported_ops`]: the runnable ones). Every other operator of the default
 //!   domain with a shape rule imports as `Opaque` IR ops (its inferred outputs and a FLOP
 //!   estimate: plannable, not runnable), as does a use of a runnable op that the IR cannot
 //!   express. A model with ops outside both fails with one [`OnnxError::UnsupportedOps`] that
@@ -62,7 +62,7 @@ use prost::bytes::Bytes;
 
 pub use error::{OnnxError, OnnxResult, UnsupportedNode};
 pub use import::OPSETS;
-pub use ops::SUPPORTED_OPS;
+pub use ops::supported_ops;
 pub use values::{
     ModelInfo, ParamSource, StringTensor, TensorValue, Values, initializers, initializers_in_file,
     model_info, param_values, read_string_tensor, read_tensor, read_tensor_shape,

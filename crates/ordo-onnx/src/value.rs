@@ -35,7 +35,7 @@ impl Step {
     /// The IR op that performs the step.
     pub fn op(&self) -> Op {
         match self {
-            Step::Reshape(shape) => crate::ops::reshape_op(shape),
+            Step::Reshape(shape) => crate::ops::common::reshape_op(shape),
             Step::Transpose(perm) => Op::Transpose { perm: perm.clone() },
             Step::Slice { axis, start, end, step } => {
                 Op::Slice { axis: *axis as i64, start: *start, end: *end, step: *step }

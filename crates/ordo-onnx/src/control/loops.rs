@@ -8,7 +8,7 @@ use crate::control::{
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
-use crate::ops::resolve_axis;
+use crate::ops::common::resolve_axis;
 use crate::proto::GraphProto;
 use crate::synth;
 

@@ -7,7 +7,7 @@ use crate::control::{Flow, Structured, axes_node, const_int, set_bool, set_int, 
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
-use crate::ops::resolve_axis;
+use crate::ops::common::resolve_axis;
 use crate::synth;
 use crate::tensor::ConstTensor;
 use crate::value::Value;

@@ -9,7 +9,7 @@
 
 use ordo_ir::{DType, Op, OutletId};
 
-use super::Outputs;
+use super::common::Outputs;
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
@@ -42,7 +42,7 @@ impl Builder<'_, '_> {
         x: OutletId,
         shape: &[usize],
     ) -> OnnxResult<OutletId> {
-        ctx.emit_part(self.node, part, super::reshape_op(shape), &[x])
+        ctx.emit_part(self.node, part, super::common::reshape_op(shape), &[x])
     }
 
     /// `[B, S, H * D]` to `[B, H, S, D]`.

@@ -8,7 +8,7 @@
 use ordo_ir::op::{CompareKind, LogicKind, Reduce, ReduceKind};
 use ordo_ir::{DType, Op, OutletId};
 
-use super::{Outputs, one, resolve_axis};
+use super::common::{Outputs, one, resolve_axis};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
@@ -231,7 +231,7 @@ pub(crate) fn one_hot(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
     // The indices with a dimension of 1 at `axis`, against the classes along it.
     let mut kept = shape.clone();
     kept.insert(axis, 1);
-    let reshape = super::reshape_op(&kept);
+    let reshape = super::common::reshape_op(&kept);
     let ids = ctx.emit_part(node, "unsqueezed", reshape, &[wrapped])?;
     let mut along = vec![1; shape.len() + 1];
     along[axis] = depth;
@@ -269,7 +269,7 @@ pub(crate) fn swish(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
 pub(crate) fn rotary_embedding(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let (x, _) = float_input(ctx, node)?;
     let shape = |ctx: &Ctx<'_>, o: OutletId| ctx.graph.fact(o).expect("emitted").shape.clone();
-    let reshape = super::reshape_op;
+    let reshape = super::common::reshape_op;
     let xs = shape(ctx, x);
     let bshd = [0, 2, 1, 3];
     // To [batch, sequence, heads, head size].

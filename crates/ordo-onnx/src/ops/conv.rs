@@ -4,7 +4,7 @@
 use ordo_ir::op::{Conv2d, ConvTranspose2d};
 use ordo_ir::{Op, OutletId, TensorFact};
 
-use super::{Outputs, one, reshape_op};
+use super::common::{Outputs, one, reshape_op};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::{Node, small_uints};

@@ -15,8 +15,8 @@
 use ordo_ir::op::{Conv2d, ConvTranspose2d, PadMode};
 use ordo_ir::{Op, OutletId, TensorFact};
 
+use super::common::{Outputs, one, reshape_op};
 use super::conv::{WindowNd, param_name, window_nd};
-use super::{Outputs, one, reshape_op};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;

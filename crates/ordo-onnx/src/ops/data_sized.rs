@@ -8,7 +8,7 @@
 use ordo_ir::op::{NonMaxSuppression, Unique, UniquePart};
 use ordo_ir::{Op, TensorFact};
 
-use super::{Outputs, one, resolve_axis};
+use super::common::{Outputs, one, resolve_axis};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;

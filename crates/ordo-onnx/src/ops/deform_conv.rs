@@ -13,10 +13,10 @@
 
 use ordo_ir::{DType, Op, TensorFact};
 
+use super::common::{Outputs, one, reshape_op};
 use super::grid_sample::{Sampling, sample};
 use super::parts::Parts;
 use super::patches::{Grouped, per_channel};
-use super::{Outputs, one, reshape_op};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
@@ -68,7 +68,7 @@ pub(crate) fn deform_conv(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outp
             return Err(node.shape_error(format!("bias {bf}: expected f32[{m}]")));
         }
     }
-    super::check_constant(node, "patches", &[n, c, positions, window])?;
+    super::common::check_constant(node, "patches", &[n, c, positions, window])?;
     let mut e = Parts::of(node);
     let (batches, cells) = (n * offset_groups, positions * window);
     // The offsets [N, Go * K * r, out...] as [N, Go, r, L, K]; per dim, the window cell's

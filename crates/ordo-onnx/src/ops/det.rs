@@ -10,9 +10,9 @@
 use ordo_ir::op::{CompareKind, UnaryOp};
 use ordo_ir::{DType, Op, OutletId};
 
+use super::common::{Outputs, one, reshape_op};
 use super::indexed::index_buffer;
 use super::parts::Parts;
-use super::{Outputs, one, reshape_op};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use ordo_ir::Op;
 use ordo_ir::op::Einsum;
 
-use super::{Outputs, one};
+use super::common::{Outputs, one};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;

@@ -8,7 +8,7 @@
 use ordo_ir::op::{ActivationKind, CompareKind, Distribution, UnaryOp};
 use ordo_ir::{Op, OutletId};
 
-use super::{Outputs, one, resolve_axis};
+use super::common::{Outputs, one, resolve_axis};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::fold;
@@ -488,7 +488,7 @@ fn along_axis(ctx: &mut Ctx<'_>, node: &Node<'_>, op: impl Fn(i64) -> Op) -> Onn
     let flat = Op::Reshape { shape: vec![rows as i64, cols as i64] };
     let flat = ctx.emit(&format!("{}.flatten", node.name), flat, &[x], Vec::new())?[0];
     let y = ctx.emit(&format!("{}.flat", node.name), op(1), &[flat], Vec::new())?[0];
-    let back = super::reshape_op(&fact.shape);
+    let back = super::common::reshape_op(&fact.shape);
     one(ctx.emit_value(&node.name, back, &[y])?)
 }
 
@@ -546,7 +546,7 @@ pub(crate) fn dropout(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs>
         return Ok(vec![Some(x), Some(Value::constant(mask))]);
     }
     let x = ctx.wire(node, 0)?;
-    if !super::output_read(ctx, node, 1) {
+    if !super::common::output_read(ctx, node, 1) {
         return Ok(vec![Some(ctx.emit_value(&node.name, Op::Dropout { p }, &[x])?), None]);
     }
     // The mask is read: the draws as ops of their own, as ONNX defines the operator (keep an

@@ -4,7 +4,7 @@
 
 use ordo_ir::Op;
 
-use super::{Outputs, check_constant, one, reshape_op};
+use super::common::{Outputs, check_constant, one, reshape_op};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;

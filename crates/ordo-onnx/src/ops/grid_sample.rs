@@ -14,8 +14,8 @@
 use ordo_ir::op::{CompareKind, LogicKind, UnaryOp};
 use ordo_ir::{DType, Op, OutletId};
 
+use super::common::{Outputs, one, reshape_op};
 use super::parts::Parts;
-use super::{Outputs, one, reshape_op};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;

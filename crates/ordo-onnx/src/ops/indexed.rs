@@ -6,7 +6,7 @@
 use ordo_ir::op::ScatterReduction;
 use ordo_ir::{DType, Op, OutletId};
 
-use super::{Outputs, check_constant, one, reshape_op, resolve_axis};
+use super::common::{Outputs, check_constant, one, reshape_op, resolve_axis};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;

@@ -7,7 +7,7 @@
 
 use ordo_ir::{Op, OutletId};
 
-use super::Outputs;
+use super::common::Outputs;
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
@@ -206,9 +206,10 @@ pub(crate) fn resize(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
         Ok(c.to_f64s().filter(|v| !v.is_empty()))
     };
     let axes: Vec<usize> = match node.ints("axes") {
-        Some(a) => {
-            a.iter().map(|&d| super::resolve_axis(node, d, rank)).collect::<OnnxResult<_>>()?
-        }
+        Some(a) => a
+            .iter()
+            .map(|&d| super::common::resolve_axis(node, d, rank))
+            .collect::<OnnxResult<_>>()?,
         None => (0..rank).collect(),
     };
     let roi_list = list(ctx, 1, "the roi")?;

@@ -8,8 +8,8 @@
 use ordo_ir::Op;
 use ordo_ir::op::Linear;
 
+use super::common::{Outputs, one};
 use super::conv::param_name;
-use super::{Outputs, one};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
@@ -136,7 +136,7 @@ pub(crate) fn matmul(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> 
     }
     // NumPy's rule for a vector: a 1-D left operand is a row `[1, k]`, a 1-D right one a
     // column `[k, 1]`, and that dimension is dropped from the product.
-    let reshape = super::reshape_op;
+    let reshape = super::common::reshape_op;
     let mut product_shape_drops = Vec::new();
     if a.len() == 1 {
         x = ctx.emit_part(node, "row", reshape(&[1, a[0]]), &[x])?;

@@ -7,8 +7,8 @@
 use ordo_ir::Op;
 use ordo_ir::op::{BitwiseKind, CompareKind, LogicKind};
 
+use super::common::{Outputs, one};
 use super::elementwise::operand;
-use super::{Outputs, one};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;

@@ -5,7 +5,7 @@
 use ordo_ir::Op;
 use ordo_ir::op::{LossReduction, NllLoss};
 
-use super::Outputs;
+use super::common::Outputs;
 use super::elementwise::operand;
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;

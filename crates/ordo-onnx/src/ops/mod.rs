@@ -6,6 +6,7 @@
 //! states), which is an error only if something reads it.
 
 mod attention;
+pub(crate) mod common;
 mod composite;
 mod conv;
 mod conv3d;
@@ -40,295 +41,234 @@ mod spectral;
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
-use crate::value::Value;
 
-/// Values of a node's outputs, in order.
-pub(crate) type Outputs = Vec<Option<Value>>;
+pub(crate) use common::Outputs;
 
 /// A mapping from one ONNX node to IR nodes.
 pub(crate) type Mapper = fn(&mut Ctx<'_>, &Node<'_>) -> OnnxResult<Outputs>;
 
-/// The ONNX op types (default domain) the importer maps onto the IR's own ops (runnable); the
-/// other operators with a shape rule (`ops/generic`) import as opaque ops (plannable).
-pub const SUPPORTED_OPS: &[&str] = &[
-    "Abs",
-    "Acos",
-    "Acosh",
-    "Add",
-    "AffineGrid",
-    "And",
-    "ArgMax",
-    "ArgMin",
-    "Attention",
-    "Asin",
-    "Asinh",
-    "Atan",
-    "Atanh",
-    "AveragePool",
-    "BatchNormalization",
-    "Bernoulli",
-    "BitCast",
-    "BitShift",
-    "BitwiseAnd",
-    "BitwiseNot",
-    "BitwiseOr",
-    "BitwiseXor",
-    "Cast",
-    "CastLike",
-    "Ceil",
-    "Celu",
-    "CenterCropPad",
-    "Col2Im",
-    "Compress",
-    "Clip",
-    "Concat",
-    "Constant",
-    "ConstantOfShape",
-    "Conv",
-    "ConvInteger",
-    "ConvTranspose",
-    "Cos",
-    "Cosh",
-    "CumProd",
-    "CumSum",
-    "DFT",
-    "DeformConv",
-    "DepthToSpace",
-    "DequantizeLinear",
-    "Det",
-    "Div",
-    "DynamicQuantizeLinear",
-    "Dropout",
-    "Einsum",
-    "Elu",
-    "Equal",
-    "Erf",
-    "Exp",
-    "Expand",
-    "EyeLike",
-    "Flatten",
-    "Floor",
-    "Gather",
-    "GatherElements",
-    "GatherND",
-    "Gelu",
-    "GRU",
-    "Gemm",
-    "GlobalAveragePool",
-    "GlobalMaxPool",
-    "Greater",
-    "GreaterOrEqual",
-    "GridSample",
-    "GroupNormalization",
-    "HardSigmoid",
-    "HardSwish",
-    "Hardmax",
-    "Identity",
-    "InstanceNormalization",
-    "IsInf",
-    "IsNaN",
-    "LRN",
-    "LSTM",
-    "LayerNormalization",
-    "LeakyRelu",
-    "Less",
-    "LessOrEqual",
-    "Log",
-    "LogSoftmax",
-    "LpNormalization",
-    "LpPool",
-    "MatMul",
-    "MatMulInteger",
-    "Max",
-    "MaxPool",
-    "MaxUnpool",
-    "Mean",
-    "MeanVarianceNormalization",
-    "Min",
-    "Mish",
-    "Mod",
-    "Mul",
-    "Neg",
-    "NegativeLogLikelihoodLoss",
-    "Not",
-    "OneHot",
-    "Or",
-    "PRelu",
-    "QLinearConv",
-    "QLinearMatMul",
-    "Pad",
-    "Pow",
-    "QuantizeLinear",
-    "RMSNormalization",
-    "RNN",
-    "RandomNormal",
-    "RandomNormalLike",
-    "RandomUniform",
-    "RandomUniformLike",
-    "Reciprocal",
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-    "ReduceMax",
-    "ReduceMean",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceSum",
-    "ReduceSumSquare",
-    "Relu",
-    "Reshape",
-    "ReverseSequence",
-    "Resize",
-    "RoiAlign",
-    "RotaryEmbedding",
-    "Round",
-    "Scatter",
-    "ScatterElements",
-    "ScatterND",
-    "Selu",
-    "Shape",
-    "Shrink",
-    "Sigmoid",
-    "Sign",
-    "Sin",
-    "Sinh",
-    "Size",
-    "Slice",
-    "Softmax",
-    "SoftmaxCrossEntropyLoss",
-    "Softplus",
-    "Softsign",
-    "SpaceToDepth",
-    "Split",
-    "Sqrt",
-    "STFT",
-    "Squeeze",
-    "Sub",
-    "Sum",
-    "Swish",
-    "Tan",
-    "Tanh",
-    "ThresholdedRelu",
-    "Tile",
-    "TopK",
-    "Transpose",
-    "Trilu",
-    "Unsqueeze",
-    "Where",
-    "Xor",
+/// Which list an op type of the registry is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Listing {
+    /// Runs on ordo's kernels as its ONNX definition says ([`supported_ops`]).
+    Runs,
+    /// An output's size depends on the data: planned at its largest, run within that bound.
+    SizedByData,
+    /// Removed from the current opsets (read from old exports).
+    Deprecated,
+}
+
+/// One line of the registry: an op type, its mapping and its listing.
+struct Entry {
+    op_type: &'static str,
+    mapper: Mapper,
+    listing: Listing,
+}
+
+const fn runs(op_type: &'static str, mapper: Mapper) -> Entry {
+    Entry { op_type, mapper, listing: Listing::Runs }
+}
+
+const fn sized_by_data(op_type: &'static str, mapper: Mapper) -> Entry {
+    Entry { op_type, mapper, listing: Listing::SizedByData }
+}
+
+const fn deprecated(op_type: &'static str, mapper: Mapper) -> Entry {
+    Entry { op_type, mapper, listing: Listing::Deprecated }
+}
+
+/// The registry: every op type of the default domain that maps onto the IR's own ops, sorted
+/// by name (binary search; a test keeps the order). Adding an op is a mapping in its family's
+/// file and one line here. The other operators with a shape rule (`ops/generic`) import as
+/// opaque ops (plannable).
+static REGISTRY: &[Entry] = &[
+    runs("Abs", elementwise::unary),
+    runs("Acos", elementwise::unary),
+    runs("Acosh", elementwise::unary),
+    runs("Add", elementwise::binary),
+    runs("AffineGrid", grid::affine_grid),
+    runs("And", logic::logic),
+    runs("ArgMax", elementwise::arg_extreme),
+    runs("ArgMin", elementwise::arg_extreme),
+    runs("Asin", elementwise::unary),
+    runs("Asinh", elementwise::unary),
+    runs("Atan", elementwise::unary),
+    runs("Atanh", elementwise::unary),
+    runs("Attention", attention::attention),
+    runs("AveragePool", pool::pool),
+    runs("BatchNormalization", norm::batch_norm),
+    runs("Bernoulli", random::bernoulli),
+    runs("BitCast", shape::bit_cast),
+    runs("BitShift", logic::bitwise),
+    runs("BitwiseAnd", logic::bitwise),
+    runs("BitwiseNot", logic::bitwise),
+    runs("BitwiseOr", logic::bitwise),
+    runs("BitwiseXor", logic::bitwise),
+    runs("Cast", shape::cast),
+    runs("CastLike", shape::cast_like),
+    runs("Ceil", elementwise::unary),
+    runs("Celu", elementwise::unary),
+    runs("CenterCropPad", composite::center_crop_pad),
+    runs("Clip", elementwise::clip),
+    runs("Col2Im", indexed::col2im),
+    runs("Compress", indexed::compress),
+    runs("Concat", shape::concat),
+    runs("Constant", shape::constant),
+    runs("ConstantOfShape", shape::constant_of_shape),
+    runs("Conv", conv::conv),
+    runs("ConvInteger", qconv::conv_integer),
+    runs("ConvTranspose", conv::conv_transpose),
+    runs("Cos", elementwise::unary),
+    runs("Cosh", elementwise::unary),
+    runs("CumProd", elementwise::cum_sum),
+    runs("CumSum", elementwise::cum_sum),
+    runs("DFT", spectral::dft),
+    runs("DeformConv", deform_conv::deform_conv),
+    runs("DepthToSpace", composite::depth_space),
+    runs("DequantizeLinear", quantize::dequantize),
+    runs("Det", det::det),
+    runs("Div", elementwise::binary),
+    runs("Dropout", elementwise::dropout),
+    runs("DynamicQuantizeLinear", quantize::dynamic_quantize),
+    runs("Einsum", einsum::einsum),
+    runs("Elu", elementwise::unary),
+    runs("Equal", logic::logic),
+    runs("Erf", elementwise::unary),
+    runs("Exp", elementwise::unary),
+    runs("Expand", shape::expand),
+    runs("EyeLike", composite::eye_like),
+    runs("Flatten", shape::flatten),
+    runs("Floor", elementwise::unary),
+    runs("GRU", recurrent::unrolled),
+    runs("Gather", sequence::gather),
+    runs("GatherElements", sequence::gather_elements),
+    runs("GatherND", sequence::gather_nd),
+    runs("Gelu", elementwise::unary),
+    runs("Gemm", linear::gemm),
+    runs("GlobalAveragePool", pool::global_avg),
+    runs("GlobalMaxPool", composite::global_max_pool),
+    runs("Greater", logic::logic),
+    runs("GreaterOrEqual", logic::logic),
+    runs("GridSample", grid_sample::grid_sample),
+    runs("GroupNormalization", norm::group_norm),
+    runs("HardSigmoid", elementwise::unary),
+    runs("HardSwish", elementwise::unary),
+    runs("Hardmax", elementwise::hardmax),
+    runs("Identity", shape::identity),
+    runs("InstanceNormalization", norm::instance_norm),
+    runs("IsInf", composite::is_special),
+    runs("IsNaN", composite::is_special),
+    runs("LRN", norm::lrn),
+    runs("LSTM", sequence::lstm),
+    runs("LayerNormalization", norm::layer_norm),
+    runs("LeakyRelu", elementwise::unary),
+    runs("Less", logic::logic),
+    runs("LessOrEqual", logic::logic),
+    runs("Log", elementwise::unary),
+    runs("LogSoftmax", elementwise::softmax),
+    runs("LpNormalization", composite::lp_normalization),
+    runs("LpPool", pool::lp_pool),
+    runs("MatMul", linear::matmul),
+    runs("MatMulInteger", qlinear::matmul_integer),
+    runs("Max", elementwise::extreme),
+    runs("MaxPool", pool::pool),
+    runs("MaxUnpool", indexed::max_unpool),
+    runs("Mean", elementwise::extreme),
+    runs("MeanVarianceNormalization", norm::mean_variance_normalization),
+    runs("Min", elementwise::extreme),
+    runs("Mish", elementwise::unary),
+    runs("Mod", elementwise::modulo),
+    runs("Mul", elementwise::binary),
+    runs("Neg", elementwise::const_unary),
+    runs("NegativeLogLikelihoodLoss", loss::nll),
+    sized_by_data("NonMaxSuppression", data_sized::non_max_suppression),
+    sized_by_data("NonZero", data_sized::non_zero),
+    runs("Not", logic::logic),
+    runs("OneHot", composite::one_hot),
+    runs("Or", logic::logic),
+    runs("PRelu", composite::prelu),
+    runs("Pad", shape::pad),
+    runs("Pow", elementwise::binary),
+    runs("QLinearConv", qconv::qlinear_conv),
+    runs("QLinearMatMul", qlinear::qlinear_matmul),
+    runs("QuantizeLinear", quantize::quantize),
+    runs("RMSNormalization", norm::rms_norm),
+    runs("RNN", recurrent::unrolled),
+    runs("RandomNormal", random::random),
+    runs("RandomNormalLike", random::random_like),
+    runs("RandomUniform", random::random),
+    runs("RandomUniformLike", random::random_like),
+    sized_by_data("Range", data_sized::range),
+    runs("Reciprocal", elementwise::unary),
+    runs("ReduceL1", reduce::reduce),
+    runs("ReduceL2", reduce::reduce),
+    runs("ReduceLogSum", reduce::reduce),
+    runs("ReduceLogSumExp", reduce::reduce),
+    runs("ReduceMax", reduce::reduce),
+    runs("ReduceMean", reduce::reduce),
+    runs("ReduceMin", reduce::reduce),
+    runs("ReduceProd", reduce::reduce),
+    runs("ReduceSum", reduce::reduce),
+    runs("ReduceSumSquare", reduce::reduce),
+    runs("Relu", elementwise::unary),
+    runs("Reshape", shape::reshape),
+    runs("Resize", interpolate::resize),
+    runs("ReverseSequence", indexed::reverse_sequence),
+    runs("RoiAlign", roi_align::roi_align),
+    runs("RotaryEmbedding", composite::rotary_embedding),
+    runs("Round", elementwise::unary),
+    runs("STFT", spectral::stft),
+    runs("Scatter", sequence::scatter_nd),
+    runs("ScatterElements", sequence::scatter_nd),
+    runs("ScatterND", sequence::scatter_nd),
+    runs("Selu", elementwise::unary),
+    runs("Shape", shape::shape),
+    runs("Shrink", elementwise::unary),
+    runs("Sigmoid", elementwise::unary),
+    runs("Sign", elementwise::unary),
+    runs("Sin", elementwise::unary),
+    runs("Sinh", elementwise::unary),
+    runs("Size", shape::size),
+    runs("Slice", shape::slice),
+    runs("Softmax", elementwise::softmax),
+    runs("SoftmaxCrossEntropyLoss", loss::softmax_cross_entropy),
+    runs("Softplus", elementwise::unary),
+    runs("Softsign", elementwise::unary),
+    runs("SpaceToDepth", composite::depth_space),
+    runs("Split", shape::split),
+    runs("Sqrt", elementwise::const_unary),
+    runs("Squeeze", shape::squeeze),
+    runs("Sub", elementwise::binary),
+    runs("Sum", elementwise::extreme),
+    runs("Swish", composite::swish),
+    runs("Tan", elementwise::unary),
+    runs("Tanh", elementwise::unary),
+    runs("ThresholdedRelu", elementwise::unary),
+    runs("Tile", shape::tile),
+    runs("TopK", elementwise::top_k),
+    runs("Transpose", shape::transpose),
+    runs("Trilu", elementwise::trilu),
+    sized_by_data("Unique", data_sized::unique),
+    runs("Unsqueeze", shape::unsqueeze),
+    deprecated("Upsample", interpolate::upsample),
+    runs("Where", logic::logic),
+    runs("Xor", logic::logic),
 ];
+
+/// The ONNX op types (default domain) the importer maps onto the IR's own ops and runs, in
+/// the registry's order; the other operators with a shape rule (`ops/generic`) import as
+/// opaque ops (plannable).
+pub fn supported_ops() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().filter(|e| e.listing == Listing::Runs).map(|e| e.op_type)
+}
 
 /// The mapping of an op type of the default domain.
 pub(crate) fn mapper(op_type: &str) -> Option<Mapper> {
-    Some(match op_type {
-        "Conv" => conv::conv,
-        "BatchNormalization" => norm::batch_norm,
-        "LayerNormalization" => norm::layer_norm,
-        "RMSNormalization" => norm::rms_norm,
-        "MeanVarianceNormalization" => norm::mean_variance_normalization,
-        "LRN" => norm::lrn,
-        "Relu" | "Sigmoid" | "Tanh" | "HardSwish" | "HardSigmoid" | "Gelu" | "Erf" | "Exp"
-        | "Log" | "Abs" | "Sin" | "Cos" | "Reciprocal" | "Softplus" | "Softsign" | "Elu"
-        | "Selu" | "LeakyRelu" | "ThresholdedRelu" | "Celu" | "Shrink" | "Tan" | "Asin"
-        | "Acos" | "Atan" | "Sinh" | "Cosh" | "Asinh" | "Acosh" | "Atanh" | "Mish" | "Floor"
-        | "Ceil" | "Round" | "Sign" => elementwise::unary,
-        "Add" | "Sub" | "Mul" | "Div" | "Pow" => elementwise::binary,
-        "Max" | "Min" | "Sum" | "Mean" => elementwise::extreme,
-        "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor"
-        | "Not" | "Where" => logic::logic,
-        "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" | "BitwiseNot" | "BitShift" => logic::bitwise,
-        "Clip" => elementwise::clip,
-        "Neg" | "Sqrt" => elementwise::const_unary,
-        "Softmax" | "LogSoftmax" => elementwise::softmax,
-        "Hardmax" => elementwise::hardmax,
-        "TopK" => elementwise::top_k,
-        "Einsum" => einsum::einsum,
-        "CumSum" | "CumProd" => elementwise::cum_sum,
-        "BitCast" => shape::bit_cast,
-        "Mod" => elementwise::modulo,
-        "NegativeLogLikelihoodLoss" => loss::nll,
-        "SoftmaxCrossEntropyLoss" => loss::softmax_cross_entropy,
-        "ArgMax" | "ArgMin" => elementwise::arg_extreme,
-        "Dropout" => elementwise::dropout,
-        "RandomUniformLike" | "RandomNormalLike" => random::random_like,
-        "RandomUniform" | "RandomNormal" => random::random,
-        "Bernoulli" => random::bernoulli,
-        "Trilu" => elementwise::trilu,
-        "MaxPool" | "AveragePool" => pool::pool,
-        "GlobalAveragePool" => pool::global_avg,
-        "LpPool" => pool::lp_pool,
-        "QuantizeLinear" => quantize::quantize,
-        "DequantizeLinear" => quantize::dequantize,
-        "DynamicQuantizeLinear" => quantize::dynamic_quantize,
-        "CenterCropPad" => composite::center_crop_pad,
-        "AffineGrid" => grid::affine_grid,
-        "Compress" => indexed::compress,
-        "ReverseSequence" => indexed::reverse_sequence,
-        "MaxUnpool" => indexed::max_unpool,
-        "Col2Im" => indexed::col2im,
-        "MatMulInteger" => qlinear::matmul_integer,
-        "QLinearMatMul" => qlinear::qlinear_matmul,
-        "ConvInteger" => qconv::conv_integer,
-        "DeformConv" => deform_conv::deform_conv,
-        "RoiAlign" => roi_align::roi_align,
-        "Det" => det::det,
-        "QLinearConv" => qconv::qlinear_conv,
-        "DFT" => spectral::dft,
-        "STFT" => spectral::stft,
-        "GridSample" => grid_sample::grid_sample,
-        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd"
-        | "ReduceSumSquare" | "ReduceL1" | "ReduceL2" | "ReduceLogSum" | "ReduceLogSumExp" => {
-            reduce::reduce
-        }
-        "Gemm" => linear::gemm,
-        "MatMul" => linear::matmul,
-        "Gather" => sequence::gather,
-        "InstanceNormalization" => norm::instance_norm,
-        "Attention" => attention::attention,
-        "Resize" => interpolate::resize,
-        "Upsample" => interpolate::upsample,
-        "GlobalMaxPool" => composite::global_max_pool,
-        "IsNaN" | "IsInf" => composite::is_special,
-        "PRelu" => composite::prelu,
-        "LpNormalization" => composite::lp_normalization,
-        "DepthToSpace" | "SpaceToDepth" => composite::depth_space,
-        "EyeLike" => composite::eye_like,
-        "OneHot" => composite::one_hot,
-        "Swish" => composite::swish,
-        "RotaryEmbedding" => composite::rotary_embedding,
-        "ConvTranspose" => conv::conv_transpose,
-        "GroupNormalization" => norm::group_norm,
-        "GatherElements" => sequence::gather_elements,
-        "GatherND" => sequence::gather_nd,
-        "ScatterND" | "ScatterElements" | "Scatter" => sequence::scatter_nd,
-        "LSTM" => sequence::lstm,
-        "GRU" | "RNN" => recurrent::unrolled,
-        "Constant" => shape::constant,
-        "ConstantOfShape" => shape::constant_of_shape,
-        "Shape" => shape::shape,
-        "Size" => shape::size,
-        "Identity" => shape::identity,
-        "Cast" => shape::cast,
-        "Split" => shape::split,
-        "Pad" => shape::pad,
-        "Tile" => shape::tile,
-        "CastLike" => shape::cast_like,
-        "Reshape" => shape::reshape,
-        "Flatten" => shape::flatten,
-        "Squeeze" => shape::squeeze,
-        "Unsqueeze" => shape::unsqueeze,
-        "Transpose" => shape::transpose,
-        "Slice" => shape::slice,
-        "Concat" => shape::concat,
-        "Expand" => shape::expand,
-        "Range" => data_sized::range,
-        "NonZero" => data_sized::non_zero,
-        "NonMaxSuppression" => data_sized::non_max_suppression,
-        "Unique" => data_sized::unique,
-        other if generic::has_rule(other) => generic::generic,
-        _ => return None,
-    })
+    match REGISTRY.binary_search_by(|e| e.op_type.cmp(op_type)) {
+        Ok(i) => Some(REGISTRY[i].mapper),
+        Err(_) if generic::has_rule(op_type) => Some(generic::generic),
+        Err(_) => None,
+    }
 }
 
 /// Inputs of an op type that hold weights when fed by a graph input: what tells parameters
@@ -344,45 +284,24 @@ pub(crate) fn weight_slots(op_type: &str) -> &'static [usize] {
     }
 }
 
-/// Whether output `k` of `node` is read: by a node or as a graph output (an export may name
-/// outputs that nothing reads, as PyTorch's names an LSTM's last states).
-pub(crate) fn output_read(ctx: &Ctx<'_>, node: &Node<'_>, k: usize) -> bool {
-    node.proto.output.get(k).is_some_and(|t| !t.is_empty() && ctx.uses(t) > 0)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Checks, before a mapping computes a constant of `shape` (index tables, transform
-/// matrices: their size follows from the model's sizes), that ordo keeps a constant that large;
-/// otherwise the mapping is unsupported and, having emitted nothing yet, the node falls back to
-/// the plannable import. The sizes are multiplied saturating: they may come from attributes.
-pub(crate) fn check_constant(node: &Node<'_>, what: &str, shape: &[usize]) -> OnnxResult<()> {
-    let elements = shape.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64));
-    if elements > crate::tensor::MAX_CONSTANT {
-        return Err(node.unsupported(format!(
-            "its {what} would be a constant of {elements} elements; ordo keeps constants of at \
-             most {}",
-            crate::tensor::MAX_CONSTANT
-        )));
-    }
-    Ok(())
-}
-
-/// A node with a single output.
-pub(crate) fn one(value: Value) -> OnnxResult<Outputs> {
-    Ok(vec![Some(value)])
-}
-
-/// A `Reshape` to a resolved shape.
-pub(crate) fn reshape_op(shape: &[usize]) -> ordo_ir::Op {
-    ordo_ir::Op::Reshape { shape: shape.iter().map(|&d| d as i64).collect() }
-}
-
-/// Resolves a possibly negative axis against a rank.
-pub(crate) fn resolve_axis(node: &Node<'_>, axis: i64, rank: usize) -> OnnxResult<usize> {
-    let r = rank as i64;
-    let a = if axis < 0 { axis + r } else { axis };
-    if (0..r).contains(&a) {
-        Ok(a as usize)
-    } else {
-        Err(node.malformed(format!("axis {axis} is out of range for rank {rank}")))
+    #[test]
+    fn the_registry_is_sorted_without_repeats() {
+        for pair in REGISTRY.windows(2) {
+            assert!(
+                pair[0].op_type < pair[1].op_type,
+                "{} before {}",
+                pair[0].op_type,
+                pair[1].op_type
+            );
+        }
+        for entry in REGISTRY {
+            assert!(mapper(entry.op_type).is_some(), "{}", entry.op_type);
+        }
+        assert!(mapper("NoSuchOp").is_none());
+        assert_eq!(supported_ops().count(), REGISTRY.len() - 5);
     }
 }

@@ -5,9 +5,9 @@
 use ordo_ir::op::{BatchNorm, LayerNorm, PadMode, Reduce, ReduceKind, UnaryOp};
 use ordo_ir::{Op, OutletId};
 
+use super::common::{Outputs, one, reshape_op, resolve_axis};
 use super::composite::scalar;
 use super::conv::param_name;
-use super::{Outputs, one, reshape_op, resolve_axis};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
@@ -18,7 +18,7 @@ use crate::value::Value;
 /// In training mode the updated running statistics (outputs 1 and 2) are part of the IR op,
 /// not separate tensors; where the graph reads them, the node is [`batch_norm_training`].
 pub(crate) fn batch_norm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
-    let statistics_read = (1..node.num_outputs()).any(|k| super::output_read(ctx, node, k));
+    let statistics_read = (1..node.num_outputs()).any(|k| super::common::output_read(ctx, node, k));
     if node.int("training_mode", 0)? != 0 && statistics_read {
         return batch_norm_training(ctx, node);
     }

@@ -4,8 +4,8 @@
 use ordo_ir::op::{CompareKind, UnaryOp};
 use ordo_ir::{Op, OutletId};
 
+use super::common::reshape_op;
 use super::composite::scalar;
-use super::reshape_op;
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;

@@ -5,8 +5,8 @@
 use ordo_ir::op::PoolNd;
 use ordo_ir::{Op, OutletId, TensorFact};
 
+use super::common::reshape_op;
 use super::indexed::coordinates;
-use super::reshape_op;
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;

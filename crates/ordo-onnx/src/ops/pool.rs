@@ -4,8 +4,8 @@
 use ordo_ir::op::{Pool2d, PoolNd, Reduce, ReduceKind, UnaryOp};
 use ordo_ir::{DType, Op, OutletId, TensorFact};
 
+use super::common::{Outputs, one, reshape_op};
 use super::indexed::{coordinates, index_buffer};
-use super::{Outputs, one, reshape_op};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::{Node, small_uints};

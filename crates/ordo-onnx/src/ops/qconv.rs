@@ -10,10 +10,10 @@
 
 use ordo_ir::{DType, Op, OutletId, TensorFact};
 
+use super::common::{Outputs, check_constant, one, reshape_op};
 use super::indexed::index_buffer;
 use super::patches::{Grouped, per_channel};
 use super::qlinear::{centered, exact_product, float_scales, int8_fact, requantize};
-use super::{Outputs, check_constant, one, reshape_op};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;

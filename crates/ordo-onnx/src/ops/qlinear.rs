@@ -11,7 +11,7 @@
 use ordo_ir::op::UnaryOp;
 use ordo_ir::{DType, Op, OutletId, TensorFact};
 
-use super::{Outputs, one, reshape_op};
+use super::common::{Outputs, one, reshape_op};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;

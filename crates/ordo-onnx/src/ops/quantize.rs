@@ -10,7 +10,7 @@ use ordo_ir::element::E8m0Rounding;
 use ordo_ir::op::UnaryOp;
 use ordo_ir::{DType, Op, OutletId};
 
-use super::{Outputs, one, resolve_axis};
+use super::common::{Outputs, one, resolve_axis};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
@@ -72,7 +72,7 @@ fn spread(
 ) -> OnnxResult<OutletId> {
     let wire = ctx.wire(node, i)?;
     let mut w = ctx.emit_part(node, what, Op::cast(DType::F32), &[wire])?;
-    let reshape = |shape: &[usize]| super::reshape_op(shape);
+    let reshape = |shape: &[usize]| super::common::reshape_op(shape);
     match layout {
         Layout::PerTensor => {}
         Layout::PerAxis { axis } => {

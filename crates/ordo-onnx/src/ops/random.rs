@@ -7,7 +7,7 @@
 use ordo_ir::op::Distribution;
 use ordo_ir::{DType, Op};
 
-use super::{Outputs, one};
+use super::common::{Outputs, one};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;

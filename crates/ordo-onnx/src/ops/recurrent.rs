@@ -12,7 +12,7 @@
 use ordo_ir::op::UnaryOp;
 use ordo_ir::{DType, Op, OutletId, TensorFact};
 
-use super::Outputs;
+use super::common::Outputs;
 use super::parts::Parts;
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
@@ -306,7 +306,7 @@ pub(crate) fn unrolled(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs
     }
     let mut values = Vec::new();
     // Y: [T, D, B, H] from every step of every direction.
-    if super::output_read(ctx, node, 0) {
+    if super::common::output_read(ctx, node, 0) {
         let mut per_direction = Vec::with_capacity(ys.len());
         for outputs in &ys {
             let mut each = Vec::with_capacity(t);
@@ -324,7 +324,7 @@ pub(crate) fn unrolled(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs
         values.push(None);
     }
     for (k, states) in [(1, last_h), (2, last_c)] {
-        if !super::output_read(ctx, node, k) || states.is_empty() {
+        if !super::common::output_read(ctx, node, k) || states.is_empty() {
             values.push(None);
             continue;
         }

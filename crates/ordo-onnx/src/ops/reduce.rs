@@ -5,7 +5,7 @@
 use ordo_ir::op::{Reduce, ReduceKind};
 use ordo_ir::{DType, Op};
 
-use super::{Outputs, one, resolve_axis};
+use super::common::{Outputs, one, resolve_axis};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;

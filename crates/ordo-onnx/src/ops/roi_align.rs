@@ -14,8 +14,8 @@
 use ordo_ir::op::{CompareKind, LogicKind, Reduce, ReduceKind, UnaryOp};
 use ordo_ir::{DType, Op, OutletId};
 
+use super::common::{Outputs, one};
 use super::parts::Parts;
-use super::{Outputs, one};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
@@ -85,7 +85,7 @@ pub(crate) fn roi_align(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Output
         }
     };
     let scale = node.float("spatial_scale", 1.0)?;
-    super::check_constant(node, "samples", &[r, c, out_h * grid, out_w * grid])?;
+    super::common::check_constant(node, "samples", &[r, c, out_h * grid, out_w * grid])?;
     let mut e = Parts::of(node);
     let rois = ctx.wire(node, 1)?;
     let offset = if half_pixel { 0.5 } else { 0.0 };

@@ -4,8 +4,8 @@
 use ordo_ir::op::{Embedding, Lstm, ScatterReduction};
 use ordo_ir::{DType, Op, TensorFact};
 
+use super::common::{Outputs, one, resolve_axis};
 use super::shape::apply_steps;
-use super::{Outputs, one, resolve_axis};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::fold;
@@ -188,7 +188,7 @@ fn gather_nd_batched(
 /// `LSTM`: the IR's own op where it takes the node ([`ir_lstm`]) and only `Y` is read, else
 /// unrolled over time as IR ops ([`super::recurrent::unrolled`]).
 pub(crate) fn lstm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
-    if (1..node.num_outputs()).any(|k| super::output_read(ctx, node, k)) {
+    if (1..node.num_outputs()).any(|k| super::common::output_read(ctx, node, k)) {
         return super::recurrent::unrolled(ctx, node);
     }
     let before = ctx.graph.nodes.len();

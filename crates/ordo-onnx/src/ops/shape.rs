@@ -8,7 +8,7 @@
 use ordo_ir::element::E8m0Rounding;
 use ordo_ir::{Op, TensorFact};
 
-use super::{Outputs, one, resolve_axis};
+use super::common::{Outputs, one, resolve_axis};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::fold;

@@ -7,7 +7,7 @@ use std::f64::consts::PI;
 
 use ordo_ir::{DType, Op, OutletId};
 
-use super::{Outputs, check_constant, one, reshape_op, resolve_axis};
+use super::common::{Outputs, check_constant, one, reshape_op, resolve_axis};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;

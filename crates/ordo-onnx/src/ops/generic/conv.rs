@@ -262,7 +262,7 @@ pub(super) fn spatial(node: &Node<'_>, ins: &[Option<In>]) -> OnnxResult<Vec<Ten
 /// The axes an operator's per-axis list applies to: the `axes` attribute, or all of them.
 fn axes_of(node: &Node<'_>, rank: usize, count: usize) -> OnnxResult<Vec<usize>> {
     match node.ints("axes") {
-        Some(a) => a.iter().map(|&a| crate::ops::resolve_axis(node, a, rank)).collect(),
+        Some(a) => a.iter().map(|&a| crate::ops::common::resolve_axis(node, a, rank)).collect(),
         None if count == rank => Ok((0..rank).collect()),
         None => Err(node.malformed(format!("{count} sizes for rank {rank}"))),
     }

@@ -111,7 +111,8 @@ pub(super) fn fold_constants(
         }
         "GatherElements" => {
             let [data, indices] = consts[..] else { return Ok(None) };
-            let axis = crate::ops::resolve_axis(node, node.int("axis", 0)?, data.shape.len())?;
+            let axis =
+                crate::ops::common::resolve_axis(node, node.int("axis", 0)?, data.shape.len())?;
             Ok(Some(fold::gather_elements(data, indices, axis).map_err(bad)?))
         }
         "ScatterND" => {

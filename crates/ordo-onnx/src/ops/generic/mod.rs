@@ -25,7 +25,7 @@ use ordo_ir::op::Opaque;
 
 pub(crate) use own::dtype_attr;
 
-use super::Outputs;
+use super::common::Outputs;
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;

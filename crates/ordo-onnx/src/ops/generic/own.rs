@@ -10,7 +10,7 @@ use super::rules::{broadcast_all, const_ints, reduced};
 use super::{In, const_of, conv};
 use crate::error::OnnxResult;
 use crate::node::Node;
-use crate::ops::resolve_axis;
+use crate::ops::common::resolve_axis;
 use crate::tensor::{ConstTensor, ir_dtype};
 
 pub(crate) fn dtype_attr(node: &Node<'_>, name: &str, default: DType) -> OnnxResult<DType> {

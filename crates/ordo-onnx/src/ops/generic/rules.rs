@@ -8,7 +8,7 @@ use ordo_ir::{DType, TensorFact};
 use super::{In, const_of, conv};
 use crate::error::OnnxResult;
 use crate::node::Node;
-use crate::ops::resolve_axis;
+use crate::ops::common::resolve_axis;
 
 /// How an operator's outputs follow from its inputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
