@@ -52,7 +52,7 @@ enum Command {
     Profile(commands::profile::Args),
     /// Run ONNX backend node tests (model.onnx plus test data) on the CPU kernels: pass, fail
     /// and unsupported per op.
-    Conformance(commands::conformance::Args),
+    Conformance(commands::onnx_conformance::Args),
 }
 
 /// Runs the command; on failure prints the error with its chain of causes (no backtrace: the
@@ -76,15 +76,50 @@ fn main() -> ExitCode {
 /// The error and its causes, `: `-separated, each cause once: a cause whose text the message
 /// already holds (an error that writes its source into its own text) is not repeated.
 fn message(err: &anyhow::Error) -> String {
-    let mut text = err.to_string();
-    for cause in err.chain().skip(1) {
-        let cause = cause.to_string();
-        if !text.contains(&cause) {
-            text.push_str(": ");
-            text.push_str(&cause);
+    let mut chain = err.chain().map(text);
+    let mut message = chain.next().unwrap_or_default();
+    for cause in chain {
+        if !message.contains(&cause) {
+            message.push_str(": ");
+            message.push_str(&cause);
         }
     }
-    text
+    message
+}
+
+/// One error's text, the facade's parameters worded as this command's flags.
+fn text(err: &(dyn std::error::Error + 'static)) -> String {
+    let parameter = match err.downcast_ref::<ordo::Error>() {
+        Some(ordo::Error::Parameter(parameter)) => Some(parameter),
+        _ => err.downcast_ref::<ordo::ParameterError>(),
+    };
+    match parameter {
+        Some(parameter) => parameter.worded(|parameter, value| match value {
+            Some(value) => format!("{} {value}", flag(parameter)),
+            None => flag(parameter).to_string(),
+        }),
+        None => err.to_string(),
+    }
+}
+
+/// The flag that sets a parameter of the facade.
+fn flag(parameter: ordo::Parameter) -> &'static str {
+    use ordo::Parameter as P;
+    match parameter {
+        P::Devices => "--devices",
+        P::Stages => "--pipeline",
+        P::MicroBatches => "--micro-batches",
+        P::Modulo => "--modulo",
+        P::Schedule => "--schedule",
+        P::Replicas => "--data-parallel",
+        P::FirstK => "--first-k",
+        P::BucketBytes => "--bucket",
+        P::Steps => "--unroll",
+        P::Defer => "--defer",
+        P::Order => "--order",
+        P::NetworkGbps => "--network-gbps",
+        P::NetworkLatencyUs => "--network-latency-us",
+    }
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -100,7 +135,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Simulate(args) => commands::simulate::run(&args),
         Command::Run(args) => commands::run::run(&args),
         Command::Profile(args) => commands::profile::run(&args),
-        Command::Conformance(args) => commands::conformance::run(&args),
+        Command::Conformance(args) => commands::onnx_conformance::run(&args),
     }
 }
 

@@ -406,7 +406,11 @@ fn bad_data_parallel_settings_are_errors() {
         ordo(&[&base[..], extra].concat())
     };
     let out = run(&["0"]);
-    assert!(stderr(&out).contains("at least one device"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--data-parallel 0: data parallelism needs at least one replica"),
+        "{}",
+        stderr(&out)
+    );
     let out = run(&["2", "--first-k", "500"]);
     assert!(stderr(&out).contains("500 layers"), "{}", stderr(&out));
     let out = run(&["2", "--first-k", "some"]);
@@ -467,7 +471,7 @@ fn bad_pipeline_settings_are_errors() {
     let out = run(&["4", "--memory", "10MiB"]);
     assert!(stderr(&out).contains("more than its device's"), "{}", stderr(&out));
     let out = ordo(&["simulate", "bert_base", "--train", "--devices", "1", "--schedule", "gpipe"]);
-    assert!(stderr(&out).contains("needs --pipeline"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--schedule gpipe needs --pipeline S"), "{}", stderr(&out));
 }
 
 #[test]

@@ -8,7 +8,6 @@
 
 mod alloc;
 pub mod backend;
-pub mod conformance;
 pub mod cpu;
 mod engine;
 mod error;

@@ -6,11 +6,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ordo_exec::backend::conformance::{Numerics, check};
 use ordo_exec::backend::{
     Backend, BackendError, Collectives, Cpu, CpuCollectives, CpuDevice, CpuEvent, CpuHandle,
     Device, Handle, Launch, Launched,
 };
-use ordo_exec::conformance::{Numerics, check};
 use ordo_exec::cpu::{KernelError, Tensor};
 
 #[test]

@@ -10,8 +10,8 @@ use crate::error::{OnnxError, OnnxResult};
 use crate::node::Node;
 use crate::proto::NodeProto;
 use crate::tensor::{ConstTensor, check_shape};
+use crate::tensor_io::ParamSource;
 use crate::value::{Base, Value, View};
-use crate::values::ParamSource;
 
 /// State shared by all op mappings during one import.
 pub(crate) struct Ctx<'a> {
@@ -381,7 +381,7 @@ impl<'a> Ctx<'a> {
                 crate::tensor::MAX_CONSTANT
             )));
         }
-        let source = ParamSource::Constant(crate::values::value_of(tensor, c));
+        let source = ParamSource::Constant(crate::tensor_io::value_of(tensor, c));
         let id = self.new_param(tensor, fact.clone(), false, source);
         Ok(self.push(tensor, Op::Parameter, Vec::new(), vec![id], vec![fact]))
     }

@@ -52,8 +52,8 @@ mod resize;
 mod symbolic;
 mod synth;
 mod tensor;
+mod tensor_io;
 mod value;
-mod values;
 
 use std::path::Path;
 
@@ -63,7 +63,7 @@ use prost::bytes::Bytes;
 pub use error::{OnnxError, OnnxResult, UnsupportedNode};
 pub use import::OPSETS;
 pub use ops::supported_ops;
-pub use values::{
+pub use tensor_io::{
     ModelInfo, ParamSource, StringTensor, TensorValue, Values, initializers, initializers_in_file,
     model_info, param_values, read_string_tensor, read_tensor, read_tensor_shape,
 };

@@ -49,14 +49,8 @@ pub fn data_parallel_plan<'py>(
     if max_tries == 0 {
         return Err(usage("max_tries must be at least 1"));
     }
-    if replicas == 0 {
-        return Err(usage("replicas=0: data parallelism needs at least one replica"));
-    }
-    if let Some(gbps) = network_gbps
-        && !(gbps.is_finite() && gbps > 0.0)
-    {
-        return Err(usage(format!("network_gbps={gbps}: expected a positive bandwidth")));
-    }
+    // The facade refuses zero replicas and a bad bandwidth or latency; a latency without a
+    // bandwidth is not passed to it, so it is checked here.
     if !(latency_us.is_finite() && latency_us >= 0.0) {
         return Err(usage(format!("latency_us={latency_us}: expected a number >= 0")));
     }

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use ordo::{
-    AutoOptions, Channel, DataParallel, OneDeviceSchedule, Pipeline, PipelineSchedule,
-    PlaceOptions, Placement, Placer, Planned, Report, SimOptions, Strategy,
+    AutoOptions, Channel, PlaceOptions, Placement, Placer, Planned, Report, SimOptions, Strategy,
+    StrategyKind, StrategyParams, StrategySpec,
 };
 use pyo3::prelude::*;
 
@@ -175,83 +175,32 @@ impl PyPlanned {
     }
 }
 
-/// The strategy `strategy` names: a placer (`auto`, `m-etf`, ...), a one-device schedule
-/// (`inorder`, `ooo`), `pipeline` (with `stages`, `micro_batches`, `schedule`, `modulo`) or
-/// `data-parallel` (with `replicas`, `first_k`, `bucket_bytes`).
-struct StrategyArgs<'a> {
-    strategy: &'a str,
-    budget: f64,
-    seed: u64,
+/// The parameters of `ordo.plan` and `ordo.pytorch_schedule` in the facade's form.
+#[allow(clippy::too_many_arguments)] // Python keyword arguments, each with a default.
+fn strategy_params(
+    schedule: Option<&str>,
     stages: Option<usize>,
     micro_batches: Option<usize>,
-    schedule: Option<&'a str>,
     modulo: Option<usize>,
     action_overhead_us: f64,
     replicas: Option<usize>,
     first_k: usize,
     bucket_bytes: u64,
-}
-
-impl StrategyArgs<'_> {
-    fn strategy(&self, problem: &PyProblem) -> PyResult<Strategy> {
-        if self.modulo.is_some() && self.strategy != "pipeline" {
-            return Err(usage("modulo applies to the pipeline strategy only"));
-        }
-        if self.action_overhead_us != 0.0 && self.strategy != "pipeline" {
-            return Err(usage("action_overhead_us applies to the pipeline strategy only"));
-        }
-        Ok(match self.strategy {
-            "inorder" => Strategy::OneDevice(OneDeviceSchedule::InOrder),
-            "ooo" => Strategy::OneDevice(OneDeviceSchedule::Ooo),
-            "pipeline" => Strategy::Pipeline(self.pipeline()?),
-            "data-parallel" => {
-                let replicas = self.count(self.replicas, "replicas")?;
-                let network = problem.inner.place.devices.comm;
-                let config = DataParallel {
-                    replicas,
-                    network,
-                    bucket_bytes: self.bucket_bytes,
-                    first_k: self.first_k,
-                    schedule: OneDeviceSchedule::InOrder,
-                };
-                Strategy::DataParallel { config, steps: 1 }
-            }
-            name => Strategy::placed(placer(name, self.budget, self.seed, 0.1)?),
-        })
+) -> PyResult<StrategyParams> {
+    let overhead = action_overhead_us;
+    if !(overhead.is_finite() && overhead >= 0.0) {
+        return Err(usage(format!("action_overhead_us={overhead}: expected µs >= 0")));
     }
-
-    /// The pipeline `stages`, `micro_batches`, `schedule` and `modulo` ask for.
-    fn pipeline(&self) -> PyResult<Pipeline> {
-        let schedule = pipeline_schedule(self.schedule.unwrap_or("fast-forward"))?;
-        let stages = self.count(self.stages, "stages")?;
-        let micro_batches = self.count(self.micro_batches, "micro_batches")?;
-        let pipeline = Pipeline::new(stages, micro_batches, schedule);
-        let overhead = self.action_overhead_us;
-        if !(overhead.is_finite() && overhead >= 0.0) {
-            return Err(usage(format!("action_overhead_us={overhead}: expected µs >= 0")));
-        }
-        let pipeline = pipeline.with_action_overhead(overhead.round() as u64);
-        Ok(match self.modulo {
-            Some(m) => pipeline.with_modulo(m),
-            None => pipeline,
-        })
-    }
-
-    /// A count the strategy needs: given, and at least 1.
-    fn count(&self, value: Option<usize>, what: &str) -> PyResult<usize> {
-        match value {
-            Some(0) => Err(usage(format!("{what} must be at least 1"))),
-            Some(n) => Ok(n),
-            None => Err(usage(format!("strategy `{}` needs {what}", self.strategy))),
-        }
-    }
-}
-
-/// The pipeline schedule called `name`.
-fn pipeline_schedule(name: &str) -> PyResult<PipelineSchedule> {
-    PipelineSchedule::from_name(name).ok_or_else(|| {
-        let known: Vec<_> = PipelineSchedule::ALL.iter().map(|s| s.name()).collect();
-        usage(format!("schedule `{name}`: expected one of {}", known.join(", ")))
+    Ok(StrategyParams {
+        schedule: schedule.map(str::parse).transpose().map_err(error)?,
+        stages,
+        micro_batches,
+        modulo,
+        action_overhead_us: overhead.round() as u64,
+        replicas,
+        first_k,
+        bucket_bytes,
+        ..StrategyParams::default()
     })
 }
 
@@ -280,20 +229,25 @@ pub fn plan(
     modulo: Option<usize>,
     action_overhead_us: f64,
 ) -> PyResult<PyPlanned> {
-    let args = StrategyArgs {
-        strategy,
-        budget,
-        seed,
+    if action_overhead_us != 0.0 && strategy != "pipeline" {
+        return Err(usage("action_overhead_us applies to the pipeline strategy only"));
+    }
+    let mut params = strategy_params(
+        schedule,
         stages,
         micro_batches,
-        schedule,
         modulo,
         action_overhead_us,
         replicas,
         first_k,
         bucket_bytes,
+    )?;
+    let kind = match StrategyKind::from_name(strategy, &mut params.schedule).map_err(error)? {
+        StrategyKind::Placed(_) => StrategyKind::Placed(placer(strategy, budget, seed, 0.1)?),
+        kind => kind,
     };
-    planned(py, problem, &args.strategy(problem)?)
+    let spec = StrategySpec::new(kind, &params).map_err(error)?;
+    planned(py, problem, &spec.strategy(&problem.inner).map_err(error)?)
 }
 
 /// `strategy` planned for `problem` (without the interpreter lock), as a Python object.
@@ -366,20 +320,17 @@ pub fn pytorch_schedule<'py>(
     schedule: &str,
     modulo: Option<usize>,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-    let args = StrategyArgs {
-        strategy: "pipeline",
-        budget: 0.0,
-        seed: 0,
-        stages: Some(stages),
-        micro_batches: Some(micro_batches),
-        schedule: Some(schedule),
+    let params = strategy_params(
+        Some(schedule),
+        Some(stages),
+        Some(micro_batches),
         modulo,
-        action_overhead_us: 0.0,
-        replicas: None,
-        first_k: 0,
-        bucket_bytes: 0,
-    };
-    let pipeline = args.pipeline()?;
+        0.0,
+        None,
+        0,
+        0,
+    )?;
+    let pipeline = params.pipeline().map_err(error)?;
     let inner = py.detach(|| ordo::pytorch_schedule(&problem.inner, &pipeline)).map_err(error)?;
     let dict = pyo3::types::PyDict::new(py);
     dict.set_item("actions", inner.actions)?;

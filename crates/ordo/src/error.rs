@@ -45,6 +45,10 @@ pub enum Error {
     /// The runtime failed.
     #[error(transparent)]
     Exec(#[from] ordo_exec::ExecError),
+    /// A parameter's value that cannot be used, or parameters that do not go together, with
+    /// each parameter named for the shell to word ([`crate::ParameterError::worded`]).
+    #[error(transparent)]
+    Parameter(#[from] crate::parameter::ParameterError),
     /// A request that does not make sense for what it is applied to, in the user's words
     /// (a cost graph asked to train, a pipeline schedule on one device, ...).
     #[error("{0}")]

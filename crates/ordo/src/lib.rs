@@ -57,9 +57,11 @@
 mod error;
 mod loss;
 mod model;
+mod parameter;
 mod problem;
 mod pytorch;
 mod run;
+mod spec;
 mod steady;
 mod strategy;
 mod target;
@@ -67,9 +69,11 @@ mod target;
 pub use error::{Error, Result};
 pub use loss::{Loss, with_loss};
 pub use model::{Model, ModelKind, OnnxSettings, Size, Variant, is_file, is_onnx};
+pub use parameter::{Parameter, ParameterError};
 pub use problem::Problem;
 pub use pytorch::{PytorchSchedule, pytorch_schedule};
-pub use run::{Runner, Step, measured_report, predict, program};
+pub use run::{Runner, StepResult, measured_report, predict, program};
+pub use spec::{Schedule, StrategyKind, StrategyParams, StrategySpec};
 pub use steady::{
     DataParallelSteady, FirstK, OneDeviceSchedules, data_parallel_buckets, data_parallel_steady,
     network, one_device_schedules,

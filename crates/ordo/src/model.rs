@@ -10,6 +10,7 @@ pub use ordo_models::Variant;
 
 use crate::error::{Error, Result, usage};
 use crate::loss::{Loss, with_loss};
+use crate::parameter::{Parameter, ParameterError, refuse};
 
 /// The size a model is built or imported at.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -38,16 +39,19 @@ impl Size {
     /// global batch): a pipeline plans and runs the model built at `batch / micro_batches`.
     ///
     /// # Errors
-    /// [`Error::Usage`] for zero micro-batches, an ONNX file (imported at one batch), or a
+    /// [`Error::Parameter`] for zero micro-batches, an ONNX file (imported at one batch), or a
     /// batch that the micro-batches do not divide; [`Error::Model`] for an unknown model.
     pub fn micro_batch(self, model: &str, micro_batches: usize) -> Result<Self> {
         if micro_batches == 0 {
-            usage!("--micro-batches must be at least 1");
+            refuse!(Parameter::MicroBatches, " must be at least 1");
         }
         if is_onnx(model) {
-            usage!(
-                "--pipeline splits the batch of a zoo model into micro-batches; {model} fixes \
-                 its batch (an ONNX model is imported at one batch, the file's or --batch)"
+            refuse!(
+                Parameter::Stages,
+                format!(
+                    " splits the batch of a zoo model into micro-batches; {model} fixes its \
+                     batch (an ONNX model is imported at one batch, the file's or --batch)"
+                )
             );
         }
         let batch = match self.batch {
@@ -55,7 +59,12 @@ impl Size {
             None => ordo_models::spec(model)?.config(self.variant).batch,
         };
         if batch % micro_batches != 0 {
-            usage!("the batch ({batch}) must be a multiple of --micro-batches ({micro_batches})");
+            let error = ParameterError::about(
+                Parameter::MicroBatches,
+                format!("the batch ({batch}) must be a multiple of "),
+            );
+            let error = error.then(Parameter::MicroBatches).text(format!(" ({micro_batches})"));
+            return Err(Error::Parameter(error));
         }
         Ok(self.with_batch(batch / micro_batches))
     }

@@ -11,7 +11,7 @@ use crate::{Planned, Problem};
 
 /// One run of the plan: one training step, or several for a steady-state plan.
 #[derive(Clone, Debug)]
-pub struct Step {
+pub struct StepResult {
     /// The mean of `losses` (NaN when the run computed none).
     pub loss: f32,
     /// Per training step of the run, the mean of its replicas' (and micro-batches') losses.
@@ -142,7 +142,7 @@ impl Runner {
     /// # Errors
     /// [`crate::Error::Exec`] when a kernel fails or a memory budget is exceeded; the state is
     /// then as before the step.
-    pub fn step(&mut self) -> Result<Step> {
+    pub fn step(&mut self) -> Result<StepResult> {
         let run = self.exe.run_step(&mut self.state, &self.feeds)?;
         // A replica's first outputs are its losses: one per micro-batch, or one per step of a
         // steady-state plan.
@@ -160,7 +160,7 @@ impl Runner {
         };
         let losses: Vec<f32> = losses.iter().map(|l| mean(l)).collect();
         let loss = mean(&losses);
-        Ok(Step { loss, losses, run })
+        Ok(StepResult { loss, losses, run })
     }
 
     /// The simulator's prediction of one run of this plan on these CPU devices (see

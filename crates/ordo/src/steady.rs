@@ -5,7 +5,8 @@ use ordo_sched::{DataParallel, OneDeviceSchedule};
 use ordo_sim::{Deferral, SimOptions, Steady};
 
 use crate::Problem;
-use crate::error::{Result, usage};
+use crate::error::Result;
+use crate::parameter::{Parameter, refuse};
 
 /// How many of the first layers with weights reverse first-k defers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,14 +39,14 @@ pub struct DataParallelSteady {
 /// The network between data-parallel replicas: `gbps` Gbit/s and `latency_us` per message.
 ///
 /// # Errors
-/// [`crate::Error::Usage`] for a bandwidth that is not positive and finite or a latency that
+/// [`crate::Error::Parameter`] for a bandwidth that is not positive and finite or a latency that
 /// is negative or not finite.
 pub fn network(gbps: f64, latency_us: f64) -> Result<ordo_cost::CommModel> {
     if !(gbps.is_finite() && gbps > 0.0) {
-        usage!("--network-gbps {gbps}: expected a positive bandwidth");
+        refuse!(Parameter::NetworkGbps => gbps, ": expected a positive bandwidth");
     }
     if !(latency_us.is_finite() && latency_us >= 0.0) {
-        usage!("--network-latency-us {latency_us}: expected a non-negative number");
+        refuse!(Parameter::NetworkLatencyUs => latency_us, ": expected a non-negative number");
     }
     Ok(ordo_cost::CommModel { us_per_byte: 8.0 / (gbps * 1e3), fixed_us: latency_us })
 }
@@ -54,7 +55,7 @@ pub fn network(gbps: f64, latency_us: f64) -> Result<ordo_cost::CommModel> {
 /// default order and one device alone, each in its steady state.
 ///
 /// # Errors
-/// [`crate::Error::Usage`] for zero replicas; [`crate::Error::Sim`] from the simulator.
+/// [`crate::Error::Parameter`] for zero replicas; [`crate::Error::Sim`] from the simulator.
 pub fn data_parallel_steady(
     problem: &Problem,
     config: &DataParallel,
@@ -62,7 +63,7 @@ pub fn data_parallel_steady(
     options: &SimOptions,
 ) -> Result<DataParallelSteady> {
     if config.replicas == 0 {
-        usage!("--data-parallel needs at least one device");
+        refuse!(Parameter::Replicas => 0, ": data parallelism needs at least one replica");
     }
     let p = &problem.place;
     let base = DataParallel { first_k: 0, ..*config };
@@ -120,14 +121,14 @@ pub fn one_device_schedules(
 /// needs to issue ordo's buckets and reverse first-k order.
 ///
 /// # Errors
-/// [`crate::Error::Usage`] for zero replicas; [`crate::Error::Sched`] for a problem that is
+/// [`crate::Error::Parameter`] for zero replicas; [`crate::Error::Sched`] for a problem that is
 /// not a training graph or a `first_k` beyond its layers with weights.
 pub fn data_parallel_buckets(
     problem: &Problem,
     config: &DataParallel,
 ) -> Result<Vec<ordo_sched::GradientBucket>> {
     if config.replicas == 0 {
-        usage!("data parallelism needs at least one replica");
+        refuse!(Parameter::Replicas => 0, ": data parallelism needs at least one replica");
     }
     Ok(ordo_sched::gradient_buckets(&problem.place, config)?)
 }

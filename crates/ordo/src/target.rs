@@ -8,6 +8,7 @@ use ordo_ir::Graph;
 use ordo_problem::Devices;
 
 use crate::error::{Result, usage};
+use crate::parameter::{Parameter, refuse};
 
 /// The devices to plan for and the costs of running on them: memory limits, the link model
 /// between devices, the roofline that costs each node, and measured times that replace it.
@@ -26,10 +27,10 @@ impl Target {
     /// model, nodes costed by ordo's default roofline.
     ///
     /// # Errors
-    /// [`crate::Error::Usage`] for zero devices.
+    /// [`crate::Error::Parameter`] for zero devices.
     pub fn uniform(n: usize, memory: u64) -> Result<Self> {
         if n == 0 {
-            usage!("--devices must be at least 1");
+            refuse!(Parameter::Devices, " must be at least 1");
         }
         Ok(Self { devices: Devices::uniform(n, memory), cluster: None, profile: None })
     }
@@ -38,14 +39,17 @@ impl Target {
     /// between devices 0 and 1, nodes costed by device 0's roofline.
     ///
     /// # Errors
-    /// [`crate::Error::Usage`] for zero devices or more than the cluster has.
+    /// [`crate::Error::Parameter`] for zero devices or more than the cluster has.
     pub fn cluster(cluster: Cluster, n: Option<usize>) -> Result<Self> {
         let n = match n {
-            Some(0) => usage!("--devices must be at least 1"),
-            Some(n) if n > cluster.device_count() => usage!(
-                "--devices {n}: cluster `{}` has only {} devices",
-                cluster.name,
-                cluster.device_count()
+            Some(0) => refuse!(Parameter::Devices, " must be at least 1"),
+            Some(n) if n > cluster.device_count() => refuse!(
+                Parameter::Devices => n,
+                format!(
+                    ": cluster `{}` has only {} devices",
+                    cluster.name,
+                    cluster.device_count()
+                )
             ),
             Some(n) => n,
             None => cluster.device_count(),

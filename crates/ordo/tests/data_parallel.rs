@@ -85,13 +85,16 @@ fn the_steady_state_comparison_is_consistent_and_refuses_bad_networks() {
     assert!(searched.chosen.step_time_us <= searched.default.step_time_us);
     assert_eq!(searched.config.first_k, searched.search.as_ref().unwrap().deferred.len());
     assert!(searched.single.step_time_us <= searched.default.step_time_us);
-    for (gbps, latency, culprit) in
-        [(0.0, 25.0, "--network-gbps"), (f64::NAN, 1.0, "--network-gbps"), (10.0, -1.0, "latency")]
-    {
+    for (gbps, latency, culprit) in [
+        (0.0, 25.0, "network_gbps=0:"),
+        (f64::NAN, 1.0, "network_gbps=NaN:"),
+        (10.0, -1.0, "latency_us=-1:"),
+    ] {
         let err = ordo::network(gbps, latency).unwrap_err().to_string();
         assert!(err.contains(culprit), "{err}");
     }
     let none = DataParallel { replicas: 0, ..config };
     let err = ordo::data_parallel_steady(&problem, &none, auto, &options).unwrap_err();
-    assert!(err.to_string().contains("at least one device"), "{err}");
+    assert!(matches!(&err, ordo::Error::Parameter(p) if p.parameter == ordo::Parameter::Replicas));
+    assert!(err.to_string().contains("replicas=0: data parallelism needs"), "{err}");
 }

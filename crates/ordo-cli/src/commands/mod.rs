@@ -1,12 +1,12 @@
 //! One module per subcommand.
 
 pub mod compare;
-pub mod conformance;
 pub mod data_parallel;
 pub mod export;
 pub mod export_schedule;
 pub mod inspect;
 pub mod models;
+pub mod onnx_conformance;
 pub mod pipeline;
 pub mod place;
 pub mod plan;

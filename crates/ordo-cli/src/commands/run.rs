@@ -4,11 +4,10 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use ordo::{Strategy, Target, TaskOrder};
+use ordo::{StrategyKind, StrategyParams, StrategySpec, Target, TaskOrder};
 use ordo_cost::StepMode;
 use ordo_exec::{EngineOptions, RunSettings, StepRun};
 use ordo_place::PlaceOptions;
-use ordo_sched::DataParallel;
 use serde_json::json;
 
 use crate::commands::pipeline::PipelineArgs;
@@ -182,22 +181,89 @@ struct Prepared {
     budget: Option<u64>,
 }
 
+/// The strategy the options ask for, checked before the model is loaded.
+fn strategy_spec(args: &Args) -> anyhow::Result<StrategySpec> {
+    let kind = if args.pipeline.pipeline.is_some() {
+        StrategyKind::Pipeline
+    } else if args.data_parallel.is_some() {
+        StrategyKind::DataParallel
+    } else if args.schedule.is_some() {
+        StrategyKind::OneDevice
+    } else {
+        StrategyKind::Placed(args.search.placer(&args.algo, &PlaceOptions::default())?)
+    };
+    let bucket_bytes = match args.data_parallel {
+        Some(_) => ordo_cost::parse_bytes(&args.bucket)
+            .with_context(|| format!("--bucket {}", args.bucket))?,
+        None => 0,
+    };
+    let pipeline = &args.pipeline;
+    let params = StrategyParams {
+        schedule: args.schedule.map(|arg| arg.0),
+        stages: pipeline.pipeline,
+        micro_batches: pipeline.pipeline.map(|_| pipeline.micro_batches),
+        modulo: pipeline.modulo,
+        replicas: args.data_parallel,
+        first_k: args.first_k,
+        bucket_bytes,
+        steps: args.unroll,
+        defer: args.defer,
+        order: match args.order {
+            OrderArg::Plan => TaskOrder::Placer,
+            OrderArg::Model => TaskOrder::Model,
+        },
+        ..StrategyParams::default()
+    };
+    Ok(StrategySpec::new(kind, &params)?)
+}
+
+/// What the plan runs, in words (a placement's is made once it is placed).
+fn label(spec: &StrategySpec) -> String {
+    match spec {
+        StrategySpec::Pipeline(pipeline) => format!(
+            "{}-stage pipeline, {} micro-batches, {}{}",
+            pipeline.stages,
+            pipeline.micro_batches,
+            pipeline.schedule.name(),
+            pipeline.modulo.map_or(String::new(), |m| format!(", modulo {m}"))
+        ),
+        StrategySpec::DataParallel { replicas, schedule, first_k, bucket_bytes, steps, .. } => {
+            let mut label = format!("{replicas} data-parallel replicas, {}", schedule.name());
+            if *first_k > 0 {
+                label.push_str(&format!(", reverse first-{first_k}"));
+            }
+            if *bucket_bytes > 0 {
+                label.push_str(&format!(", buckets of {}", bytes(*bucket_bytes)));
+            }
+            if *steps > 1 {
+                label.push_str(&format!(", {steps} steps a run"));
+            }
+            label
+        }
+        StrategySpec::OneDevice(schedule) => format!("one device, {}", schedule.name()),
+        StrategySpec::Steady { layers, steps, .. } => {
+            format!("one device, ooo, {layers} layers deferred, {steps} steps a run")
+        }
+        StrategySpec::Placed { .. } => String::new(),
+    }
+}
+
 fn prepare(args: &Args) -> anyhow::Result<Prepared> {
-    if args.unroll.is_some() && args.defer.is_none() && args.data_parallel.is_none() {
-        bail!("--unroll applies to --defer and --data-parallel plans");
-    }
-    let derived = args.data_parallel.is_some() || args.pipeline.pipeline.is_some();
-    if args.order == OrderArg::Model && (derived || args.schedule.is_some()) {
-        bail!(
-            "--order model applies to placed plans, not to --schedule, --data-parallel or \
-             --pipeline"
-        );
-    }
+    let spec = strategy_spec(args)?;
     let devices = match (args.data_parallel, args.pipeline.pipeline) {
         (Some(n), _) => device_count("--data-parallel", n)?,
         (None, Some(n)) => device_count("--pipeline", n)?,
         (None, None) => parse_devices(&args.devices)?,
     };
+    if let StrategySpec::OneDevice(schedule) | StrategySpec::Steady { schedule, .. } = &spec
+        && devices != 1
+    {
+        bail!(
+            "--schedule {} runs on one device; give --devices cpu:1 (or --data-parallel N \
+             for one replica per device)",
+            schedule.name()
+        );
+    }
     // A pipeline runs the model built for one micro-batch, copied once per micro-batch.
     let size = match args.pipeline.pipeline {
         Some(_) => args.pipeline.micro_batch_size(&args.target, args.size.clone())?,
@@ -248,96 +314,13 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
             None => format!("preparing `{}`", model.name()),
         })
     };
-    let one_device = |schedule: Option<ScheduleArg>| -> anyhow::Result<_> {
-        Ok(schedule
-            .map(ScheduleArg::one_device)
-            .transpose()?
-            .unwrap_or(ordo_sched::OneDeviceSchedule::InOrder))
-    };
-    let (problem, strategy, label) = if let Some(stages) = args.pipeline.pipeline {
-        let schedule = args.schedule.unwrap_or(ScheduleArg::FastForward).pipeline()?;
-        let pipeline = args.pipeline.pipeline(schedule);
-        let label = format!(
-            "{stages}-stage pipeline, {} micro-batches, {}{}",
-            pipeline.micro_batches,
-            schedule.name(),
-            pipeline.modulo.map_or(String::new(), |m| format!(", modulo {m}"))
-        );
-        (problem_on(stages)?, Strategy::Pipeline(pipeline), label)
-    } else if let Some(replicas) = args.data_parallel {
-        let problem = problem_on(1)?;
-        let schedule = one_device(args.schedule)?;
-        let network = problem.place.devices.comm;
-        let bucket_bytes = ordo_cost::parse_bytes(&args.bucket)
-            .with_context(|| format!("--bucket {}", args.bucket))?;
-        let first_k = args.first_k;
-        let config = DataParallel { replicas, network, bucket_bytes, first_k, schedule };
-        let mut label = format!("{replicas} data-parallel replicas, {}", schedule.name());
-        if first_k > 0 {
-            label.push_str(&format!(", reverse first-{first_k}"));
-        }
-        if bucket_bytes > 0 {
-            label.push_str(&format!(", buckets of {}", bytes(bucket_bytes)));
-        }
-        let steps = args.unroll.unwrap_or(1);
-        if steps == 0 {
-            bail!("--unroll 0: a plan makes at least one step");
-        }
-        if steps > 1 {
-            label.push_str(&format!(", {steps} steps a run"));
-        }
-        (problem, Strategy::DataParallel { config, steps }, label)
-    } else if let Some(schedule) = args.schedule {
-        if !matches!(schedule, ScheduleArg::Inorder | ScheduleArg::Ooo) {
-            bail!("--schedule {} is a pipeline schedule: give --pipeline S", schedule.name());
-        }
-        let schedule = schedule.one_device()?;
-        if devices != 1 {
-            bail!(
-                "--schedule {} runs on one device; give --devices cpu:1 (or --data-parallel N \
-                 for one replica per device)",
-                schedule.name()
-            );
-        }
-        let problem = problem_on(1)?;
-        match args.defer {
-            None => {
-                (problem, Strategy::OneDevice(schedule), format!("one device, {}", schedule.name()))
-            }
-            Some(layers) => {
-                if schedule != ordo_sched::OneDeviceSchedule::Ooo {
-                    bail!("--defer needs --schedule ooo (the in-order schedule defers nothing)");
-                }
-                let steps = args.unroll.unwrap_or(2);
-                if steps < 2 {
-                    bail!("--unroll {steps}: deferred work crosses steps; give at least 2");
-                }
-                let with_weights = ordo_sched::layers_with_weights(&problem.place);
-                if layers > with_weights.len() {
-                    bail!(
-                        "--defer {layers}: the model has {} layers with weights",
-                        with_weights.len()
-                    );
-                }
-                let deferred = ordo_sched::deferral(&problem.place, &with_weights[..layers]);
-                let label =
-                    format!("one device, ooo, {layers} layers deferred, {steps} steps a run");
-                (problem, Strategy::Steady { schedule, deferred, steps }, label)
-            }
-        }
-    } else {
-        let placer = args.search.placer(&args.algo, &PlaceOptions::default())?;
-        let order = match args.order {
-            OrderArg::Plan => TaskOrder::Placer,
-            OrderArg::Model => TaskOrder::Model,
-        };
-        (problem_on(devices)?, Strategy::Placed { placer, order }, String::new())
-    };
+    let problem = problem_on(spec.devices().unwrap_or(devices))?;
+    let strategy = spec.strategy(&problem)?;
     let planned = with_spinner("planning", |_| ordo::plan(&problem, &strategy))
         .with_context(|| format!("planning `{}`", model.name()))?;
     let label = match &planned.placed {
         Some(placed) => format!("placed with {} on {devices} CPU devices", placed.placement.algo),
-        None => label,
+        None => label(&spec),
     };
     Ok(Prepared { problem, planned, label, budget })
 }
@@ -383,7 +366,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut losses = Vec::with_capacity(args.steps);
     with_spinner("running", |bar| -> anyhow::Result<()> {
         for step in (per_run..=args.steps).step_by(per_run) {
-            let ordo::Step { loss, losses: of_run, run } =
+            let ordo::StepResult { loss, losses: of_run, run } =
                 runner.step().with_context(|| format!("step {step}"))?;
             bar.set_message(format!("steps, loss {loss:.4}"));
             crate::progress::set_counts(bar, step, args.steps);

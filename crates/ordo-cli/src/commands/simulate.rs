@@ -38,65 +38,52 @@ impl From<ChannelArg> for Channel {
     }
 }
 
-/// A training schedule: one device (or each data-parallel replica), or a pipeline's.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ScheduleArg {
-    /// PyTorch's order on one stream: forward, each layer's dX and dW together, updates last.
-    Inorder,
-    /// Out-of-order backprop: dW and updates on a sub-stream beside the dX chain.
-    Ooo,
-    /// Pipeline: all forwards, then all backwards (GPipe).
-    Gpipe,
-    /// Pipeline: one forward one backward after a warm-up (PipeDream-flush).
-    #[value(name = "1f1b")]
-    OneFOneB,
-    /// Pipeline: 1F1B with each backward's dX first and sent on at once, dW after it
-    /// (gradient fast-forwarding).
-    FastForward,
-    /// Pipeline: Zero Bubble's ZB-H1, 1F1B's memory with the weight gradients filling idle time.
-    #[value(name = "zb-h1")]
-    ZbH1,
-    /// Pipeline: Zero Bubble's ZB-H2, more warm-up forwards and no bubble, about twice 1F1B's
-    /// memory.
-    #[value(name = "zb-h2")]
-    ZbH2,
+/// A training schedule: one device's (or each data-parallel replica's), or a pipeline's; the
+/// facade's schedules by their names, with their descriptions as help.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScheduleArg(pub ordo::Schedule);
+
+impl clap::ValueEnum for ScheduleArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        const ALL: [ScheduleArg; 7] = {
+            let all = ordo::Schedule::ALL;
+            [
+                ScheduleArg(all[0]),
+                ScheduleArg(all[1]),
+                ScheduleArg(all[2]),
+                ScheduleArg(all[3]),
+                ScheduleArg(all[4]),
+                ScheduleArg(all[5]),
+                ScheduleArg(all[6]),
+            ]
+        };
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.name()).help(self.0.description()))
+    }
 }
 
 impl ScheduleArg {
     /// The one-device schedule, or an error naming the option that needs it.
     pub fn one_device(self) -> anyhow::Result<OneDeviceSchedule> {
-        match self {
-            ScheduleArg::Inorder => Ok(OneDeviceSchedule::InOrder),
-            ScheduleArg::Ooo => Ok(OneDeviceSchedule::Ooo),
-            _ => anyhow::bail!("--schedule {} needs --pipeline S", self.name()),
+        match self.0 {
+            ordo::Schedule::OneDevice(schedule) => Ok(schedule),
+            ordo::Schedule::Pipeline(schedule) => {
+                anyhow::bail!("--schedule {} needs --pipeline S", schedule.name())
+            }
         }
     }
 
     /// The pipeline schedule, or an error saying that `--pipeline` takes one.
     pub fn pipeline(self) -> anyhow::Result<PipelineSchedule> {
-        match self {
-            ScheduleArg::Gpipe => Ok(PipelineSchedule::Gpipe),
-            ScheduleArg::OneFOneB => Ok(PipelineSchedule::OneFOneB),
-            ScheduleArg::FastForward => Ok(PipelineSchedule::FastForward),
-            ScheduleArg::ZbH1 => Ok(PipelineSchedule::ZbH1),
-            ScheduleArg::ZbH2 => Ok(PipelineSchedule::ZbH2),
-            _ => anyhow::bail!(
+        match self.0 {
+            ordo::Schedule::Pipeline(schedule) => Ok(schedule),
+            ordo::Schedule::OneDevice(schedule) => anyhow::bail!(
                 "--pipeline takes --schedule gpipe, 1f1b, fast-forward, zb-h1 or zb-h2, not {}",
-                self.name()
+                schedule.name()
             ),
-        }
-    }
-
-    /// The schedule's name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            ScheduleArg::Inorder => "inorder",
-            ScheduleArg::Ooo => "ooo",
-            ScheduleArg::Gpipe => "gpipe",
-            ScheduleArg::OneFOneB => "1f1b",
-            ScheduleArg::FastForward => "fast-forward",
-            ScheduleArg::ZbH1 => "zb-h1",
-            ScheduleArg::ZbH2 => "zb-h2",
         }
     }
 }
@@ -165,7 +152,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         );
     }
     if args.pipeline.pipeline.is_some() {
-        let schedule = args.schedule.unwrap_or(ScheduleArg::FastForward).pipeline()?;
+        let schedule =
+            args.schedule.map_or(Ok(PipelineSchedule::FastForward), ScheduleArg::pipeline)?;
         let loaded = args.pipeline.micro_batch_problem(&args.problem)?.load()?;
         return pipeline::simulate(
             &loaded,

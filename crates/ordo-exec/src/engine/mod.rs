@@ -57,7 +57,7 @@ use crate::program::{Program, RunSettings};
 use crate::sequential::StepOutputs;
 use crate::state::{Feeds, TrainState};
 use bind::Bound;
-use step::Step;
+use step::StepRunState;
 pub(crate) use step::bitwise_equal;
 
 /// The most worker threads a device may have: more than any machine has cores, and few
@@ -240,7 +240,7 @@ impl<B: Backend> Executable<B> {
             )));
         }
         let o = &self.options;
-        let step = Step::new(
+        let step = StepRunState::new(
             &self.backend,
             &self.bound,
             &self.program,
@@ -287,7 +287,7 @@ impl<B: Backend> Executable<B> {
             state.step += self.program.steps();
             return Ok(StepRun { outputs: Vec::new(), tasks, wall_us, peak_memory_bytes });
         }
-        let Step { fetched, updated, slots, .. } = step;
+        let StepRunState { fetched, updated, slots, .. } = step;
         // Results come back to the host from the device that computed them.
         let download = |device: usize, buffer: &B::Buffer| {
             self.backend.device(device).download(buffer).map_err(|source| ExecError::Backend {

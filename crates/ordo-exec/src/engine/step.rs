@@ -47,7 +47,7 @@ struct Memory {
 }
 
 /// Everything the workers of one step share. Tasks and buffers are indexed as in [`Bound`].
-pub(crate) struct Step<'a, B: Backend> {
+pub(crate) struct StepRunState<'a, B: Backend> {
     pub backend: &'a B,
     pub bound: &'a Bound,
     pub program: &'a Program,
@@ -86,7 +86,7 @@ pub(crate) struct Step<'a, B: Backend> {
     pub finished: Vec<AtomicU64>,
 }
 
-impl<'a, B: Backend> Step<'a, B> {
+impl<'a, B: Backend> StepRunState<'a, B> {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         backend: &'a B,

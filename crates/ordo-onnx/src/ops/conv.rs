@@ -8,8 +8,8 @@ use super::common::{Outputs, one, reshape_op};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::{Node, small_uints};
+use crate::tensor_io::ParamSource;
 use crate::value::Value;
-use crate::values::ParamSource;
 
 /// Kernel, strides, symmetric padding and dilations of a 2-D window.
 pub(crate) struct Window {

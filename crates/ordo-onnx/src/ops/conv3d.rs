@@ -20,7 +20,7 @@ use super::conv::{WindowNd, param_name, window_nd};
 use crate::ctx::Ctx;
 use crate::error::OnnxResult;
 use crate::node::Node;
-use crate::values::ParamSource;
+use crate::tensor_io::ParamSource;
 
 /// `Conv` of a 5-D input.
 pub(crate) fn conv3d(

@@ -306,7 +306,7 @@ fn split(
             let names: Vec<String> =
                 suffixes.iter().take(count).map(|s| format!("{single}.{s}")).collect();
             for (chunk, n) in names.iter().enumerate() {
-                let source = crate::values::ParamSource::LstmGates {
+                let source = crate::tensor_io::ParamSource::LstmGates {
                     tensor: single.clone(),
                     chunk,
                     chunks: count,

@@ -15,7 +15,7 @@
 //! before they reach this module ([`crate::control`]).
 
 mod conv;
-mod fold;
+mod evaluate;
 mod own;
 mod rules;
 mod strings;
@@ -83,7 +83,7 @@ fn check_shapes(node: &Node<'_>, outputs: &[TensorFact]) -> OnnxResult<()> {
 /// Imports `node` as one opaque op per output.
 pub(crate) fn generic(ctx: &mut Ctx<'_>, node: &Node<'_>) -> OnnxResult<Outputs> {
     let ins = inputs_of(ctx, node)?;
-    if let Some(folded) = fold::fold_constants(node, &ins)? {
+    if let Some(folded) = evaluate::fold_constants(node, &ins)? {
         return Ok(vec![Some(Value::constant(folded))]);
     }
     let mut outputs = rules::infer(node, &ins)?;

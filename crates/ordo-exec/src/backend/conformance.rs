@@ -6,7 +6,7 @@
 //!
 //! ```
 //! use ordo_exec::backend::Cpu;
-//! use ordo_exec::conformance::{Numerics, check};
+//! use ordo_exec::backend::conformance::{Numerics, check};
 //!
 //! let failures = check(|devices, timeout| Cpu::with_timeout(devices, timeout), Numerics::Bitwise);
 //! assert!(failures.is_empty(), "{failures:#?}");
