@@ -8,7 +8,7 @@ use common::*;
 
 use std::path::Path;
 
-use ordo_ir::{DType, Graph, Node, NodeId, Op, OutletId, Role, TensorFact};
+use ordo_ir::{DType, Graph, Node, Op, OutletId, TensorFact};
 
 fn fixture(name: &str) -> String {
     format!("{}/../ordo-onnx/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -124,18 +124,7 @@ fn training_graph(path: &str) -> Graph {
     let fact = graph.fact(logits).unwrap().clone();
     let labels_fact = TensorFact::new(DType::I64, fact.shape[..fact.rank() - 1].to_vec());
     let mut push = |name: &str, op, inputs, out| {
-        let id = NodeId(graph.nodes.len() as u32);
-        graph.nodes.push(Node {
-            id,
-            name: name.into(),
-            op,
-            inputs,
-            params: Vec::new(),
-            outputs: vec![out],
-            role: Role::Forward,
-            layer: None,
-        });
-        OutletId::new(id, 0)
+        OutletId::new(graph.add_node(Node::new(name, op, inputs, Vec::new(), vec![out])), 0)
     };
     let labels = push("labels", Op::Input, Vec::new(), labels_fact);
     let loss = push(

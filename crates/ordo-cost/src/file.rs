@@ -5,6 +5,37 @@
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+/// A file that could not be read or written: the error every reader and writer of this crate
+/// (cluster descriptions, cost graphs) gives for the file itself.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// The file could not be read.
+    #[error("{origin}: cannot read the file")]
+    Read {
+        /// The file.
+        origin: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file could not be written.
+    #[error("{origin}: cannot write the file")]
+    Write {
+        /// The file.
+        origin: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+impl FileError {
+    /// The file the error is about.
+    pub fn origin(&self) -> &str {
+        match self {
+            Self::Read { origin, .. } | Self::Write { origin, .. } => origin,
+        }
+    }
+}
+
 /// Writes a file through `write`, atomically: readers see the old file or the whole new one.
 /// A destination that exists and is not a regular file (`/dev/null`, a pipe) is written
 /// directly, since renaming over it would replace the device.

@@ -37,7 +37,7 @@ pub use costgraph::{
     TensorRef, parse_costgraph, read_costgraph, to_json_string, write_costgraph,
 };
 pub use export::{costgraph_for_cluster, costgraph_from_graph, costgraph_with};
-pub use file::write_atomically;
+pub use file::{FileError, write_atomically};
 pub use memory::{NodeMemory, Optimizer, StepMode, node_memory};
 pub use model::{CommModel, KernelCost, Roofline};
 pub use profile::{PROFILE_FORMAT, Profile, ProfileError, ProfileLink, ProfileNode, apply_profile};

@@ -283,7 +283,7 @@ fn files_are_read_and_written() {
     assert!(message.starts_with(&format!("{}: \"device\"", path.display())), "{message}");
     let missing = dir.path().join("missing.json");
     let err = Cluster::read(&missing).unwrap_err();
-    assert!(matches!(err, ClusterError::Read { .. }));
+    assert!(matches!(err, ClusterError::File(ordo_cost::FileError::Read { .. })));
     assert!(err.to_string().contains("missing.json: cannot read the file"), "{err}");
 }
 

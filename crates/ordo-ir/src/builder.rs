@@ -98,16 +98,7 @@ impl GraphBuilder {
         params: &[ParamId],
     ) -> IrResult<OutletId> {
         let (outputs, _) = self.infer(name, &op, inputs)?;
-        let node = Node {
-            id: NodeId(self.graph.nodes.len() as u32),
-            name: name.to_string(),
-            op,
-            inputs: inputs.to_vec(),
-            params: params.to_vec(),
-            outputs,
-            role: crate::graph::Role::Forward,
-            layer: None,
-        };
+        let node = Node::new(name, op, inputs.to_vec(), params.to_vec(), outputs);
         check_node_params(&self.graph, &node)?;
         let Node { op, inputs, params, outputs, .. } = node;
         let id = self.push(name, op, inputs, params, outputs)?;
@@ -192,17 +183,7 @@ impl GraphBuilder {
         if self.node_names.contains_key(name) {
             return Err(IrError::DuplicateName { kind: "node", name: name.to_string() });
         }
-        let id = NodeId(self.graph.nodes.len() as u32);
-        self.graph.nodes.push(Node {
-            id,
-            name: name.to_string(),
-            op,
-            inputs,
-            params,
-            outputs,
-            role: crate::graph::Role::Forward,
-            layer: None,
-        });
+        let id = self.graph.add_node(Node::new(name, op, inputs, params, outputs));
         self.node_names.insert(name.to_string(), id);
         Ok(id)
     }

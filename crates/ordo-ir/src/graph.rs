@@ -1,6 +1,6 @@
 //! The graph container: nodes in an arena, wires as [`OutletId`]s, parameters in a side table.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -61,6 +61,37 @@ pub struct Node {
     pub layer: Option<NodeId>,
 }
 
+impl Node {
+    /// A forward node named `name` that applies `op` to `inputs` and `params` and has
+    /// `outputs`; its id is set when it is added ([`Graph::add_node`]).
+    pub fn new(
+        name: impl Into<String>,
+        op: Op,
+        inputs: Vec<OutletId>,
+        params: Vec<ParamId>,
+        outputs: Vec<TensorFact>,
+    ) -> Self {
+        let (id, name, role, layer) = (NodeId(0), name.into(), Role::Forward, None);
+        Self { id, name, op, inputs, params, outputs, role, layer }
+    }
+
+    /// This node as the `role` part of forward node `layer`'s training step.
+    pub fn of_layer(self, role: Role, layer: NodeId) -> Self {
+        Self { role, layer: Some(layer), ..self }
+    }
+}
+
+/// `name`, or else the first of `name_1`, `name_2`, ... that `taken` does not hold.
+pub fn unique_name(name: &str, taken: impl Fn(&str) -> bool) -> String {
+    let mut unique = name.to_string();
+    let mut k = 1;
+    while taken(&unique) {
+        unique = format!("{name}_{k}");
+        k += 1;
+    }
+    unique
+}
+
 /// A dataflow graph. Plain data: every pass is a function from one `Graph` to another.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Graph {
@@ -75,6 +106,14 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// Appends `node` as the graph's last node, its id set to its position, and returns the
+    /// id. It checks nothing: names, inputs and facts are the caller's ([`crate::validate`]).
+    pub fn add_node(&mut self, node: Node) -> NodeId {
+        let id = NodeId(self.nodes.len() as u32);
+        self.nodes.push(Node { id, ..node });
+        id
+    }
+
     /// The node with the given id. Panics on an id from another graph.
     pub fn node(&self, id: NodeId) -> &Node {
         &self.nodes[id.index()]
@@ -133,37 +172,20 @@ impl Graph {
     /// naming a node on a cycle.
     pub fn topo_order(&self) -> IrResult<Vec<NodeId>> {
         let n = self.nodes.len();
-        let mut indegree = vec![0usize; n];
+        let mut readers: Vec<Vec<usize>> = vec![Vec::new(); n];
         for node in &self.nodes {
             for input in &node.inputs {
-                if input.node.index() >= n {
+                let Some(list) = readers.get_mut(input.node.index()) else {
                     return Err(IrError::DanglingInput { node: node.name.clone(), input: *input });
-                }
-            }
-            indegree[node.id.index()] = node.inputs.len();
-        }
-        let mut readers: Vec<Vec<NodeId>> = vec![Vec::new(); n];
-        for node in &self.nodes {
-            for input in &node.inputs {
-                readers[input.node.index()].push(node.id);
+                };
+                list.push(node.id.index());
             }
         }
-        let mut ready: VecDeque<NodeId> =
-            (0..n).filter(|&i| indegree[i] == 0).map(|i| NodeId(i as u32)).collect();
-        let mut order = Vec::with_capacity(n);
-        while let Some(id) = ready.pop_front() {
-            order.push(id);
-            for &reader in &readers[id.index()] {
-                indegree[reader.index()] -= 1;
-                if indegree[reader.index()] == 0 {
-                    ready.push_back(reader);
-                }
-            }
+        let kahn = crate::order::kahn_order(n, |v| readers[v].iter().copied());
+        if let Some(stuck) = kahn.left_over() {
+            return Err(IrError::Cycle { node: cycle_member(self, &kahn.waiting, stuck) });
         }
-        if order.len() < n {
-            let stuck = (0..n).find(|&i| indegree[i] > 0).expect("some node is left");
-            return Err(IrError::Cycle { node: cycle_member(self, &indegree, stuck) });
-        }
+        let order = kahn.order.into_iter().map(|v| NodeId(v as u32)).collect();
         Ok(order)
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use ordo_ir::{Graph, Node as IrNode, Op, OutletId, Param, ParamId, Role, TensorFact};
+use ordo_ir::{Graph, Node as IrNode, Op, OutletId, Param, ParamId, TensorFact};
 
 use crate::control::{LoopState, Structured};
 use crate::error::{OnnxError, OnnxResult};
@@ -483,24 +483,9 @@ impl<'a> Ctx<'a> {
         params: Vec<ParamId>,
         outputs: Vec<TensorFact>,
     ) -> OutletId {
-        let mut unique = name.to_string();
-        let mut k = 1;
-        while self.names.contains(&unique) {
-            unique = format!("{name}_{k}");
-            k += 1;
-        }
+        let unique = ordo_ir::unique_name(name, |taken| self.names.contains(taken));
         self.names.insert(unique.clone());
-        let id = ordo_ir::NodeId(self.graph.nodes.len() as u32);
-        self.graph.nodes.push(IrNode {
-            id,
-            name: unique,
-            op,
-            inputs,
-            params,
-            outputs,
-            role: Role::Forward,
-            layer: None,
-        });
+        let id = self.graph.add_node(IrNode::new(unique, op, inputs, params, outputs));
         OutletId::new(id, 0)
     }
 }

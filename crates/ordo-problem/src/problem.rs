@@ -1,6 +1,6 @@
 //! The placement problem: a cost graph in the dense, index-based form the placers work on.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 use ordo_cost::{CommModel, CostGraph, NodeMemory, StepMode, node_memory};
 use ordo_ir::Role;
@@ -235,25 +235,12 @@ impl PlaceProblem {
 /// # Errors
 /// [`ProblemError::Cycle`] naming a node left over.
 pub fn baechi_topo_order(problem: &PlaceProblem) -> Result<Vec<usize>, ProblemError> {
-    let n = problem.len();
-    let mut indegree: Vec<usize> = problem.in_edges.iter().map(Vec::len).collect();
-    let mut queue: VecDeque<usize> = (0..n).filter(|&v| indegree[v] == 0).collect();
-    let mut order = Vec::with_capacity(n);
-    while let Some(v) = queue.pop_front() {
-        order.push(v);
-        for &e in &problem.out_edges[v] {
-            let t = problem.edges[e].target;
-            indegree[t] -= 1;
-            if indegree[t] == 0 {
-                queue.push_back(t);
-            }
-        }
-    }
-    if order.len() < n {
-        let stuck = (0..n).find(|&v| indegree[v] > 0).expect("a node is left over");
+    let successors = |v: usize| problem.out_edges[v].iter().map(|&e| problem.edges[e].target);
+    let kahn = ordo_ir::kahn_order(problem.len(), successors);
+    if let Some(stuck) = kahn.left_over() {
         return Err(ProblemError::Cycle { node: problem.names[stuck].clone() });
     }
-    Ok(order)
+    Ok(kahn.order)
 }
 
 /// Each node's layer as a node index, with the checks of [`CostGraph::validate`].

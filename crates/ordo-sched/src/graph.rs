@@ -59,31 +59,18 @@ pub fn task_order(plan: &Plan) -> Result<Vec<TaskId>, SchedError> {
     }
 }
 
-/// Kahn's algorithm over predecessor lists: the order of the tasks it could run, and a task
-/// it could not when there is a cycle.
+/// Kahn's algorithm over predecessor lists ([`ordo_ir::kahn_order`]): the order of the tasks
+/// it could run, and a task it could not when there is a cycle.
 fn kahn(preds: &[Vec<TaskId>]) -> (Vec<TaskId>, Option<usize>) {
-    let n = preds.len();
-    let mut succs = vec![Vec::new(); n];
-    let mut waiting: Vec<usize> = preds.iter().map(Vec::len).collect();
+    let mut succs = vec![Vec::new(); preds.len()];
     for (i, list) in preds.iter().enumerate() {
         for p in list {
             succs[p.0 as usize].push(i);
         }
     }
-    let mut order: Vec<TaskId> = (0..n).filter(|&i| waiting[i] == 0).map(task_id).collect();
-    let mut next = 0;
-    while next < order.len() {
-        let done = order[next].0 as usize;
-        next += 1;
-        for &s in &succs[done] {
-            waiting[s] -= 1;
-            if waiting[s] == 0 {
-                order.push(task_id(s));
-            }
-        }
-    }
-    let stuck = (0..n).find(|&i| waiting[i] > 0);
-    (order, stuck)
+    let kahn = ordo_ir::kahn_order(preds.len(), |v| succs[v].iter().copied());
+    let stuck = kahn.left_over();
+    (kahn.order.into_iter().map(task_id).collect(), stuck)
 }
 
 /// One cycle through tasks that Kahn's algorithm left over, starting from `start`, in

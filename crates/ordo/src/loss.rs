@@ -1,7 +1,7 @@
 //! Losses: finding the one a forward graph ends in, or adding one to a forward graph that
 //! ends at its predictions (an ONNX export of the forward pass).
 
-use ordo_ir::{DType, Graph, Node, NodeId, Op, OutletId, Role, TensorFact};
+use ordo_ir::{DType, Graph, Node, Op, OutletId, TensorFact};
 
 use crate::error::{Result, usage};
 
@@ -87,22 +87,6 @@ fn add_cross_entropy(forward: &Graph) -> Result<(Graph, OutletId)> {
 }
 
 fn push(graph: &mut Graph, name: &str, op: Op, inputs: Vec<OutletId>, out: TensorFact) -> OutletId {
-    let mut unique = name.to_string();
-    let mut k = 1;
-    while graph.find(&unique).is_some() {
-        unique = format!("{name}_{k}");
-        k += 1;
-    }
-    let id = NodeId(graph.nodes.len() as u32);
-    graph.nodes.push(Node {
-        id,
-        name: unique,
-        op,
-        inputs,
-        params: Vec::new(),
-        outputs: vec![out],
-        role: Role::Forward,
-        layer: None,
-    });
-    OutletId::new(id, 0)
+    let unique = ordo_ir::unique_name(name, |taken| graph.find(taken).is_some());
+    OutletId::new(graph.add_node(Node::new(unique, op, inputs, Vec::new(), vec![out])), 0)
 }

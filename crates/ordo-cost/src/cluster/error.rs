@@ -6,22 +6,9 @@ use super::FORMAT;
 /// What went wrong with a cluster description.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
-    /// The file could not be read.
-    #[error("{origin}: cannot read the file")]
-    Read {
-        /// The file.
-        origin: String,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The file could not be written.
-    #[error("{origin}: cannot write the file")]
-    Write {
-        /// The file.
-        origin: String,
-        /// The I/O error.
-        source: std::io::Error,
-    },
+    /// The file could not be read or written.
+    #[error(transparent)]
+    File(#[from] crate::file::FileError),
     /// The text is not JSON, or a value has the wrong type or an unknown key.
     #[error("{origin}: not a valid cluster description: {message}")]
     Json {
@@ -77,9 +64,8 @@ impl ClusterError {
     /// The file (or other origin) the error is about.
     pub fn origin(&self) -> &str {
         match self {
-            Self::Read { origin, .. }
-            | Self::Write { origin, .. }
-            | Self::Json { origin, .. }
+            Self::File(file) => file.origin(),
+            Self::Json { origin, .. }
             | Self::Format { origin, .. }
             | Self::Cluster { origin, .. }
             | Self::Device { origin, .. }

@@ -176,12 +176,12 @@ impl Cluster {
     /// Reads and checks a cluster file. Errors name the file as `path` shows it.
     ///
     /// # Errors
-    /// [`ClusterError::Read`] when the file cannot be read; otherwise as [`Cluster::parse`].
+    /// [`crate::FileError::Read`] when the file cannot be read; otherwise as [`Cluster::parse`].
     pub fn read(path: impl AsRef<Path>) -> Result<Self, ClusterError> {
         let path = path.as_ref();
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(path)
-            .map_err(|source| ClusterError::Read { origin: origin.clone(), source })?;
+            .map_err(|source| crate::FileError::Read { origin: origin.clone(), source })?;
         Self::parse(&text, &origin)
     }
 
@@ -234,12 +234,14 @@ impl Cluster {
     /// Writes the description to `path` as [`Cluster::to_json_string`] formats it.
     ///
     /// # Errors
-    /// [`ClusterError::Write`] when the file cannot be written.
+    /// [`crate::FileError::Write`] when the file cannot be written.
     pub fn write(&self, path: impl AsRef<Path>) -> Result<(), ClusterError> {
         let path = path.as_ref();
         let text = self.to_json_string();
+        let origin = path.display().to_string();
         crate::write_atomically(path, |out| out.write_all(text.as_bytes()))
-            .map_err(|source| ClusterError::Write { origin: path.display().to_string(), source })
+            .map_err(|source| crate::FileError::Write { origin, source })?;
+        Ok(())
     }
 
     /// Number of devices (at least 1).

@@ -7,22 +7,9 @@ use std::fmt;
 /// What went wrong with a cost graph.
 #[derive(Debug, thiserror::Error)]
 pub enum CostGraphError {
-    /// The file could not be read.
-    #[error("{origin}: cannot read the file")]
-    Read {
-        /// The file.
-        origin: String,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The file could not be written.
-    #[error("{origin}: cannot write the file")]
-    Write {
-        /// The file.
-        origin: String,
-        /// The I/O error.
-        source: std::io::Error,
-    },
+    /// The file could not be read or written.
+    #[error(transparent)]
+    File(#[from] crate::file::FileError),
     /// The text is not JSON (or is cut short).
     #[error("{origin}: not valid JSON: {message}")]
     Json {
@@ -93,9 +80,8 @@ impl CostGraphError {
     /// The file (or other origin) the error is about.
     pub fn origin(&self) -> &str {
         match self {
-            Self::Read { origin, .. }
-            | Self::Write { origin, .. }
-            | Self::Json { origin, .. }
+            Self::File(file) => file.origin(),
+            Self::Json { origin, .. }
             | Self::NotAnObject { origin, .. }
             | Self::Top { origin, .. }
             | Self::Node { origin, .. }

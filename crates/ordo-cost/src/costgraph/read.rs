@@ -13,12 +13,12 @@ use super::{CostGraph, CostNode};
 /// Reads and checks a cost-graph file. Errors name the file as `path` shows it.
 ///
 /// # Errors
-/// [`CostGraphError::Read`] when the file cannot be read; otherwise as [`parse_costgraph`].
+/// [`crate::FileError::Read`] when the file cannot be read; otherwise as [`parse_costgraph`].
 pub fn read_costgraph(path: impl AsRef<Path>) -> Result<CostGraph, CostGraphError> {
     let path = path.as_ref();
     let origin = path.display().to_string();
     let bytes = std::fs::read(path)
-        .map_err(|source| CostGraphError::Read { origin: origin.clone(), source })?;
+        .map_err(|source| crate::FileError::Read { origin: origin.clone(), source })?;
     parse_bytes(&bytes, &origin)
 }
 

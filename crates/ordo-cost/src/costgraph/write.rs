@@ -21,14 +21,14 @@ pub fn to_json_string(graph: &CostGraph) -> String {
 /// Writes the graph to `path` as [`to_json_string`] formats it.
 ///
 /// # Errors
-/// [`CostGraphError::Write`] when the file cannot be created or written.
+/// [`crate::FileError::Write`] when the file cannot be created or written.
 pub fn write_costgraph(graph: &CostGraph, path: impl AsRef<Path>) -> Result<(), CostGraphError> {
     let path = path.as_ref();
-    let fail = |source: std::io::Error| CostGraphError::Write {
+    let fail = |source: std::io::Error| crate::FileError::Write {
         origin: path.display().to_string(),
         source,
     };
-    crate::write_atomically(path, |out| Ok(serde_json::to_writer(out, graph)?)).map_err(fail)
+    Ok(crate::write_atomically(path, |out| Ok(serde_json::to_writer(out, graph)?)).map_err(fail)?)
 }
 
 /// Writes kept attributes, skipping any that would repeat a key already written.

@@ -145,10 +145,7 @@ impl Backward {
         outputs: Vec<TensorFact>,
         (role, layer): (Role, NodeId),
     ) -> NodeId {
-        let id = NodeId(self.graph.nodes.len() as u32);
-        let (name, layer) = (name.to_string(), Some(layer));
-        self.graph.nodes.push(Node { id, name, op, inputs, params, outputs, role, layer });
-        id
+        self.graph.add_node(Node::new(name, op, inputs, params, outputs).of_layer(role, layer))
     }
 
     /// The sum of `parts` (one `Add` per extra part), named after `name`.

@@ -58,26 +58,13 @@ impl Dag {
 
     fn kahn(&self, edges: &[(usize, usize, f64)]) -> Result<Vec<usize>, LpError> {
         let nodes = self.out_start.len() - 1;
-        let mut missing: Vec<usize> = (0..nodes).map(|v| self.in_edges(v).len()).collect();
-        let mut topo: Vec<usize> = (0..nodes).filter(|&v| missing[v] == 0).collect();
-        let mut next = 0;
-        while let Some(&u) = topo.get(next) {
-            next += 1;
-            for &e in self.out_edges(u) {
-                let v = edges[e].1;
-                missing[v] -= 1;
-                if missing[v] == 0 {
-                    topo.push(v);
-                }
-            }
-        }
-        if topo.len() == nodes {
-            return Ok(topo);
-        }
+        let kahn = ordo_ir::kahn_order(nodes, |u| self.out_edges(u).iter().map(|&e| edges[e].1));
+        let Some(start) = kahn.left_over() else { return Ok(kahn.order) };
+        let missing = kahn.waiting;
         // Every node left over has a predecessor left over; walking back along such
         // predecessors must revisit a node, and the first node revisited is on a cycle.
         let mut seen = vec![false; nodes];
-        let mut v = (0..nodes).find(|&v| missing[v] > 0).unwrap_or(0);
+        let mut v = start;
         while !seen[v] {
             seen[v] = true;
             match self.in_edges(v).iter().map(|&e| edges[e].0).find(|&u| missing[u] > 0) {
