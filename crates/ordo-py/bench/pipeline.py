@@ -181,7 +181,7 @@ def main() -> None:
     def ordo_runner(plan):
         def build(model):
             stages = op.stages_of(model, plan, rank)
-            runner = op.Runner(stages, plan, loss_fn=loss_fn)
+            runner = op.PipelineRunner(stages, plan, loss_fn=loss_fn)
             return lambda: runner.step(inputs=x, target=y)
 
         return build

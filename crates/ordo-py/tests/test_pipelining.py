@@ -242,7 +242,7 @@ def run_traced_rank(rank, world, init_file, jobs):
             x, y = traced_data()
             micro = x[: x.shape[0] // op._micro_batches(plan)]
             stages = op.stages_of(NotSequential(), plan, rank, example_inputs=micro)
-            runner = op.Runner(stages, plan, loss_fn=loss_fn)
+            runner = op.PipelineRunner(stages, plan, loss_fn=loss_fn)
             losses = runner.step(inputs=x, target=y)
             grads = {
                 name: p.grad for _, stage in stages for name, p in stage.submod.named_parameters()

@@ -25,7 +25,7 @@ from ordo._pipeline_stages import stages_of
 
 __all__ = [
     "SCHEDULES",
-    "Runner",
+    "PipelineRunner",
     "measure_action_overhead",
     "measure_compute_slowdown",
     "measure_p2p",
@@ -218,7 +218,7 @@ def measure_action_overhead(
         )
     dist.broadcast_object_list(box, src=global_rank(group, 0), group=group)
     plan = box[0]
-    runner = Runner(stages_of(tiny, plan, rank), plan, loss_fn=_mse, group=group)
+    runner = PipelineRunner(stages_of(tiny, plan, rank), plan, loss_fn=_mse, group=group)
     measured = median_us(
         lambda: runner.step(inputs=x, target=y),
         reps=reps,
@@ -246,15 +246,15 @@ def pipeline(
     memory: int | str | None = None,
     group=None,
     reps: int = 3,
-) -> Runner:
+) -> PipelineRunner:
     """Every rank's one call (under ``torchrun``): rank 0 profiles ``module`` on the first
     micro-batch of ``example_inputs`` (one step's batch), its transfers costed as the group
     sends them (``measure_p2p``), each action charged what the runtime spends on it
     (``measure_action_overhead``) and the work stretched by what ranks computing at once cost
     each other (``measure_compute_slowdown``), plans its pipeline over ``stages``
     ranks (default: the group's size) with ``schedule`` (see ``schedule``), and sends the plan
-    to every rank; each rank gets a ``Runner`` of its stages (``runner.schedule`` is the plan,
-    ``runner.parameters()`` its stages' parameters, for the optimizer)."""
+    to every rank; each rank gets a ``PipelineRunner`` of its stages (``runner.schedule`` is
+    the plan, ``runner.parameters()`` its stages' parameters, for the optimizer)."""
     import torch.distributed as dist
 
     world = dist.get_world_size(group)
@@ -297,7 +297,7 @@ def pipeline(
     # An nn.Sequential is cut at its children; another module by PyTorch's tracer.
     traced = None if isinstance(module, nn.Sequential) else micro_of(example_inputs, micro_batches)
     stages = stages_of(module, plan, rank, example_inputs=traced, group=group)
-    return Runner(stages, plan, loss_fn=loss_fn, group=group)
+    return PipelineRunner(stages, plan, loss_fn=loss_fn, group=group)
 
 
 def micro_of(inputs: torch.Tensor, micro_batches: int) -> torch.Tensor:
@@ -323,7 +323,7 @@ def _check_batches(schedule: dict, micro_batches: int, stages, inputs, target) -
     return has_first, has_last
 
 
-class Runner:
+class PipelineRunner:
     """This rank's stages under a schedule, ready to run training steps (PyTorch's runtime,
     built once)."""
 
@@ -414,9 +414,9 @@ def step(
     """One training step of this rank's ``stages`` under ``schedule``: forward and backward of
     every micro-batch as the schedule orders them, gradients accumulated in the stages'
     parameters (scaled by 1 / micro-batches: those of the mean loss). Returns the
-    micro-batches' losses on the last stage's rank, else an empty list. (``Runner`` builds
+    micro-batches' losses on the last stage's rank, else an empty list. (``PipelineRunner`` builds
     the runtime once for many steps.)"""
     # Before anything is set up (PyTorch's stages need a process group).
     _check_batches(schedule, _micro_batches(schedule), stages, inputs, target)
-    runner = Runner(stages, schedule, loss_fn=loss_fn, device=device, group=group)
+    runner = PipelineRunner(stages, schedule, loss_fn=loss_fn, device=device, group=group)
     return runner.step(inputs=inputs, target=target)

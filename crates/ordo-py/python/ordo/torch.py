@@ -592,7 +592,7 @@ def distribute(
 
 def pipeline(module: torch.nn.Module, example_inputs, **kwargs):
     """ordo's pipeline of ``module`` on PyTorch's pipeline runtime, one stage per rank: see
-    ``ordo.pipelining.pipeline`` (this rank's ``Runner``)."""
+    ``ordo.pipelining.pipeline`` (this rank's ``PipelineRunner``)."""
     from ordo import pipelining
 
     return pipelining.pipeline(module, example_inputs, **kwargs)
