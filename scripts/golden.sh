@@ -23,7 +23,7 @@ import json, sys
 MEASURED = {"time_ms", "placement_ms", "elapsed_ms", "wall_us", "measured_us", "measured",
             "seconds", "search_ms", "time_s", "step_times_us", "median_us", "warmup_steps",
             "profile", "spread", "placement_time_ms", "runtime_ms", "iqr_us", "mean_us",
-            "placement_seconds"}
+            "placement_seconds", "note"}
 def clean(v):
     if isinstance(v, dict):
         return {k: clean(x) for k, x in v.items() if k not in MEASURED}
@@ -60,6 +60,14 @@ for model in "${models[@]}"; do
             rm "plan-$model-$algo.err"
     done
 done
+
+# Every placer side by side (auto without the clock, so that its search is the same anywhere).
+for model in gnmt transformer inception_v3; do
+    golden "cmp-$model-placers" compare "$model" --devices 4 --memory 8GiB --budget 200ms \
+        --reproducible
+done
+golden "cmp-gnmt-placers-too-small" compare gnmt --devices 4 --memory 300MiB --budget 100ms \
+    --reproducible
 
 # Simulated steps of every strategy.
 for model in resnet50 bert_base gpt2_small; do

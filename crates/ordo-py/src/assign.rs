@@ -1,10 +1,10 @@
 //! The Assigner's reordering decision (`ordo.reorder_threads`): which layers of a placed
 //! model the host thread leaves to wait on threads, under the global or the GPU-wise
-//! criterion ([`ordo::stages::sched::threads`]).
+//! criterion ([`ordo::assigner::threads`]).
 
 use std::collections::HashMap;
 
-use ordo::stages::sched::{HostCriterion, LayerPlacement, threads};
+use ordo::assigner::{HostCriterion, LayerPlacement, threads};
 use pyo3::prelude::*;
 
 use crate::{error, usage};

@@ -25,7 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::ThreadId;
 use std::time::Duration;
 
-use ordo::stages::sched::{HostWalk, PlacedLayers};
+use ordo::assigner::{HostWalk, PlacedLayers};
 use pyo3::prelude::*;
 
 use crate::assign::host_criterion;

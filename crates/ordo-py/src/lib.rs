@@ -65,6 +65,7 @@ fn _ordo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(planning::place, m)?)?;
     m.add_function(wrap_pyfunction!(planning::plan, m)?)?;
     m.add_function(wrap_pyfunction!(planning::plan_placement, m)?)?;
+    m.add_function(wrap_pyfunction!(planning::global_order, m)?)?;
     m.add_function(wrap_pyfunction!(planning::pytorch_schedule, m)?)?;
     m.add_function(wrap_pyfunction!(planning::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(assign::reorder_threads, m)?)?;

@@ -1,6 +1,6 @@
 //! Models, targets and problems: what a plan is made from.
 
-use ordo::stages::cost::parse_bytes;
+use ordo::parse_bytes;
 use ordo::{Model, Optimizer, Problem, Size, StepMode, Target, Variant};
 use pyo3::prelude::*;
 
@@ -9,7 +9,7 @@ use crate::{error, usage};
 /// The names of the zoo's models, in the order `ordo models` lists them.
 #[pyfunction]
 pub fn zoo_models() -> Vec<&'static str> {
-    ordo::stages::models::zoo().iter().map(|spec| spec.name).collect()
+    Model::zoo_names()
 }
 
 /// An optimizer by the command line's name: `sgd`, `momentum` or `adam`.
@@ -116,8 +116,7 @@ impl PyModel {
     #[staticmethod]
     #[pyo3(signature = (text, name = "cost graph"))]
     fn from_costgraph_json(text: &str, name: &str) -> PyResult<Self> {
-        let graph = ordo::stages::cost::parse_costgraph(text, name).map_err(error)?;
-        Ok(Self { inner: Model::from_cost_graph(graph, name) })
+        Ok(Self { inner: Model::from_cost_graph_json(text, name).map_err(error)? })
     }
 
     /// The training graph of this forward model: forward, dX, dW and the optimizer's
@@ -298,7 +297,7 @@ impl PyProblem {
 
     /// The best lower bound on any placement's step, in µs.
     fn lower_bound_us(&self, py: Python<'_>) -> u64 {
-        py.detach(|| ordo::stages::place::lower_bounds(&self.inner.place).best_us())
+        py.detach(|| self.inner.lower_bound_us())
     }
 
     fn __repr__(&self) -> String {

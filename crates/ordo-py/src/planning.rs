@@ -42,7 +42,7 @@ pub struct PyPlacement {
 
 impl PyPlacement {
     fn new(problem: &PyProblem, placed: &ordo::Placed) -> PyResult<Self> {
-        let file = ordo::stages::place::placement_file(&problem.inner.place, &placed.placement);
+        let file = ordo::placement_file(&problem.inner.place, &placed.placement);
         Ok(Self {
             inner: placed.placement.clone(),
             names: problem.inner.place.names.clone(),
@@ -340,6 +340,20 @@ pub fn pytorch_schedule<'py>(
     Ok(dict)
 }
 
+/// The placer's global order of `planned`'s nodes (a placed plan of `problem`), by name: a
+/// topological order of the graph and every device's order together, earliest simulated
+/// start first (what the Assigner's global criterion walks).
+#[pyfunction]
+pub fn global_order(
+    py: Python<'_>,
+    problem: &PyProblem,
+    planned: &PyPlanned,
+) -> PyResult<Vec<String>> {
+    let order = py.detach(|| ordo::assigner::global_order(&problem.inner, &planned.inner));
+    let names = &problem.inner.place.names;
+    Ok(order.map_err(error)?.into_iter().map(|v| names[v].clone()).collect())
+}
+
 /// The simulator's prediction of a plan's step.
 #[pyclass(name = "Report", module = "ordo", frozen)]
 pub struct PyReport {
@@ -431,10 +445,9 @@ pub fn simulate(
     };
     let options = SimOptions { concurrent_kernels, channel };
     let plan = &planned.inner.plan;
-    let inner = py
-        .detach(|| ordo::stages::sim::simulate_on_host(plan, &options, host_slowdown))
-        .map_err(error)?;
-    let trace = ordo::stages::sim::chrome_trace_json(plan, &inner);
-    let gantt = ordo::stages::sim::gantt_svg(plan, &inner, &planned.inner.description);
+    let inner =
+        py.detach(|| ordo::simulate_on_host(plan, &options, host_slowdown)).map_err(error)?;
+    let trace = ordo::chrome_trace_json(plan, &inner);
+    let gantt = ordo::gantt_svg(plan, &inner, &planned.inner.description);
     Ok(PyReport { inner, trace, gantt })
 }

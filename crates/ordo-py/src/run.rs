@@ -30,11 +30,8 @@ impl PyRunner {
         if !(lr.is_finite() && lr >= 0.0) {
             return Err(usage(format!("lr={lr}: expected a finite learning rate >= 0")));
         }
-        let settings = RunSettings {
-            seed,
-            hyper: ordo::stages::exec::cpu::Hyper { lr, ..Default::default() },
-            training: true,
-        };
+        let settings =
+            RunSettings { seed, hyper: ordo::Hyper { lr, ..Default::default() }, training: true };
         let options =
             EngineOptions { workers_per_device: workers, settings, ..EngineOptions::default() };
         let inner = Runner::new(&problem.inner, &planned.inner, options).map_err(error)?;

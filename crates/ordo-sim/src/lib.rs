@@ -26,7 +26,7 @@ pub use error::SimError;
 pub use host::simulate_on_host;
 pub use options::{Channel, SimOptions};
 pub use ordo_sched::layers_with_weights;
-pub use pipeline::{PipelineReport, pipeline_report, simulate_pipeline};
+pub use pipeline::{PipelineReport, pipeline_report};
 pub use report::{BusyFraction, LinkBusy, Report, TaskTiming};
 pub use svg::{CompareBar, compare_svg, gantt_svg, memory_svg};
 pub use trace::{chrome_trace, chrome_trace_json};

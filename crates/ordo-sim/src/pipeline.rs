@@ -1,7 +1,6 @@
 //! Simulating a pipeline-parallel training step.
 
-use ordo_problem::PlaceProblem;
-use ordo_sched::{Pipeline, PipelinePlan, pipeline_plan};
+use ordo_sched::PipelinePlan;
 
 use crate::{Report, SimError, SimOptions, simulate};
 
@@ -21,23 +20,7 @@ pub struct PipelineReport {
     pub report: Report,
 }
 
-/// Plans `pipeline` for the training-graph problem of one micro-batch `problem`
-/// ([`pipeline_plan`]) and simulates one step.
-///
-/// # Errors
-/// [`SimError::InvalidPlan`] with the scheduler's message when the pipeline cannot be
-/// planned (e.g. more stages than devices or units); the simulator's errors.
-pub fn simulate_pipeline(
-    problem: &PlaceProblem,
-    pipeline: &Pipeline,
-    options: &SimOptions,
-) -> Result<PipelineReport, SimError> {
-    let planned =
-        pipeline_plan(problem, pipeline).map_err(|e| SimError::InvalidPlan(e.to_string()))?;
-    pipeline_report(&planned, options)
-}
-
-/// Simulates a pipeline's plan made by [`pipeline_plan`].
+/// Simulates a pipeline's plan made by [`ordo_sched::pipeline_plan`].
 ///
 /// # Errors
 /// The simulator's.

@@ -6,8 +6,19 @@ use ordo_ir::op::Optimizer;
 use ordo_ir::{DType, Graph, GraphBuilder, OutletId, Role, TensorFact};
 use ordo_place::{Devices, PlaceProblem};
 use ordo_sched::{Pipeline, PipelinePlan, PipelineSchedule, pipeline_plan, validate};
-use ordo_sim::{Report, SimOptions, pipeline_report, simulate_pipeline};
+use ordo_sim::{PipelineReport, Report, SimOptions, pipeline_report};
 use proptest::prelude::*;
+
+/// Plans `pipeline` for `problem` and simulates one step; the planner's or the simulator's
+/// error as text.
+fn simulate_pipeline(
+    problem: &PlaceProblem,
+    pipeline: &Pipeline,
+    options: &SimOptions,
+) -> Result<PipelineReport, String> {
+    let planned = pipeline_plan(problem, pipeline).map_err(|e| e.to_string())?;
+    pipeline_report(&planned, options).map_err(|e| e.to_string())
+}
 
 const CONCURRENT: SimOptions =
     SimOptions { concurrent_kernels: true, channel: ordo_sim::Channel::BaechiTf };

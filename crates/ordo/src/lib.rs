@@ -54,6 +54,8 @@
 
 #![warn(missing_docs)]
 
+pub mod assigner;
+mod compare;
 mod error;
 mod loss;
 mod model;
@@ -66,12 +68,13 @@ mod steady;
 mod strategy;
 mod target;
 
+pub use compare::{CompareProgress, PlacerResult, compare_placers};
 pub use error::{Error, Result};
 pub use loss::{Loss, with_loss};
 pub use model::{Model, ModelKind, OnnxSettings, Size, Variant, is_file, is_onnx};
 pub use parameter::{Parameter, ParameterError};
 pub use problem::Problem;
-pub use pytorch::{PytorchSchedule, pytorch_schedule};
+pub use pytorch::{PytorchSchedule, pytorch_schedule, simulate_pipeline};
 pub use run::{Runner, StepResult, measured_report, predict, program};
 pub use spec::{Schedule, StrategyKind, StrategyParams, StrategySpec};
 pub use steady::{
@@ -81,16 +84,22 @@ pub use steady::{
 pub use strategy::{Placed, Placer, Planned, Strategy, TaskOrder, place, place_reporting, plan};
 pub use target::{Target, cluster};
 
-pub use ordo_cost::{Cluster, CommModel, Optimizer, Profile, StepMode};
+pub use ordo_cost::{Cluster, CommModel, Optimizer, Profile, StepMode, parse_bytes};
+pub use ordo_exec::cpu::Hyper;
 pub use ordo_exec::{EngineOptions, RunSettings, StepRun, TrainState};
-pub use ordo_place::{Algorithm, AutoOptions, AutoPlacement, AutoProgress, PlaceOptions};
+pub use ordo_place::{
+    Algorithm, AutoOptions, AutoPlacement, AutoProgress, PlaceOptions, placement_file,
+};
 pub use ordo_problem::{Devices, PlaceProblem, Placement};
 pub use ordo_sched::{
     DataParallel, GradientBucket, OneDeviceSchedule, Pipeline, PipelineSchedule, Plan,
 };
-pub use ordo_sim::{Channel, Deferral, Report, SimOptions, Steady};
+pub use ordo_sim::{
+    Channel, Deferral, Report, SimOptions, Steady, chrome_trace_json, gantt_svg, simulate_on_host,
+};
 
-/// The stages' own crates, for what the facade does not wrap.
+/// The stages' own crates, for what the facade does not wrap (the command line still reaches
+/// into them; the Python package does not).
 pub mod stages {
     pub use ordo_cost as cost;
     pub use ordo_exec as exec;

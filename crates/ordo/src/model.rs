@@ -250,6 +250,20 @@ impl Model {
         Self { kind, name: name.into(), weights: None, notes: Vec::new(), planned_only: Vec::new() }
     }
 
+    /// A cost graph given as JSON text (the NetworkX node-link format of
+    /// [`ordo_cost::parse_costgraph`]), named `name` in messages.
+    ///
+    /// # Errors
+    /// [`Error::CostGraph`] for text that is not a valid cost graph.
+    pub fn from_cost_graph_json(text: &str, name: &str) -> Result<Self> {
+        Ok(Self::from_cost_graph(ordo_cost::parse_costgraph(text, name)?, name))
+    }
+
+    /// The names of the built-in models, in the zoo's order.
+    pub fn zoo_names() -> Vec<&'static str> {
+        ordo_models::zoo().iter().map(|spec| spec.name).collect()
+    }
+
     /// What the import approximated (an ONNX output whose size depends on the data, planned
     /// at its largest), one sentence each; empty for most models.
     pub fn notes(&self) -> &[String] {

@@ -61,4 +61,9 @@ impl Problem {
     pub fn name(&self) -> &str {
         self.model.name()
     }
+
+    /// The best lower bound on any placement's step, in µs ([`ordo_place::lower_bounds`]).
+    pub fn lower_bound_us(&self) -> u64 {
+        ordo_place::lower_bounds(&self.place).best_us()
+    }
 }

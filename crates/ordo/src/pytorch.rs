@@ -1,8 +1,9 @@
-//! ordo's pipeline schedules in the form PyTorch's pipeline runtime runs
+//! ordo's pipeline schedules simulated, and in the form PyTorch's pipeline runtime runs
 //! (`torch.distributed.pipelining`): each rank's actions, and which of the model's blocks
 //! make each of PyTorch's stages.
 
-use ordo_sched::{Pipeline, pytorch_actions, pytorch_csv};
+use ordo_sched::{Pipeline, PipelinePlan, pytorch_actions, pytorch_csv};
+use ordo_sim::{PipelineReport, SimOptions};
 
 use crate::Problem;
 use crate::error::Result;
@@ -18,6 +19,22 @@ pub struct PytorchSchedule {
     pub stage_units: Vec<Vec<String>>,
     /// The actions as the CSV `_load_csv` reads (format `compute_only`).
     pub csv: String,
+}
+
+/// `pipeline` planned for the one-micro-batch training problem `problem`, and its step
+/// simulated with `options`, stage by stage.
+///
+/// # Errors
+/// [`crate::Error::Sched`] for a pipeline that does not fit the problem (more stages than
+/// devices or units, ...); [`crate::Error::Sim`] from the simulator.
+pub fn simulate_pipeline(
+    problem: &Problem,
+    pipeline: &Pipeline,
+    options: &SimOptions,
+) -> Result<(PipelinePlan, PipelineReport)> {
+    let planned = ordo_sched::pipeline_plan(&problem.place, pipeline)?;
+    let report = ordo_sim::pipeline_report(&planned, options)?;
+    Ok((planned, report))
 }
 
 /// `pipeline` planned for the one-micro-batch training problem `problem`, as PyTorch's

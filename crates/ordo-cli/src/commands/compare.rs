@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use ordo_place::{Algorithm, PlaceOptions};
+use ordo_place::PlaceOptions;
 use serde_json::json;
 
 use crate::commands::data_parallel::{self, DataParallelArgs};
@@ -42,7 +42,7 @@ pub struct Args {
     pub search: crate::placing::SearchArgs,
 }
 
-/// One compared algorithm.
+/// One compared algorithm, as the table and the JSON show it.
 struct Row {
     algo: String,
     placement: Result<ordo_place::Placement, String>,
@@ -50,15 +50,32 @@ struct Row {
     note: String,
 }
 
-/// The simulated step time of a placement's plan, in µs, or why there is none.
-fn simulated_us(
-    problem: &ordo_place::PlaceProblem,
-    placement: &ordo_place::Placement,
-    channel: ChannelArg,
-) -> Result<f64, String> {
-    let plan = ordo_sched::build_plan(problem, placement).map_err(|e| e.to_string())?;
-    let options = ordo_sim::SimOptions { channel: channel.into(), ..Default::default() };
-    ordo_sim::simulate(&plan, &options).map(|r| r.step_time_us).map_err(|e| e.to_string())
+impl Row {
+    fn of(result: ordo::PlacerResult) -> Self {
+        let ordo::PlacerResult { placer, placed, simulated_us } = result;
+        match placed {
+            Ok(placed) => Row {
+                algo: placer,
+                simulated: match simulated_us {
+                    Some(simulated) => simulated.map_err(|e| e.to_string()),
+                    None => Err("no placement".into()),
+                },
+                note: placed.auto.as_ref().map_or_else(String::new, |auto| {
+                    format!(
+                        "from {}, {} moves, search {:.2} s",
+                        auto.winner, auto.moves, auto.search_seconds
+                    )
+                }),
+                placement: Ok(placed.placement),
+            },
+            Err(e) => Row {
+                algo: placer,
+                placement: Err(e.to_string()),
+                simulated: Err(e.to_string()),
+                note: String::new(),
+            },
+        }
+    }
 }
 
 /// Runs every algorithm and prints one row each.
@@ -78,58 +95,31 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.schedules {
         return crate::commands::schedules::run(&loaded, args.concurrent_kernels, args.json);
     }
+    let options = ordo_sim::SimOptions { channel: args.channel.into(), ..Default::default() };
     if let Some(replicas) = args.data_parallel.data_parallel {
-        let options = ordo_sim::SimOptions { channel: args.channel.into(), ..Default::default() };
         return data_parallel::compare(&loaded, &args.data_parallel, replicas, &options, args.json);
     }
     let problem = loaded.place_problem();
-    let options = PlaceOptions::default();
-    let mut results: Vec<Row> = with_spinner("comparing placers", |bar| {
-        let all = Algorithm::all();
-        all.iter()
-            .enumerate()
-            .map(|(i, &algo)| {
-                bar.set_message(format!("placing with {}", algo.name()));
-                crate::progress::set_counts(bar, i, all.len());
-                let placement = ordo_place::place(problem, algo, &options);
-                let simulated = placement
-                    .as_ref()
-                    .map(|p| simulated_us(problem, p, args.channel))
-                    .unwrap_or_else(|e| Err(e.to_string()));
-                let placement = placement.map_err(|e| e.to_string());
-                Row { algo: algo.name().into(), placement, simulated, note: String::new() }
-            })
-            .collect()
-    });
     let auto_options = ordo_place::AutoOptions {
         budget_seconds: args.search.budget_seconds()?,
         seed: args.search.seed,
-        place: options.clone(),
+        place: PlaceOptions::default(),
         reproducible: args.search.reproducible,
     };
-    let auto = with_spinner("placing with auto", |bar| {
-        ordo_place::place_auto_reporting(problem, &auto_options, &mut |p| {
-            crate::progress::show_auto(bar, p);
-        })
-    });
-    results.push(match auto {
-        Ok(auto) => Row {
-            algo: "auto".into(),
-            simulated: simulated_us(problem, &auto.placement, args.channel),
-            note: format!(
-                "from {}, {} moves, search {:.2} s",
-                auto.winner, auto.moves, auto.search_seconds
-            ),
-            placement: Ok(auto.placement),
-        },
-        Err(e) => Row {
-            algo: "auto".into(),
-            placement: Err(e.to_string()),
-            simulated: Err(e.to_string()),
-            note: String::new(),
-        },
-    });
-    let lower_bound = ordo_place::lower_bounds(problem).best_us();
+    let results: Vec<Row> = with_spinner("comparing placers", |bar| {
+        let mut progress = |progress: ordo::CompareProgress<'_>| match progress {
+            ordo::CompareProgress::Placing { algo, index, of } => {
+                bar.set_message(format!("placing with {algo}"));
+                crate::progress::set_counts(bar, index, of);
+            }
+            ordo::CompareProgress::Auto(p) => crate::progress::show_auto(bar, p),
+        };
+        ordo::compare_placers(&loaded.problem, &auto_options, &options, &mut progress)
+    })
+    .into_iter()
+    .map(Row::of)
+    .collect();
+    let lower_bound = loaded.problem.lower_bound_us();
     let written = match &args.svg {
         Some(path) => {
             let bars: Vec<ordo_sim::CompareBar> = results

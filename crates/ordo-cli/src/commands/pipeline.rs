@@ -83,14 +83,16 @@ fn simulate_one(
     pipeline: &Pipeline,
     options: &SimOptions,
 ) -> anyhow::Result<PipelineReport> {
-    ordo_sim::simulate_pipeline(loaded.place_problem(), pipeline, options).with_context(|| {
+    let simulated = ordo::simulate_pipeline(&loaded.problem, pipeline, options);
+    let (_, report) = simulated.with_context(|| {
         format!(
             "simulating `{}` on a {}-stage pipeline, {}",
             loaded.label,
             pipeline.stages,
             pipeline.schedule.name()
         )
-    })
+    })?;
+    Ok(report)
 }
 
 /// `ordo simulate MODEL --train --pipeline S --micro-batches M --schedule ...`; the step
@@ -104,17 +106,14 @@ pub fn simulate(
     drawings: &crate::commands::simulate::Drawings,
 ) -> anyhow::Result<()> {
     let pipeline = args.pipeline(schedule);
-    let planned = ordo_sched::pipeline_plan(loaded.place_problem(), &pipeline)
-        .map_err(|e| ordo_sim::SimError::InvalidPlan(e.to_string()))
-        .and_then(|planned| ordo_sim::pipeline_report(&planned, options).map(|r| (planned, r)))
-        .with_context(|| {
-            format!(
-                "simulating `{}` on a {}-stage pipeline, {}",
-                loaded.label,
-                pipeline.stages,
-                schedule.name()
-            )
-        });
+    let planned = ordo::simulate_pipeline(&loaded.problem, &pipeline, options).with_context(|| {
+        format!(
+            "simulating `{}` on a {}-stage pipeline, {}",
+            loaded.label,
+            pipeline.stages,
+            schedule.name()
+        )
+    });
     let (planned, result) = planned?;
     check_memory(loaded, &result)?;
     let mut written = Vec::new();

@@ -181,6 +181,7 @@ def plan_placement(
     *,
     algo: str = "given",
 ) -> Planned: ...
+def global_order(problem: Problem, planned: Planned) -> list[str]: ...
 def pytorch_schedule(
     problem: Problem,
     *,

@@ -5,13 +5,12 @@
 Either is checked by ordo's scheduler (every layer on one device, each device's order
 respecting the graph, no wait across devices that could deadlock) and carries the global
 order the global-topo criterion needs: a topological order of the layers and the device
-orders together, by simulated start. ``predict`` is ordo's simulation of a distributed step
-of the CPU runtime; ``measure`` the same step measured.
+orders together, by simulated start (``ordo.global_order``). ``predict`` is ordo's simulation
+of a distributed step of the CPU runtime; ``measure`` the same step measured.
 """
 
 from __future__ import annotations
 
-import heapq
 import json
 import statistics
 import threading
@@ -71,46 +70,13 @@ class Placement:
         if device_order is not None:
             device_order = [list(order) for order in device_order]
         planned = ordo.plan_placement(problem, device_of, device_order)
-        return Placement._of_planned(profiled, planned)
+        return Placement._of_planned(profiled, problem, planned)
 
     @staticmethod
-    def _of_planned(profiled, planned: ordo.Planned) -> Placement:
+    def _of_planned(profiled, problem: ordo.Problem, planned: ordo.Planned) -> Placement:
         placed = planned.placement
-        device_of, device_order = placed.device_of, placed.order
-        start = {name: begin for name, begin, _ in ordo.simulate(planned).tasks}
-        position = {layer: i for i, layer in enumerate(profiled.layers)}
-        global_order = _merged_order(profiled, device_of, device_order, start, position)
-        return Placement(profiled, device_of, device_order, global_order, planned)
-
-
-def _merged_order(profiled, device_of, device_order, start, position) -> list[str]:
-    """A topological order of the graph and the device orders together, earliest simulated
-    start first (the placer's global order, made consistent with every device's order)."""
-    successors: dict[str, set[str]] = {layer: set() for layer in profiled.layers}
-    for producer, consumer in profiled.edges:
-        successors[producer].add(consumer)
-    for order in device_order:
-        for before, after in zip(order, order[1:]):
-            successors[before].add(after)
-    indegree = {layer: 0 for layer in profiled.layers}
-    for targets in successors.values():
-        for t in targets:
-            indegree[t] += 1
-
-    def key(layer: str):
-        return (start.get(layer, 0.0), position[layer], layer)
-
-    ready = [key(layer) for layer, d in indegree.items() if d == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        layer = heapq.heappop(ready)[2]
-        order.append(layer)
-        for t in successors[layer]:
-            indegree[t] -= 1
-            if indegree[t] == 0:
-                heapq.heappush(ready, key(t))
-    return order
+        global_order = ordo.global_order(problem, planned)
+        return Placement(profiled, placed.device_of, placed.order, global_order, planned)
 
 
 def place(
@@ -127,7 +93,7 @@ def place(
     within ``budget`` seconds, ...), charging each layer its forward and backward time."""
     target = ordo.Target.uniform(devices, memory=memory, cluster=cluster)
     problem = ordo.Problem(profiled.model(), target, mode="training")
-    return Placement._of_planned(profiled, ordo.plan(problem, algorithm, budget=budget))
+    return Placement._of_planned(profiled, problem, ordo.plan(problem, algorithm, budget=budget))
 
 
 @dataclass(frozen=True)
