@@ -167,14 +167,19 @@ def random_case(rng: random.Random):
     return parents, topological(), device_of, device_order
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_random_modules_placements_and_code_orders(seed):
-    rng = random.Random(seed)
-    parents, code_order, device_of, device_order = random_case(rng)
+def random_dag_placement(seed: int):
+    """``random_case(seed)`` as a module, an input, its placement, the code order and the
+    device orders."""
+    parents, code_order, device_of, device_order = random_case(random.Random(seed))
     torch.manual_seed(seed)
     net = DagNet(parents, code_order)
     x = torch.randn(3, 4)
-    placement = dag_placement(net, x, device_of, device_order)
+    return net, x, dag_placement(net, x, device_of, device_order), code_order, device_order
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_modules_placements_and_code_orders(seed):
+    net, x, placement, code_order, device_order = random_dag_placement(seed)
     for criterion in ["gpu-topo", "global-topo"]:
         for reorder in [True, False]:
             for parallel in [True, False]:

@@ -3,11 +3,10 @@ implementation it replaced: a topological order of the layer graph and the devic
 together, earliest simulated start first, then the profile's order."""
 
 import heapq
-import random
 
 import pytest
 import torch
-from test_distribute import DagNet, dag_placement, random_case
+from test_distribute import random_dag_placement
 
 import ordo
 import ordo.torch as ot
@@ -50,11 +49,7 @@ def python_order(placement) -> list[str]:
 
 @pytest.mark.parametrize("seed", range(30))
 def test_random_placements_get_the_same_global_order(seed):
-    rng = random.Random(seed)
-    parents, code_order, device_of, device_order = random_case(rng)
-    torch.manual_seed(seed)
-    net = DagNet(parents, code_order)
-    placement = dag_placement(net, torch.randn(3, 4), device_of, device_order)
+    placement = random_dag_placement(seed)[2]
     assert placement.global_order == python_order(placement)
 
 
