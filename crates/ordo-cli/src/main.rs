@@ -119,6 +119,8 @@ fn flag(parameter: ordo::Parameter) -> &'static str {
         P::Order => "--order",
         P::NetworkGbps => "--network-gbps",
         P::NetworkLatencyUs => "--network-latency-us",
+        P::Loss => "--loss",
+        P::Small => "--small",
     }
 }
 

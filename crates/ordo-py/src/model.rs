@@ -120,10 +120,12 @@ impl PyModel {
     }
 
     /// The training graph of this forward model: forward, dX, dW and the optimizer's
-    /// updates.
-    #[pyo3(signature = (optimizer = "momentum"))]
-    fn training(&self, optimizer: &str) -> PyResult<Self> {
-        let inner = self.inner.training(self::optimizer(optimizer)?, None).map_err(error)?;
+    /// updates; `loss="cross-entropy"` adds that loss to a forward graph that ends at its
+    /// predictions (an ONNX export of the forward pass).
+    #[pyo3(signature = (optimizer = "momentum", loss = None))]
+    fn training(&self, optimizer: &str, loss: Option<&str>) -> PyResult<Self> {
+        let loss = loss.map(str::parse::<ordo::Loss>).transpose().map_err(error)?;
+        let inner = self.inner.training(self::optimizer(optimizer)?, loss).map_err(error)?;
         Ok(Self { inner })
     }
 

@@ -235,3 +235,18 @@ def test_frozen_weights_of_an_onnx_file_train_as_the_command_line_says():
         ordo.Model.load(path, frozen={"conv2.weigth"})
     with pytest.raises(ordo.OrdoError, match="not one"):
         ordo.Model.load("resnet50", frozen={"fc.weight"})
+
+
+def test_errors_name_parameters_as_python_does():
+    """The facade's parameter errors reach Python as keywords, never as command-line flags."""
+    model = ordo.Model.zoo("resnet50", small=True)
+    with pytest.raises(ordo.OrdoError, match=r"drop loss to train from it"):
+        model.training(loss="cross-entropy")
+    with pytest.raises(ordo.OrdoError, match=r"loss=mse: expected cross-entropy"):
+        model.training(loss="mse")
+    with pytest.raises(ordo.OrdoError, match=r"^micro_batches must be at least 1$"):
+        ordo.pytorch_schedule(
+            ordo.Problem(model.training(), ordo.Target.uniform(2)), stages=2, micro_batches=0
+        )
+    with pytest.raises(ordo.OrdoError, match=r"schedule=gpipe disagrees with the strategy, ooo"):
+        ordo.plan(ordo.Problem(model.training(), ordo.Target.uniform(1)), "ooo", schedule="gpipe")

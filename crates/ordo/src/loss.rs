@@ -3,7 +3,8 @@
 
 use ordo_ir::{DType, Graph, Node, Op, OutletId, TensorFact};
 
-use crate::error::{Result, usage};
+use crate::error::{Error, Result, usage};
+use crate::parameter::{Parameter, ParameterError, refuse};
 
 /// A loss to add to a forward graph that ends at its predictions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -11,6 +12,18 @@ pub enum Loss {
     /// Mean cross-entropy of the graph's one output (logits, classes last) against an `i64`
     /// input `labels` shaped like the logits without their last dimension.
     CrossEntropy,
+}
+
+impl std::str::FromStr for Loss {
+    type Err = Error;
+
+    /// `cross-entropy`.
+    fn from_str(name: &str) -> Result<Self> {
+        match name {
+            "cross-entropy" => Ok(Loss::CrossEntropy),
+            other => refuse!(Parameter::Loss => other, ": expected cross-entropy"),
+        }
+    }
 }
 
 /// The forward graph to train and its loss: the node named `loss` (zoo models), else the
@@ -25,7 +38,9 @@ pub fn with_loss(forward: &Graph, add: Option<Loss>) -> Result<(Graph, OutletId)
     match (add, named.or(scalar_output)) {
         (None, Some(loss)) => Ok((forward.clone(), loss)),
         (Some(_), Some(_)) => {
-            usage!("model `{}` already ends in a loss; drop --loss to train from it", forward.name)
+            let text = format!("model `{}` already ends in a loss; drop ", forward.name);
+            let error = ParameterError::about(Parameter::Loss, text).then(Parameter::Loss);
+            Err(Error::Parameter(error.text(" to train from it")))
         }
         (Some(Loss::CrossEntropy), None) => add_cross_entropy(forward),
         (None, None) => {
@@ -40,13 +55,17 @@ pub fn with_loss(forward: &Graph, add: Option<Loss>) -> Result<(Graph, OutletId)
                     )
                 })
                 .collect();
-            usage!(
+            let text = format!(
                 "model `{}` has no loss to train from: no node is named `loss` and its output(s) \
-                 {} are not one float scalar; pass `--loss cross-entropy` to add a cross-entropy \
-                 over its output with an int64 `labels` input, or export the model with its loss",
+                 {} are not one float scalar; pass `",
                 forward.name,
                 outputs.join(", ")
-            )
+            );
+            let error = ParameterError::about(Parameter::Loss, text);
+            Err(Error::Parameter(error.valued_then(Parameter::Loss, "cross-entropy").text(
+                "` to add a cross-entropy over its output with an int64 `labels` input, or \
+                 export the model with its loss",
+            )))
         }
     }
 }
@@ -55,20 +74,26 @@ pub fn with_loss(forward: &Graph, add: Option<Loss>) -> Result<(Graph, OutletId)
 /// labels); the loss becomes the graph's only output.
 fn add_cross_entropy(forward: &Graph) -> Result<(Graph, OutletId)> {
     let [logits] = forward.outputs.as_slice() else {
-        usage!(
-            "--loss cross-entropy needs a model with one output; `{}` has {}",
-            forward.name,
-            forward.outputs.len()
+        refuse!(
+            Parameter::Loss => "cross-entropy",
+            format!(
+                " needs a model with one output; `{}` has {}",
+                forward.name,
+                forward.outputs.len()
+            )
         );
     };
     let Some(fact) = forward.fact(*logits).cloned() else {
         usage!("the output {logits:?} of `{}` is not in the graph", forward.name);
     };
     if fact.rank() < 2 || !fact.dtype.is_float() {
-        usage!(
-            "--loss cross-entropy needs float logits of rank 2 or more (classes last); the \
-             output of `{}` is {fact}",
-            forward.name
+        refuse!(
+            Parameter::Loss => "cross-entropy",
+            format!(
+                " needs float logits of rank 2 or more (classes last); the output of `{}` is \
+                 {fact}",
+                forward.name
+            )
         );
     }
     let mut graph = forward.clone();

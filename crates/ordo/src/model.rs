@@ -145,10 +145,9 @@ impl Model {
     pub fn onnx_with(path: impl AsRef<Path>, size: Size, settings: &OnnxSettings) -> Result<Self> {
         let path = path.as_ref();
         if size.variant == Variant::Small {
-            usage!(
-                "{}: --small selects a zoo model's small variant; an ONNX file has one size",
-                path.display()
-            );
+            let error = ParameterError::about(Parameter::Small, format!("{}: ", path.display()));
+            let text = " selects a zoo model's small variant; an ONNX file has one size";
+            return Err(Error::Parameter(error.then(Parameter::Small).text(text)));
         }
         let options = ordo_onnx::ImportOptions {
             batch: size.batch,
@@ -277,7 +276,7 @@ impl Model {
     /// [`Error::Usage`] for a cost graph; [`Error::Exec`] naming every op without a kernel,
     /// and for a node the import planned only (a use its op's kernels cannot express), why.
     pub fn check_kernels(&self) -> Result<()> {
-        let graph = self.require_graph("ordo run needs a model with kernels")?;
+        let graph = self.require_graph("running a plan needs a model with kernels")?;
         match ordo_exec::missing_kernels(graph) {
             None => Ok(()),
             Some(message) => Err(self
@@ -359,7 +358,7 @@ impl Model {
     /// [`Error::Usage`] for a cost graph, a model without a loss (or with one and `add`);
     /// [`Error::Ir`] when the training graph cannot be built.
     pub fn training(&self, optimizer: Optimizer, add: Option<Loss>) -> Result<Self> {
-        let forward = self.require_graph("--train builds the training graph of a model")?;
+        let forward = self.require_graph("a training graph is built from a model with kernels")?;
         let (forward, loss) = with_loss(forward, add)?;
         let mut graph = ordo_ir::training::training_graph(&forward, loss, optimizer)?;
         graph.name = format!("{} (training graph)", forward.name);

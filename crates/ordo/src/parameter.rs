@@ -33,6 +33,10 @@ pub enum Parameter {
     NetworkGbps,
     /// The network's latency per message, µs.
     NetworkLatencyUs,
+    /// The loss added to a forward graph to train it.
+    Loss,
+    /// A zoo model's small variant.
+    Small,
 }
 
 impl Parameter {
@@ -52,6 +56,8 @@ impl Parameter {
             Parameter::Order => "order",
             Parameter::NetworkGbps => "network_gbps",
             Parameter::NetworkLatencyUs => "latency_us",
+            Parameter::Loss => "loss",
+            Parameter::Small => "small",
         }
     }
 }
@@ -94,6 +100,12 @@ impl ParameterError {
     /// The message followed by `text`.
     pub(crate) fn text(mut self, text: impl Into<String>) -> Self {
         self.pieces.push(Piece::Text(text.into()));
+        self
+    }
+
+    /// The message followed by `parameter` with the value `value`.
+    pub(crate) fn valued_then(mut self, parameter: Parameter, value: impl fmt::Display) -> Self {
+        self.pieces.push(Piece::Valued(parameter, value.to_string()));
         self
     }
 

@@ -49,7 +49,7 @@ impl Runner {
     /// [`crate::Error::Usage`] for a cost graph (it has no kernels); [`crate::Error::Exec`]
     /// for an op without a CPU kernel or a plan that does not run the model's graph.
     pub fn new(problem: &Problem, planned: &Planned, options: EngineOptions) -> Result<Self> {
-        let graph = problem.model.require_graph("ordo run needs a model with kernels")?;
+        let graph = problem.model.require_graph("running a plan needs a model with kernels")?;
         let program =
             program(graph, planned).map_err(|e| problem.model.explain_missing_kernels(e))?;
         let seed = options.settings.seed;

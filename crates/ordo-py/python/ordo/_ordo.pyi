@@ -32,8 +32,9 @@ class Model:
     @staticmethod
     def from_costgraph_json(text: str, name: str = "cost graph") -> Model:
         """A cost graph from JSON text (ordo's node-link format)."""
-    def training(self, optimizer: str = "momentum") -> Model:
-        """The training graph: forward, dX, dW and updates (`sgd`, `momentum`, `adam`)."""
+    def training(self, optimizer: str = "momentum", loss: str | None = None) -> Model:
+        """The training graph: forward, dX, dW and updates (`sgd`, `momentum`, `adam`);
+        `loss="cross-entropy"` adds that loss to a graph that ends at its predictions."""
     @property
     def name(self) -> str: ...
     @property
