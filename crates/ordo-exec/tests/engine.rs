@@ -146,11 +146,11 @@ fn a_plan_for_another_graph_is_rejected_by_name() {
     assert!(err.to_string().contains('`'), "{err}");
 }
 
-/// Compute tasks name their node by id; a plan without ids (written before they were
-/// recorded), or whose ids point at other nodes (a graph numbered otherwise), binds by name and
-/// runs the same.
+/// Compute tasks name their node by id, and the runtime binds them by it: a plan without
+/// ids (written before they were recorded), or whose ids point at other nodes (a plan of a
+/// graph numbered otherwise), is refused, naming the task, rather than joined by names.
 #[test]
-fn plans_bind_by_id_and_fall_back_to_names() {
+fn plans_bind_by_id_and_refuse_tasks_without_one() {
     let graph = training(&random_forward(12, 4), Optimizer::Adam);
     let program = Program::new(graph.clone()).unwrap();
     let plan = build_plan(&problem(&graph, 2), &random_placement(graph.nodes.len(), 2, 9)).unwrap();
@@ -162,14 +162,23 @@ fn plans_bind_by_id_and_fall_back_to_names() {
         }
     }
     assert_eq!(ids, graph.nodes.len());
+    same_as_sequential(&program, &plan, options(Sync::Events, 1));
     let n = graph.nodes.len() as u32;
-    for rewrite in [|_: u32, _: u32| None, |id: u32, n: u32| Some((id + 1) % n)] {
+    type Rewrite = fn(u32, u32) -> Option<u32>;
+    let rewrites: [(Rewrite, &str); 2] =
+        [(|_, _| None, "records no node id"), (|id, n| Some((id + 1) % n), "but the graph's node")];
+    for (rewrite, message) in rewrites {
         let mut other = plan.clone();
         for task in &mut other.tasks {
             if let ordo_sched::TaskKind::Compute { id, .. } = &mut task.kind {
                 *id = id.and_then(|i| rewrite(i, n));
             }
         }
-        same_as_sequential(&program, &other, options(Sync::Events, 1));
+        let options = EngineOptions::default();
+        let Err(err) = Executable::new(program.clone(), &other, options) else {
+            panic!("a plan whose tasks do not bind by id was accepted ({message})");
+        };
+        assert!(matches!(err, ExecError::Mismatch(_)), "{err}");
+        assert!(err.to_string().contains(message) && err.to_string().contains("task `"), "{err}");
     }
 }

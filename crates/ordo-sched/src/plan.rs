@@ -82,12 +82,12 @@ pub struct Stream {
 pub enum TaskKind {
     /// Runs a node of the graph.
     Compute {
-        /// The node's name: what files and messages show, and what binds a plan to a graph
-        /// numbered otherwise.
+        /// The node's name: what files and messages show (and what a plan checked against a
+        /// graph, `ordo_sched::check_against`, is matched by).
         node: String,
         /// The node's index in the problem the plan was built from, which is its `NodeId` in
-        /// the graph the problem was costed from (`None` in plans written before it was
-        /// recorded, or by hand).
+        /// the graph the problem was costed from: what the runtime binds the task by (`None`
+        /// in plans written before it was recorded, or by hand, which the runtime refuses).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<u32>,
     },

@@ -189,24 +189,33 @@ fn compute_nodes(
     plan: &Plan,
 ) -> Result<(Vec<Option<NodeId>>, usize), ExecError> {
     let graph = program.graph();
-    let names = std::cell::OnceCell::new();
     let mut node_of = vec![None; plan.tasks.len()];
     let mut placed: Vec<Vec<usize>> = vec![Vec::new(); graph.nodes.len()];
     for (t, task) in plan.tasks.iter().enumerate() {
         let TaskKind::Compute { node, id } = &task.kind else { continue };
-        let by_id =
-            id.map(NodeId).filter(|&i| graph.nodes.get(i.index()).is_some_and(|n| n.name == *node));
-        let id = match by_id {
-            Some(id) => id,
-            None => {
-                *names.get_or_init(|| graph.name_index()).get(node.as_str()).ok_or_else(|| {
-                    mismatch(format!(
-                        "task `{}` runs node `{node}`, which the graph lacks",
-                        task.name
-                    ))
-                })?
-            }
+        // Bound by id; the name, for people, must agree with the node the id names.
+        let Some(id) = id.map(NodeId) else {
+            return Err(mismatch(format!(
+                "task `{}` runs node `{node}` but records no node id: plans bind to a graph by \
+                 id (build it again with this version)",
+                task.name
+            )));
         };
+        match graph.nodes.get(id.index()) {
+            Some(bound) if bound.name == *node => {}
+            Some(bound) => {
+                return Err(mismatch(format!(
+                    "task `{}` runs node {id} `{node}`, but the graph's node {id} is `{}`",
+                    task.name, bound.name
+                )));
+            }
+            None => {
+                return Err(mismatch(format!(
+                    "task `{}` runs node {id} `{node}`, which the graph lacks",
+                    task.name
+                )));
+            }
+        }
         node_of[t] = Some(id);
         placed[id.index()].push(task_device(plan, task));
     }
