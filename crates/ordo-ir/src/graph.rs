@@ -1,7 +1,5 @@
 //! The graph container: nodes in an arena, wires as [`OutletId`]s, parameters in a side table.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 
 use crate::error::{IrError, IrResult};
@@ -137,11 +135,6 @@ impl Graph {
     /// The node of the given name, by linear search.
     pub fn find(&self, name: &str) -> Option<&Node> {
         self.nodes.iter().find(|n| n.name == name)
-    }
-
-    /// A name -> id index over all nodes.
-    pub fn name_index(&self) -> HashMap<&str, NodeId> {
-        self.nodes.iter().map(|n| (n.name.as_str(), n.id)).collect()
     }
 
     /// The `Input` nodes, in id order.

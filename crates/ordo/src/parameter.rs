@@ -147,7 +147,7 @@ impl std::error::Error for ParameterError {}
 
 /// `Err(Error::Parameter(...))`: `refuse!(Parameter::Devices, " must be at least 1")` for a
 /// message that starts with the parameter, `refuse!(Parameter::Devices => n, ": ...")` with
-/// the parameter and its value; then text, parameters and `(parameter, value)` pairs in turn.
+/// the parameter and its value; then text and parameters in turn.
 macro_rules! refuse {
     ($parameter:expr => $value:expr, $($piece:expr),+ $(,)?) => {{
         let mut error = $crate::parameter::ParameterError::valued($parameter, $value);
@@ -176,13 +176,6 @@ impl Extend for String {
 impl Extend for &str {
     fn extend(self, error: ParameterError) -> ParameterError {
         error.text(self)
-    }
-}
-
-impl<T: fmt::Display> Extend for (Parameter, T) {
-    fn extend(self, mut error: ParameterError) -> ParameterError {
-        error.pieces.push(Piece::Valued(self.0, self.1.to_string()));
-        error
     }
 }
 

@@ -255,6 +255,16 @@ impl StrategySpec {
         {
             refuse!(*parameter, " applies to pipelines only");
         }
+        let data_parallel_only = [
+            (Parameter::Replicas, p.replicas.is_some()),
+            (Parameter::FirstK, p.first_k > 0),
+            (Parameter::BucketBytes, p.bucket_bytes > 0),
+        ];
+        if kind != StrategyKind::DataParallel
+            && let Some((parameter, _)) = data_parallel_only.iter().find(|(_, given)| *given)
+        {
+            refuse!(*parameter, " applies to data-parallel plans only");
+        }
         Ok(match kind {
             StrategyKind::Placed(placer) => {
                 if let Some(schedule) = p.schedule {

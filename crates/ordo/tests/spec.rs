@@ -186,3 +186,18 @@ fn a_checked_spec_resolves_to_the_strategy_it_names() {
     assert!(matches!(spec, StrategySpec::DataParallel { replicas: 3, first_k: 2, steps: 1, .. }));
     assert_eq!(spec.devices(), Some(1));
 }
+
+#[test]
+fn data_parallel_parameters_are_refused_elsewhere() {
+    let placed = StrategyKind::Placed("m-etf".parse().unwrap());
+    let replicas = StrategyParams { replicas: Some(2), ..StrategyParams::default() };
+    let (parameter, text) = refused(placed, replicas);
+    assert_eq!(parameter, Parameter::Replicas);
+    assert_eq!(text, "replicas applies to data-parallel plans only");
+    let first_k = StrategyParams { first_k: 1, ..pipeline_params(2, 4) };
+    let (parameter, text) = refused(StrategyKind::Pipeline, first_k);
+    assert_eq!(parameter, Parameter::FirstK);
+    assert_eq!(text, "first_k applies to data-parallel plans only");
+    let bucket = StrategyParams { bucket_bytes: 1 << 20, ..StrategyParams::default() };
+    assert_eq!(refused(StrategyKind::OneDevice, bucket).0, Parameter::BucketBytes);
+}
