@@ -5,7 +5,7 @@ use ordo_ir::Op;
 use ordo_ir::op::{Conv2d, Grad};
 
 use super::error::KernelResult;
-use super::linear::check_products;
+use super::linear::param_grad_inputs;
 use super::tensor::Tensor;
 use super::util::{Call, Mat, gemm, tensor};
 
@@ -135,10 +135,7 @@ pub(crate) fn grad_input(of: &Op, cv: &Conv2d, g: &Grad, c: Call) -> KernelResul
 
 /// `dW = sum over images of dy im2col(x)^T` per group, `db = sum(dy)` per channel.
 pub(crate) fn grad_params(of: &Op, cv: &Conv2d, g: &Grad, c: Call) -> KernelResult<Vec<Tensor>> {
-    c.expect_inputs(2)?;
-    let xf = c.inputs[1].fact();
-    let dy = c.check_dy(of, std::slice::from_ref(&xf))?;
-    check_products(&c, of, &xf, g)?;
+    let (xf, dy) = param_grad_inputs(&c, of, g)?;
     let geo = Geom::new(cv, &xf.shape, c.inputs[0].shape());
     let mut out = vec![tensor(&g.produces[0].shape, geo.weight_grad(c.input_f32(1)?, dy))?];
     if cv.bias {

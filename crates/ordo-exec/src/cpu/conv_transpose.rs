@@ -8,7 +8,7 @@ use ordo_ir::op::{ConvTranspose2d, Grad};
 
 use super::conv::{Geom, channel_sums};
 use super::error::KernelResult;
-use super::linear::check_products;
+use super::linear::param_grad_inputs;
 use super::tensor::Tensor;
 use super::util::{Call, tensor};
 
@@ -58,10 +58,7 @@ pub(crate) fn grad_params(
     g: &Grad,
     c: Call,
 ) -> KernelResult<Vec<Tensor>> {
-    c.expect_inputs(2)?;
-    let xf = c.inputs[1].fact();
-    let dy = c.check_dy(of, std::slice::from_ref(&xf))?;
-    check_products(&c, of, &xf, g)?;
+    let (xf, dy) = param_grad_inputs(&c, of, g)?;
     let geo = geometry(ct, &xf.shape, c.inputs[0].shape());
     let mut out = vec![tensor(&g.produces[0].shape, geo.weight_grad(dy, c.input_f32(1)?))?];
     if ct.bias {

@@ -77,6 +77,19 @@ pub(crate) fn linear_grad_params(
     Ok(out)
 }
 
+/// The inputs of a parameter gradient that reads (`dy`, `x`), checked
+/// ([`Call::dy_and_input`]), and its products checked against the parameters
+/// ([`check_products`]): `x`'s fact and `dy`.
+pub(crate) fn param_grad_inputs<'c>(
+    c: &'c Call,
+    of: &Op,
+    g: &Grad,
+) -> KernelResult<(TensorFact, &'c [f32])> {
+    let (xf, dy) = c.dy_and_input(of)?;
+    check_products(c, of, &xf, g)?;
+    Ok((xf, dy))
+}
+
 /// Checks that a dW node produces the forward op's trainable parameters' facts.
 pub(crate) fn check_products(c: &Call, of: &Op, x: &TensorFact, g: &Grad) -> KernelResult<()> {
     let specs = of.param_specs(&[x]);

@@ -1,11 +1,11 @@
 //! Batch and layer normalisation and their gradients. Statistics are accumulated in f64, in a
 //! fixed order; variances are biased (divided by the count), as PyTorch normalises.
 
-use ordo_ir::Op;
 use ordo_ir::op::{BatchNorm, Grad, LayerNorm};
+use ordo_ir::{Op, TensorFact};
 
 use super::error::KernelResult;
-use super::linear::check_products;
+use super::linear::param_grad_inputs;
 use super::tensor::Tensor;
 use super::util::{Call, numel, tensor};
 
@@ -80,13 +80,7 @@ pub(crate) fn batch_norm_grad_input(
     g: &Grad,
     c: Call,
 ) -> KernelResult<Vec<Tensor>> {
-    c.expect_inputs(2)?;
-    let xf = c.inputs[1].fact();
-    let dy = c.check_dy(of, std::slice::from_ref(&xf))?;
-    c.check_params(of, std::slice::from_ref(&xf))?;
-    if c.produced(g, 0)? != &xf {
-        return Err(c.shape_err(format!("produces {:?}, the input is {xf}", g.produces)));
-    }
+    let (xf, dy) = input_grad_inputs(&c, of, g)?;
     let (x, w) = (c.input_f32(1)?, c.param_f32(0)?);
     let ch = Channels::of(&xf.shape);
     let mut dx = vec![0.0f32; x.len()];
@@ -113,10 +107,7 @@ pub(crate) fn batch_norm_grad_params(
     g: &Grad,
     c: Call,
 ) -> KernelResult<Vec<Tensor>> {
-    c.expect_inputs(2)?;
-    let xf = c.inputs[1].fact();
-    let dy = c.check_dy(of, std::slice::from_ref(&xf))?;
-    check_products(&c, of, &xf, g)?;
+    let (xf, dy) = param_grad_inputs(&c, of, g)?;
     let x = c.input_f32(1)?;
     let ch = Channels::of(&xf.shape);
     let (mut dw, mut db) = (vec![0.0f32; ch.c], vec![0.0f32; ch.c]);
@@ -168,13 +159,7 @@ pub(crate) fn layer_norm_grad_input(
     g: &Grad,
     c: Call,
 ) -> KernelResult<Vec<Tensor>> {
-    c.expect_inputs(2)?;
-    let xf = c.inputs[1].fact();
-    let dy = c.check_dy(of, std::slice::from_ref(&xf))?;
-    c.check_params(of, std::slice::from_ref(&xf))?;
-    if c.produced(g, 0)? != &xf {
-        return Err(c.shape_err(format!("produces {:?}, the input is {xf}", g.produces)));
-    }
+    let (xf, dy) = input_grad_inputs(&c, of, g)?;
     let x = c.input_f32(1)?;
     let d = numel(&ln.normalized_shape);
     let w = if ln.affine { Some(c.param_f32(0)?) } else { None };
@@ -204,10 +189,7 @@ pub(crate) fn layer_norm_grad_params(
     g: &Grad,
     c: Call,
 ) -> KernelResult<Vec<Tensor>> {
-    c.expect_inputs(2)?;
-    let xf = c.inputs[1].fact();
-    let dy = c.check_dy(of, std::slice::from_ref(&xf))?;
-    check_products(&c, of, &xf, g)?;
+    let (_, dy) = param_grad_inputs(&c, of, g)?;
     if !ln.affine {
         return Ok(Vec::new());
     }
@@ -224,4 +206,16 @@ pub(crate) fn layer_norm_grad_params(
     let shape = &ln.normalized_shape;
     let f32s = |v: Vec<f64>| v.into_iter().map(|x| x as f32).collect();
     Ok(vec![tensor(shape, f32s(dw))?, tensor(shape, f32s(db))?])
+}
+
+/// The inputs of a normalisation's input gradient (`dy`, `x`), checked
+/// ([`Call::dy_and_input`]), its parameters checked, and its one product checked to be shaped
+/// like `x`: `x`'s fact and `dy`.
+fn input_grad_inputs<'c>(c: &'c Call, of: &Op, g: &Grad) -> KernelResult<(TensorFact, &'c [f32])> {
+    let (xf, dy) = c.dy_and_input(of)?;
+    c.check_params(of, std::slice::from_ref(&xf))?;
+    if c.produced(g, 0)? != &xf {
+        return Err(c.shape_err(format!("produces {:?}, the input is {xf}", g.produces)));
+    }
+    Ok((xf, dy))
 }

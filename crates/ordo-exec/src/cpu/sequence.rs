@@ -11,7 +11,7 @@ use ordo_ir::op::{Embedding, Grad, Lstm};
 use ordo_ir::{Op, TensorFact};
 
 use super::error::{KernelError, KernelResult};
-use super::linear::check_products;
+use super::linear::{check_products, param_grad_inputs};
 use super::tensor::Tensor;
 use super::util::{Call, Mat, gemm, tensor};
 
@@ -44,10 +44,7 @@ pub(crate) fn embedding_grad(
     g: &Grad,
     c: Call,
 ) -> KernelResult<Vec<Tensor>> {
-    c.expect_inputs(2)?;
-    let idf = c.inputs[1].fact();
-    let dy = c.check_dy(of, std::slice::from_ref(&idf))?;
-    check_products(&c, of, &idf, g)?;
+    let (_, dy) = param_grad_inputs(&c, of, g)?;
     let ids = c.input_i64(1)?;
     check_ids(&c, ids, e.num_embeddings)?;
     let mut dw = vec![0.0f32; e.num_embeddings * e.dim];

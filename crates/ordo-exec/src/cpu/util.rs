@@ -119,6 +119,17 @@ impl Call<'_> {
         self.input_f32(0)
     }
 
+    /// The inputs of a gradient that reads the upstream gradient (input 0) and its forward
+    /// node's input (input 1): checks there are exactly these two and that the upstream
+    /// gradient fits the forward output for that input; returns the forward input's fact and
+    /// the upstream gradient's data.
+    pub fn dy_and_input(&self, of: &Op) -> KernelResult<(TensorFact, &[f32])> {
+        self.expect_inputs(2)?;
+        let xf = self.inputs[1].fact();
+        let dy = self.check_dy(of, std::slice::from_ref(&xf))?;
+        Ok((xf, dy))
+    }
+
     /// The fact of the gradient's `i`-th product (from [`Grad::produces`]).
     pub fn produced<'g>(&self, grad: &'g Grad, i: usize) -> KernelResult<&'g TensorFact> {
         grad.produces.get(i).ok_or_else(|| {
