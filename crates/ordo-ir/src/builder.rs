@@ -36,7 +36,7 @@ impl GraphBuilder {
 
     /// Adds a graph input.
     pub fn input(&mut self, name: &str, fact: TensorFact) -> IrResult<OutletId> {
-        let id = self.push(name, Op::Input, Vec::new(), Vec::new(), vec![fact])?;
+        let id = self.push(Node::new(name, Op::Input, Vec::new(), Vec::new(), vec![fact]))?;
         Ok(OutletId::new(id, 0))
     }
 
@@ -61,7 +61,7 @@ impl GraphBuilder {
             return Err(IrError::DuplicateName { kind: "node", name: name.to_string() });
         }
         let param = self.new_param(name, fact.clone(), trainable)?;
-        let id = self.push(name, Op::Parameter, Vec::new(), vec![param], vec![fact])?;
+        let id = self.push(Node::new(name, Op::Parameter, Vec::new(), vec![param], vec![fact]))?;
         Ok(OutletId::new(id, 0))
     }
 
@@ -79,7 +79,7 @@ impl GraphBuilder {
             .into_iter()
             .map(|s| self.new_param(&format!("{name}.{}", s.suffix), s.fact, s.trainable))
             .collect::<IrResult<Vec<_>>>()?;
-        let id = self.push(name, op, inputs.to_vec(), params, outputs)?;
+        let id = self.push(Node::new(name, op, inputs.to_vec(), params, outputs))?;
         Ok(self.outlets(id))
     }
 
@@ -100,8 +100,7 @@ impl GraphBuilder {
         let (outputs, _) = self.infer(name, &op, inputs)?;
         let node = Node::new(name, op, inputs.to_vec(), params.to_vec(), outputs);
         check_node_params(&self.graph, &node)?;
-        let Node { op, inputs, params, outputs, .. } = node;
-        let id = self.push(name, op, inputs, params, outputs)?;
+        let id = self.push(node)?;
         Ok(OutletId::new(id, 0))
     }
 
@@ -172,19 +171,14 @@ impl GraphBuilder {
         Ok(id)
     }
 
-    fn push(
-        &mut self,
-        name: &str,
-        op: Op,
-        inputs: Vec<OutletId>,
-        params: Vec<ParamId>,
-        outputs: Vec<TensorFact>,
-    ) -> IrResult<NodeId> {
-        if self.node_names.contains_key(name) {
-            return Err(IrError::DuplicateName { kind: "node", name: name.to_string() });
+    /// Adds `node` under its name, which no node may have already.
+    fn push(&mut self, node: Node) -> IrResult<NodeId> {
+        if self.node_names.contains_key(&node.name) {
+            return Err(IrError::DuplicateName { kind: "node", name: node.name });
         }
-        let id = self.graph.add_node(Node::new(name, op, inputs, params, outputs));
-        self.node_names.insert(name.to_string(), id);
+        let name = node.name.clone();
+        let id = self.graph.add_node(node);
+        self.node_names.insert(name, id);
         Ok(id)
     }
 

@@ -131,21 +131,8 @@ impl Backward {
         output: &TensorFact,
         owner: (Role, NodeId),
     ) -> OutletId {
-        let id = self.push_multi(name, op, inputs, params, vec![output.clone()], owner);
-        OutletId::new(id, 0)
-    }
-
-    /// Appends a node with its role and the forward node (layer) it belongs to.
-    fn push_multi(
-        &mut self,
-        name: &str,
-        op: Op,
-        inputs: Vec<OutletId>,
-        params: Vec<ParamId>,
-        outputs: Vec<TensorFact>,
-        (role, layer): (Role, NodeId),
-    ) -> NodeId {
-        self.graph.add_node(Node::new(name, op, inputs, params, outputs).of_layer(role, layer))
+        let node = Node::new(name, op, inputs, params, vec![output.clone()]);
+        OutletId::new(self.graph.add_node(node.of_layer(owner.0, owner.1)), 0)
     }
 
     /// The sum of `parts` (one `Add` per extra part), named after `name`.
@@ -221,14 +208,9 @@ impl Backward {
             flops: rule.flops,
         };
         let reads = self.reads(node, dy, &rule.saved);
-        let dw = self.push_multi(
-            &format!("{}.dw", node.name),
-            Op::Grad(grad),
-            reads,
-            Vec::new(),
-            produces,
-            (Role::Dw, v),
-        );
+        let dw_node =
+            Node::new(format!("{}.dw", node.name), Op::Grad(grad), reads, vec![], produces);
+        let dw = self.graph.add_node(dw_node.of_layer(Role::Dw, v));
         for (slot, &p) in learnable.iter().enumerate() {
             if forward.param(p).trainable {
                 self.param_grads[p.index()].push(OutletId::new(dw, slot as u32));
