@@ -89,16 +89,16 @@ fn message(err: &anyhow::Error) -> String {
 
 /// One error's text, the facade's parameters worded as this command's flags.
 fn text(err: &(dyn std::error::Error + 'static)) -> String {
-    let parameter = match err.downcast_ref::<ordo::Error>() {
-        Some(ordo::Error::Parameter(parameter)) => Some(parameter),
-        _ => err.downcast_ref::<ordo::ParameterError>(),
-    };
-    match parameter {
-        Some(parameter) => parameter.worded(|parameter, value| match value {
-            Some(value) => format!("{} {value}", flag(parameter)),
-            None => flag(parameter).to_string(),
-        }),
-        None => err.to_string(),
+    // The facade's errors are ordo::Error values, a parameter's transparent over it (so it
+    // never stands in the chain by itself).
+    match err.downcast_ref::<ordo::Error>() {
+        Some(ordo::Error::Parameter(parameter)) => {
+            parameter.worded(|parameter, value| match value {
+                Some(value) => format!("{} {value}", flag(parameter)),
+                None => flag(parameter).to_string(),
+            })
+        }
+        _ => err.to_string(),
     }
 }
 

@@ -33,15 +33,12 @@ pub fn global_order(problem: &Problem, planned: &Planned) -> Result<Vec<usize>> 
     let report = ordo_sim::simulate_on_host(&planned.plan, &options, 1.0)?;
     let n = problem.place.len();
     let mut start = vec![0.0; n];
+    // Plans ordo builds record each compute task's node id (the runtime binds by it too).
     for (task, timing) in planned.plan.tasks.iter().zip(&report.tasks) {
-        if let TaskKind::Compute { node, id } = &task.kind {
-            let v = match id {
-                Some(id) => Some(*id as usize),
-                None => problem.place.names.iter().position(|name| name == node),
-            };
-            if let Some(s) = v.and_then(|v| start.get_mut(v)) {
-                *s = timing.start_us;
-            }
+        if let TaskKind::Compute { id: Some(id), .. } = task.kind
+            && let Some(s) = start.get_mut(id as usize)
+        {
+            *s = timing.start_us;
         }
     }
     let mut successors: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];

@@ -12,11 +12,9 @@ use crate::{Placed, Placer, Problem, Strategy};
 pub struct PlacerResult {
     /// The placer's name.
     pub placer: String,
-    /// Its placement (and, for `auto`, its search), or why it found none.
-    pub placed: Result<Placed>,
-    /// The simulated step time of the placement's plan in µs, or why there is none; `None`
-    /// when there is no placement.
-    pub simulated_us: Option<Result<f64>>,
+    /// Its placement (and, for `auto`, its search) with the simulated step time of the
+    /// placement's plan in µs (or why there is none), or why it found no placement.
+    pub outcome: Result<(Placed, Result<f64>)>,
 }
 
 /// How far a comparison has got.
@@ -67,9 +65,11 @@ fn result(
     options: &SimOptions,
     report: &mut dyn FnMut(&AutoProgress),
 ) -> PlacerResult {
-    let placed = crate::place_reporting(problem, placer, report);
-    let simulated_us = placed.as_ref().ok().map(|placed| simulated_us(problem, placed, options));
-    PlacerResult { placer: placer.name().to_string(), placed, simulated_us }
+    let outcome = crate::place_reporting(problem, placer, report).map(|placed| {
+        let simulated = simulated_us(problem, &placed, options);
+        (placed, simulated)
+    });
+    PlacerResult { placer: placer.name().to_string(), outcome }
 }
 
 /// The simulated step of the plan of `placed`.

@@ -70,6 +70,35 @@ impl Schedule {
             Schedule::Pipeline(s) => s.name(),
         }
     }
+
+    /// The one-device schedule (each data-parallel replica's).
+    ///
+    /// # Errors
+    /// [`Error::Parameter`] for a pipeline schedule: it needs stages.
+    pub fn one_device(self) -> Result<OneDeviceSchedule> {
+        match self {
+            Schedule::OneDevice(s) => Ok(s),
+            Schedule::Pipeline(s) => {
+                refuse!(Parameter::Schedule => s.name(), " needs ", Parameter::Stages, " S")
+            }
+        }
+    }
+
+    /// The pipeline schedule.
+    ///
+    /// # Errors
+    /// [`Error::Parameter`] for a one-device schedule, naming the ones a pipeline takes.
+    pub fn pipeline(self) -> Result<PipelineSchedule> {
+        match self {
+            Schedule::Pipeline(s) => Ok(s),
+            Schedule::OneDevice(s) => refuse!(
+                Parameter::Stages,
+                " takes ",
+                Parameter::Schedule,
+                format!(" gpipe, 1f1b, fast-forward, zb-h1 or zb-h2, not {}", s.name())
+            ),
+        }
+    }
 }
 
 impl FromStr for Schedule {
@@ -168,7 +197,24 @@ impl StrategyParams {
     /// # Errors
     /// [`Error::Parameter`] naming the parameter at fault.
     pub fn pipeline(&self) -> Result<Pipeline> {
-        pipeline(self)
+        let schedule =
+            self.schedule.map_or(Ok(PipelineSchedule::FastForward), Schedule::pipeline)?;
+        let stages = self.stages.ok_or_else(|| needed(Parameter::Stages))?;
+        if stages < 2 {
+            refuse!(
+                Parameter::Stages => stages,
+                ": a pipeline needs at least 2 stages (on one device, use ",
+                Parameter::Schedule,
+                " inorder or ooo)"
+            );
+        }
+        let micro_batches = count(self.micro_batches, Parameter::MicroBatches)?;
+        let pipeline = Pipeline::new(stages, micro_batches, schedule)
+            .with_action_overhead(self.action_overhead_us);
+        Ok(match self.modulo {
+            Some(m) => pipeline.with_modulo(m),
+            None => pipeline,
+        })
     }
 }
 
@@ -275,7 +321,7 @@ impl StrategySpec {
                 }
                 StrategySpec::Placed { placer, order: p.order }
             }
-            StrategyKind::Pipeline => StrategySpec::Pipeline(pipeline(p)?),
+            StrategyKind::Pipeline => StrategySpec::Pipeline(p.pipeline()?),
             StrategyKind::DataParallel => {
                 let replicas = count(p.replicas, Parameter::Replicas)?;
                 let steps = p.steps.unwrap_or(1);
@@ -284,7 +330,9 @@ impl StrategySpec {
                 }
                 StrategySpec::DataParallel {
                     replicas,
-                    schedule: one_device(p.schedule)?,
+                    schedule: p
+                        .schedule
+                        .map_or(Ok(OneDeviceSchedule::InOrder), Schedule::one_device)?,
                     first_k: p.first_k,
                     bucket_bytes: p.bucket_bytes,
                     network: p.network,
@@ -384,58 +432,16 @@ impl StrategySpec {
     }
 }
 
-/// The pipeline the parameters ask for.
-fn pipeline(p: &StrategyParams) -> Result<Pipeline> {
-    let schedule = match p.schedule {
-        Some(Schedule::Pipeline(s)) => s,
-        Some(Schedule::OneDevice(s)) => refuse!(
-            Parameter::Stages,
-            " takes ",
-            Parameter::Schedule,
-            format!(" gpipe, 1f1b, fast-forward, zb-h1 or zb-h2, not {}", s.name())
-        ),
-        None => PipelineSchedule::FastForward,
-    };
-    let Some(stages) = p.stages else {
-        return Err(Error::Parameter(
-            ParameterError::about(Parameter::Stages, "the strategy needs ").then(Parameter::Stages),
-        ));
-    };
-    if stages < 2 {
-        refuse!(
-            Parameter::Stages => stages,
-            ": a pipeline needs at least 2 stages (on one device, use ",
-            Parameter::Schedule,
-            " inorder or ooo)"
-        );
-    }
-    let micro_batches = count(p.micro_batches, Parameter::MicroBatches)?;
-    let pipeline =
-        Pipeline::new(stages, micro_batches, schedule).with_action_overhead(p.action_overhead_us);
-    Ok(match p.modulo {
-        Some(m) => pipeline.with_modulo(m),
-        None => pipeline,
-    })
-}
-
-/// Each replica's schedule: a one-device one (in order by default).
-fn one_device(schedule: Option<Schedule>) -> Result<OneDeviceSchedule> {
-    match schedule {
-        None => Ok(OneDeviceSchedule::InOrder),
-        Some(Schedule::OneDevice(s)) => Ok(s),
-        Some(Schedule::Pipeline(s)) => {
-            refuse!(Parameter::Schedule => s.name(), " needs ", Parameter::Stages, " S")
-        }
-    }
-}
-
 /// A count a strategy needs: given, and at least 1.
 fn count(value: Option<usize>, parameter: Parameter) -> Result<usize> {
     match value {
         Some(0) => refuse!(parameter, " must be at least 1"),
         Some(n) => Ok(n),
-        None => Err(Error::Parameter(
-            ParameterError::about(parameter, "the strategy needs ").then(parameter),
-        )),
+        None => Err(needed(parameter)),
     }
+}
+
+/// The error for a parameter the strategy needs and was not given.
+fn needed(parameter: Parameter) -> Error {
+    Error::Parameter(ParameterError::about(parameter, "the strategy needs ").then(parameter))
 }

@@ -52,14 +52,11 @@ struct Row {
 
 impl Row {
     fn of(result: ordo::PlacerResult) -> Self {
-        let ordo::PlacerResult { placer, placed, simulated_us } = result;
-        match placed {
-            Ok(placed) => Row {
+        let ordo::PlacerResult { placer, outcome } = result;
+        match outcome {
+            Ok((placed, simulated)) => Row {
                 algo: placer,
-                simulated: match simulated_us {
-                    Some(simulated) => simulated.map_err(|e| e.to_string()),
-                    None => Err("no placement".into()),
-                },
+                simulated: simulated.map_err(|e| e.to_string()),
                 note: placed.auto.as_ref().map_or_else(String::new, |auto| {
                     format!(
                         "from {}, {} moves, search {:.2} s",

@@ -49,7 +49,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         modulo: args.modulo,
         pytorch_schedule: Some(args.output.clone()),
     };
-    let schedule = args.schedule.pipeline()?;
+    let schedule = args.schedule.0.pipeline()?;
     let loaded = pipeline_args.micro_batch_problem(&problem)?.load()?;
     let drawings = Drawings { trace: None, svg: None };
     pipeline::simulate(&loaded, &pipeline_args, schedule, &SimOptions::default(), false, &drawings)

@@ -65,29 +65,6 @@ impl clap::ValueEnum for ScheduleArg {
     }
 }
 
-impl ScheduleArg {
-    /// The one-device schedule, or an error naming the option that needs it.
-    pub fn one_device(self) -> anyhow::Result<OneDeviceSchedule> {
-        match self.0 {
-            ordo::Schedule::OneDevice(schedule) => Ok(schedule),
-            ordo::Schedule::Pipeline(schedule) => {
-                anyhow::bail!("--schedule {} needs --pipeline S", schedule.name())
-            }
-        }
-    }
-
-    /// The pipeline schedule, or an error saying that `--pipeline` takes one.
-    pub fn pipeline(self) -> anyhow::Result<PipelineSchedule> {
-        match self.0 {
-            ordo::Schedule::Pipeline(schedule) => Ok(schedule),
-            ordo::Schedule::OneDevice(schedule) => anyhow::bail!(
-                "--pipeline takes --schedule gpipe, 1f1b, fast-forward, zb-h1 or zb-h2, not {}",
-                schedule.name()
-            ),
-        }
-    }
-}
-
 /// Arguments of `ordo simulate`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -143,7 +120,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if let Some(replicas) = args.data_parallel.data_parallel {
         let loaded = args.data_parallel.replica_problem(&args.problem).load()?;
         let schedule = match args.schedule {
-            Some(schedule) => schedule.one_device()?,
+            Some(schedule) => schedule.0.one_device()?,
             None => OneDeviceSchedule::InOrder,
         };
         let dp = &args.data_parallel;
@@ -153,7 +130,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     if args.pipeline.pipeline.is_some() {
         let schedule =
-            args.schedule.map_or(Ok(PipelineSchedule::FastForward), ScheduleArg::pipeline)?;
+            args.schedule.map_or(Ok(PipelineSchedule::FastForward), |arg| arg.0.pipeline())?;
         let loaded = args.pipeline.micro_batch_problem(&args.problem)?.load()?;
         return pipeline::simulate(
             &loaded,
@@ -271,7 +248,7 @@ fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
     if args.graph.is_some() {
         anyhow::bail!("--graph checks a plan file, but `{target}` is not one");
     }
-    let schedule = args.schedule.map(ScheduleArg::one_device).transpose()?;
+    let schedule = args.schedule.map(|arg| arg.0.one_device()).transpose()?;
     let loaded = match schedule {
         Some(_) => one_device_problem(&args.problem).load()?,
         None => args.problem.load()?,
@@ -330,7 +307,7 @@ fn steady_state(args: &Args, options: &SimOptions) -> anyhow::Result<()> {
         anyhow::bail!("--trace and --svg show one step; --steady-state reports a long run's");
     }
     let schedule = match args.schedule {
-        Some(schedule) => schedule.one_device()?,
+        Some(schedule) => schedule.0.one_device()?,
         None => anyhow::bail!("--steady-state applies to --schedule inorder or ooo"),
     };
     let loaded = one_device_problem(&args.problem).load()?;

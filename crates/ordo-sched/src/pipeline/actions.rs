@@ -125,8 +125,7 @@ fn check_complete(
     schedule: PipelineSchedule,
     emitted: &HashSet<Action>,
 ) -> Result<(), SchedError> {
-    let micro_batches =
-        pipeline.split.provenance.micro_batch.iter().flatten().max().map_or(0, |&m| m as usize + 1);
+    let micro_batches = pipeline.split.scheduled_micro_batches();
     let kinds: &[ActionKind] = if schedule.splits_backward() {
         &[ActionKind::Forward, ActionKind::InputGradient, ActionKind::WeightGradient]
     } else {

@@ -34,6 +34,13 @@ impl MicroBatched {
     pub fn micro_batches(&self) -> usize {
         self.provenance.micro_batches()
     }
+
+    /// The micro-batches its nodes run in: [`MicroBatched::micro_batches`], or 0 when every
+    /// node runs once per step (there is then no micro-batch to schedule).
+    pub(super) fn scheduled_micro_batches(&self) -> usize {
+        let copies = self.provenance.micro_batch.iter().flatten();
+        copies.max().map_or(0, |&m| m as usize + 1)
+    }
 }
 
 /// The layout of `micro_batches` copies of the training-graph problem `problem`: which nodes

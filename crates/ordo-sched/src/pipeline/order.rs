@@ -115,8 +115,7 @@ pub(super) fn device_orders(
         waiting[b] += 1;
     }
 
-    let batches =
-        split.provenance.micro_batch.iter().flatten().max().map_or(0, |&m| m as usize + 1);
+    let batches = split.scheduled_micro_batches();
     // Interleaved 1F1B takes Megatron's order where it applies; the rest is list-scheduled.
     let fixed = match schedule {
         PipelineSchedule::OneFOneB => {
