@@ -90,7 +90,7 @@ pub fn gflops(flops: u64) -> String {
     format!("{:.2}", flops as f64 / 1e9)
 }
 
-/// Writes an output file atomically (see [`ordo_cost::write_atomically`]), naming it in the
+/// Writes an output file atomically (see [`ordo::files::write_atomically`]), naming it in the
 /// error.
 pub fn write_file(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
     use anyhow::Context;
@@ -102,7 +102,7 @@ pub fn write_file_io(
     path: impl AsRef<std::path::Path>,
     bytes: impl AsRef<[u8]>,
 ) -> std::io::Result<()> {
-    ordo_cost::write_atomically(path.as_ref(), |out| out.write_all(bytes.as_ref()))
+    ordo::files::write_atomically(path.as_ref(), |out| out.write_all(bytes.as_ref()))
 }
 
 /// `text` safe for a terminal: control characters (an escape sequence in a node name, a

@@ -67,7 +67,7 @@ fn count(bytes: i64) {
 /// Reads the counters (after [`enable`]).
 pub struct Meter;
 
-impl ordo_exec::HeapMeter for Meter {
+impl ordo::profiling::HeapMeter for Meter {
     fn start(&self) {
         let now = CURRENT.load(Ordering::Relaxed);
         BASE.store(now, Ordering::Relaxed);

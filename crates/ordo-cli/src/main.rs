@@ -3,7 +3,6 @@
 mod commands;
 mod format;
 mod heap;
-mod onnx;
 mod placing;
 mod progress;
 mod source;
@@ -59,7 +58,7 @@ enum Command {
 /// messages name the file, node or value at fault) and exits with status 1.
 fn main() -> ExitCode {
     restore_default_sigpipe();
-    ordo_exec::keep_freed_memory();
+    ordo::profiling::keep_freed_memory();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -121,6 +120,9 @@ fn flag(parameter: ordo::Parameter) -> &'static str {
         P::NetworkLatencyUs => "--network-latency-us",
         P::Loss => "--loss",
         P::Small => "--small",
+        P::Rtol => "--rtol",
+        P::Atol => "--atol",
+        P::Reps => "--reps",
     }
 }
 

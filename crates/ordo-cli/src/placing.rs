@@ -2,9 +2,9 @@
 //! memory mode.
 
 use anyhow::{Context, bail};
+use ordo::PlaceOptions;
+use ordo::{Optimizer, StepMode};
 use ordo::{Placed, Placer, Problem, Target};
-use ordo_cost::{Optimizer, StepMode};
-use ordo_place::PlaceOptions;
 
 use crate::source::{self, SizeArgs};
 
@@ -56,7 +56,7 @@ pub struct ProblemArgs {
     /// With `--train`, a loss to add to a model that ends at its predictions (an ONNX export
     /// of the forward pass): `cross-entropy` over its one output, with an int64 `labels` input.
     #[arg(allow_negative_numbers = true, long, value_enum, requires = "train")]
-    pub loss: Option<crate::onnx::LossArg>,
+    pub loss: Option<LossArg>,
     /// Optimizer for the training-step memory model.
     #[arg(allow_negative_numbers = true, long, value_enum, default_value = "momentum")]
     pub optimizer: OptimizerArg,
@@ -121,7 +121,7 @@ impl ProblemArgs {
             }
         };
         Ok(match &self.profile {
-            Some(path) => (target.with_profile(ordo_cost::Profile::read(path)?), label),
+            Some(path) => (target.with_profile(ordo::Profile::read(path)?), label),
             None => (target, label),
         })
     }
@@ -151,7 +151,7 @@ impl ProblemArgs {
 /// # Errors
 /// A size that does not parse, or 0, naming the option.
 pub fn memory_option(text: &str) -> anyhow::Result<u64> {
-    let bytes = ordo_cost::parse_bytes(text).with_context(|| format!("--memory {text}"))?;
+    let bytes = ordo::parse_bytes(text).with_context(|| format!("--memory {text}"))?;
     if bytes == 0 {
         bail!("--memory {text}: a device needs some memory");
     }
@@ -178,7 +178,7 @@ impl Loaded {
     }
 
     /// Places the problem with the named algorithm, showing a spinner if it takes a while;
-    /// `auto` runs every fast placer and the search of [`ordo_place::place_auto`] within
+    /// `auto` runs every fast placer and the search of [`ordo::place`] within
     /// `search`'s budget.
     pub fn place(
         &self,
@@ -226,7 +226,7 @@ impl SearchArgs {
     /// The placer `algo` names, `auto` with this budget and seed.
     pub fn placer(&self, algo: &str, options: &PlaceOptions) -> anyhow::Result<Placer> {
         Ok(match algo.parse::<Placer>()? {
-            Placer::Auto(_) => Placer::Auto(ordo_place::AutoOptions {
+            Placer::Auto(_) => Placer::Auto(ordo::AutoOptions {
                 budget_seconds: self.budget_seconds()?,
                 seed: self.seed,
                 place: options.clone(),
@@ -275,4 +275,20 @@ pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> anyh
     }
     let text = serde_json::to_string_pretty(value)?;
     crate::format::write_file(path, text.as_bytes())
+}
+
+/// A loss to add to a forward graph that ends at its predictions.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LossArg {
+    /// Mean cross-entropy of the graph's one output (logits, classes last) against an `i64`
+    /// input `labels` shaped like the logits without their last dimension.
+    CrossEntropy,
+}
+
+impl From<LossArg> for ordo::Loss {
+    fn from(arg: LossArg) -> Self {
+        match arg {
+            LossArg::CrossEntropy => ordo::Loss::CrossEntropy,
+        }
+    }
 }

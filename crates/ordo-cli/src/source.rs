@@ -2,8 +2,8 @@
 
 use anyhow::Context;
 use clap::Args;
+use ordo::Graph;
 use ordo::{Model, Size, Variant};
-use ordo_ir::Graph;
 
 /// Size options shared by every command that builds a zoo model.
 #[derive(Args, Debug, Clone)]

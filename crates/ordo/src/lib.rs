@@ -57,10 +57,13 @@
 pub mod assigner;
 mod compare;
 mod error;
+pub mod files;
 mod loss;
 mod model;
+pub mod onnx_node_tests;
 mod parameter;
 mod problem;
+pub mod profiling;
 mod pytorch;
 mod run;
 mod spec;
@@ -71,45 +74,48 @@ mod target;
 pub use compare::{CompareProgress, PlacerResult, compare_placers};
 pub use error::{Error, Result};
 pub use loss::{Loss, with_loss};
-pub use model::{Model, ModelKind, OnnxSettings, Size, Variant, is_file, is_onnx};
+pub use model::{Model, ModelKind, OnnxSettings, Size, Variant, is_file, is_onnx, zoo, zoo_batch};
 pub use parameter::{Parameter, ParameterError};
 pub use problem::Problem;
-pub use pytorch::{PytorchSchedule, pytorch_schedule, simulate_pipeline};
+pub use pytorch::{PytorchSchedule, pytorch_schedule, pytorch_schedule_of, simulate_pipeline};
 pub use run::{Runner, StepResult, measured_report, predict, program};
 pub use spec::{Schedule, StrategyKind, StrategyParams, StrategySpec};
 pub use steady::{
     DataParallelSteady, FirstK, OneDeviceSchedules, data_parallel_buckets, data_parallel_steady,
-    network, one_device_schedules,
+    network, one_device_schedules, one_device_steady,
 };
 pub use strategy::{Placed, Placer, Planned, Strategy, TaskOrder, place, place_reporting, plan};
 pub use target::{Target, cluster};
 
-pub use ordo_cost::{Cluster, CommModel, Optimizer, Profile, StepMode, parse_bytes};
+// The stages' plain-data types that the facade's API hands out, and the drawings of them.
+pub use ordo_cost::{
+    Cluster, CommModel, CostGraph, MAX_DEVICES, Optimizer, Profile, ProfileLink, ProfileNode,
+    StepMode, parse_bytes,
+};
 pub use ordo_exec::cpu::Hyper;
-pub use ordo_exec::{EngineOptions, RunSettings, StepRun, TrainState};
+pub use ordo_exec::{EngineOptions, RunSettings, StepRun, Sync, TrainState};
+pub use ordo_ir::{Graph, graph_stats, node_stats};
+pub use ordo_models::ModelSpec;
 pub use ordo_place::{
-    Algorithm, AutoOptions, AutoPlacement, AutoProgress, PlaceOptions, placement_file,
+    Algorithm, AutoOptions, AutoPlacement, AutoProgress, PlaceOptions, PlacementFile,
+    placement_file,
 };
 pub use ordo_problem::{Devices, PlaceProblem, Placement};
 pub use ordo_sched::{
-    DataParallel, GradientBucket, OneDeviceSchedule, Pipeline, PipelineSchedule, Plan,
+    DataParallel, GradientBucket, OneDeviceSchedule, Pipeline, PipelinePlan, PipelineSchedule,
+    Plan, StreamKind, TaskKind,
 };
 pub use ordo_sim::{
-    Channel, Deferral, Report, SimOptions, Steady, chrome_trace_json, gantt_svg, simulate_on_host,
+    Channel, CompareBar, Deferral, PipelineReport, Report, SimOptions, Steady, chrome_trace_json,
+    compare_svg, gantt_svg, memory_svg, simulate_on_host,
 };
 
-/// The stages' own crates, for what the facade does not wrap (the command line still reaches
-/// into them; the Python package does not).
-pub mod stages {
-    pub use ordo_cost as cost;
-    pub use ordo_exec as exec;
-    pub use ordo_ir as ir;
-    pub use ordo_models as models;
-    pub use ordo_onnx as onnx;
-    pub use ordo_place as place;
-    pub use ordo_problem as problem;
-    pub use ordo_sched as sched;
-    pub use ordo_sim as sim;
+/// The simulator's prediction of `plan`'s step (a plan read from a file, or made by [`plan`]).
+///
+/// # Errors
+/// [`Error::Sim`] if the simulator refuses the plan.
+pub fn simulate_plan(plan: &Plan, options: &SimOptions) -> Result<Report> {
+    Ok(ordo_sim::simulate(plan, options)?)
 }
 
 /// The simulator's prediction of `planned`'s step.

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use ordo_cost::{CostGraph, Optimizer};
 use ordo_ir::Graph;
+use ordo_models::ModelSpec;
 pub use ordo_models::Variant;
 
 use crate::error::{Error, Result, usage};
@@ -431,4 +432,14 @@ pub fn is_onnx(arg: &str) -> bool {
 /// Whether an argument names a file rather than a zoo model.
 pub fn is_file(arg: &str) -> bool {
     arg.ends_with(".json") || arg.contains('/') || Path::new(arg).is_file()
+}
+
+/// The zoo's models: names, default sizes and descriptions.
+pub fn zoo() -> &'static [ModelSpec] {
+    ordo_models::zoo()
+}
+
+/// The batch size of zoo model `name` at `variant`, or `None` for a name not in the zoo.
+pub fn zoo_batch(name: &str, variant: Variant) -> Option<usize> {
+    ordo_models::spec(name).ok().map(|spec| spec.config(variant).batch)
 }

@@ -37,6 +37,12 @@ pub enum Parameter {
     Loss,
     /// A zoo model's small variant.
     Small,
+    /// The relative tolerance of a comparison with expected values.
+    Rtol,
+    /// The absolute tolerance of a comparison with expected values.
+    Atol,
+    /// Timed calls of each kernel when profiling.
+    Reps,
 }
 
 impl Parameter {
@@ -58,6 +64,9 @@ impl Parameter {
             Parameter::NetworkLatencyUs => "latency_us",
             Parameter::Loss => "loss",
             Parameter::Small => "small",
+            Parameter::Rtol => "rtol",
+            Parameter::Atol => "atol",
+            Parameter::Reps => "reps",
         }
     }
 }

@@ -2,7 +2,7 @@
 //! (`torch.distributed.pipelining`): each rank's actions, and which of the model's blocks
 //! make each of PyTorch's stages.
 
-use ordo_sched::{Pipeline, PipelinePlan, pytorch_actions, pytorch_csv};
+use ordo_sched::{Pipeline, PipelinePlan, PipelineSchedule, pytorch_actions, pytorch_csv};
 use ordo_sim::{PipelineReport, SimOptions};
 
 use crate::Problem;
@@ -44,7 +44,19 @@ pub fn simulate_pipeline(
 /// The scheduler's, for a pipeline that does not fit the problem.
 pub fn pytorch_schedule(problem: &Problem, pipeline: &Pipeline) -> Result<PytorchSchedule> {
     let planned = ordo_sched::pipeline_plan(&problem.place, pipeline)?;
-    let ranks = pytorch_actions(&planned, pipeline.schedule)?;
+    pytorch_schedule_of(&planned, pipeline.schedule)
+}
+
+/// The pipeline `planned` with `schedule` (the schedule it was planned with), as PyTorch's
+/// pipeline runtime runs it.
+///
+/// # Errors
+/// The scheduler's, for a schedule PyTorch's actions cannot express.
+pub fn pytorch_schedule_of(
+    planned: &PipelinePlan,
+    schedule: PipelineSchedule,
+) -> Result<PytorchSchedule> {
+    let ranks = pytorch_actions(planned, schedule)?;
     let mut stage_units = vec![Vec::new(); planned.device_of_chunk.len()];
     for (unit, &chunk) in planned.chunk_of_unit.iter().enumerate() {
         stage_units[chunk].push(planned.units.names[unit].clone());

@@ -132,3 +132,16 @@ pub fn data_parallel_buckets(
     }
     Ok(ordo_sched::gradient_buckets(&problem.place, config)?)
 }
+
+/// `schedule`'s steady state on device 0 of `problem`, no weight-gradient work deferred.
+///
+/// # Errors
+/// [`crate::Error::Sim`] from the simulator (a problem that is not a training graph).
+pub fn one_device_steady(
+    problem: &Problem,
+    schedule: OneDeviceSchedule,
+    options: &SimOptions,
+) -> Result<Steady> {
+    let none = vec![false; problem.place.len()];
+    Ok(ordo_sim::steady_state(&problem.place, schedule, &none, options)?)
+}

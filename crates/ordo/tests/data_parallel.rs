@@ -27,7 +27,7 @@ fn reverse_first_k_and_buckets_train_bitwise_as_the_default_order() {
         let training = model.training(Optimizer::Adam, None).expect("training graph");
         let target = Target::uniform(1, u64::MAX).expect("device");
         let problem = Problem::new(&training, &target, StepMode::TrainingGraph).expect("problem");
-        let layers = ordo::stages::sched::layers_with_weights(&problem.place).len();
+        let layers = ordo_sched::layers_with_weights(&problem.place).len();
         let base = DataParallel {
             replicas: 3,
             network: CommModel::baechi_default(),

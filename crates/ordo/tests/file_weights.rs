@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use ordo::stages::exec::{RunSettings, TrainState, sequential};
 use ordo::{EngineOptions, Model, Placer, Problem, Size, StepMode, Strategy, Target};
+use ordo_exec::{RunSettings, TrainState, sequential};
 
 fn fixture(name: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))

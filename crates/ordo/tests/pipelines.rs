@@ -3,11 +3,11 @@
 //! the same micro-batches one after the other and accumulates their gradients in the same
 //! order.
 
-use ordo::stages::exec::{RunSettings, TrainState, sequential};
 use ordo::{
     EngineOptions, Model, Optimizer, Pipeline, PipelineSchedule, Problem, Runner, Size, StepMode,
     Strategy, Target,
 };
+use ordo_exec::{RunSettings, TrainState, sequential};
 
 const STEPS: usize = 3;
 
@@ -86,7 +86,7 @@ fn modulo_allocation_and_dw_on_a_sub_stream_run_too() {
 /// accumulation and the loss scaling (ResNet-50: no dropout, whose masks differ per copy).
 #[test]
 fn two_micro_batches_of_one_batch_step_exactly_as_the_unsplit_graph() {
-    use ordo::stages::exec::{Executable, Program, copied_feeds, synthetic_feeds};
+    use ordo_exec::{Executable, Program, copied_feeds, synthetic_feeds};
 
     let problem = problem("resnet50", 2, 2);
     let graph = problem.model.graph().expect("a zoo model has a graph").clone();
@@ -122,12 +122,12 @@ fn two_micro_batches_of_one_batch_step_exactly_as_the_unsplit_graph() {
 /// a plan made for another graph is refused.
 #[test]
 fn micro_batched_problems_and_graphs_have_one_provenance() {
-    for spec in ordo::stages::models::zoo() {
+    for spec in ordo_models::zoo() {
         let problem = problem(spec.name, 3, 1);
         let graph = problem.model.graph().expect("a zoo model has a graph");
         for m in [1, 3] {
-            let split = ordo::stages::sched::micro_batch(&problem.place, m).expect(spec.name);
-            let copied = ordo::stages::ir::transform::micro_batch(graph, m).expect(spec.name);
+            let split = ordo_sched::micro_batch(&problem.place, m).expect(spec.name);
+            let copied = ordo_ir::transform::micro_batch(graph, m).expect(spec.name);
             assert_eq!(split.provenance, copied.provenance, "{}, {m} micro-batches", spec.name);
             let names: Vec<&str> = copied.graph.nodes.iter().map(|n| n.name.as_str()).collect();
             assert_eq!(split.problem.names, names, "{}, {m} micro-batches", spec.name);

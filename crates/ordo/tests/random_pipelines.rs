@@ -5,12 +5,12 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use ordo::stages::exec::{TrainState, sequential};
-use ordo::stages::ir::{DType, Graph, GraphBuilder, TensorFact};
 use ordo::{
     EngineOptions, Model, Optimizer, Pipeline, PipelineSchedule, Problem, Runner, StepMode,
     Strategy, Target,
 };
+use ordo_exec::{TrainState, sequential};
+use ordo_ir::{DType, Graph, GraphBuilder, TensorFact};
 
 /// Runs per test: each a random graph, schedule, stage count, micro-batch count and allocation.
 const RUNS: u64 = 400;

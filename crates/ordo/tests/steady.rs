@@ -3,11 +3,11 @@
 //! bitwise the losses, parameters and optimizer state of running the step's own graph that
 //! many times one after the other.
 
-use ordo::stages::exec::synthetic_feeds;
-use ordo::stages::exec::{Executable, Program, RunSettings, TrainState, sequential};
 use ordo::{
     EngineOptions, Model, OneDeviceSchedule, Optimizer, Problem, Size, StepMode, Strategy, Target,
 };
+use ordo_exec::synthetic_feeds;
+use ordo_exec::{Executable, Program, RunSettings, TrainState, sequential};
 
 /// Which layers with weights a check defers: the first or the last `k`.
 #[derive(Clone, Copy, Debug)]
@@ -21,12 +21,12 @@ fn check(model: &str, optimizer: Optimizer, which: Deferred, steps: usize, runs:
     let training = Model::zoo(model, Size::small()).unwrap().training(optimizer, None).unwrap();
     let target = Target::uniform(1, u64::MAX).unwrap();
     let problem = Problem::new(&training, &target, StepMode::TrainingGraph).unwrap();
-    let layers = ordo::stages::sched::layers_with_weights(&problem.place);
+    let layers = ordo_sched::layers_with_weights(&problem.place);
     let chosen = match which {
         Deferred::First(k) => &layers[..k.min(layers.len())],
         Deferred::Last(k) => &layers[layers.len().saturating_sub(k)..],
     };
-    let deferred = ordo::stages::sched::deferral(&problem.place, chosen);
+    let deferred = ordo_sched::deferral(&problem.place, chosen);
     let schedule = OneDeviceSchedule::Ooo;
     let planned = ordo::plan(&problem, &Strategy::Steady { schedule, deferred, steps }).unwrap();
     assert_eq!(planned.steps, steps);
@@ -46,8 +46,7 @@ fn check(model: &str, optimizer: Optimizer, which: Deferred, steps: usize, runs:
     }
 
     // Each input's copy in step s (by provenance) gets the batch: every step reads the same.
-    let unrolled =
-        ordo::stages::exec::copied_feeds(graph, program.graph(), program.provenance(), &feeds);
+    let unrolled = ordo_exec::copied_feeds(graph, program.graph(), program.provenance(), &feeds);
     assert_eq!(unrolled.len(), steps * feeds.len());
     let options = EngineOptions { workers_per_device: 2, ..EngineOptions::default() };
     let exe = Executable::new(program.clone(), &planned.plan, options).expect(&label);
@@ -93,23 +92,23 @@ fn every_deferral_of_a_model_with_tied_weights_plans() {
             Model::zoo(model, Size::small()).unwrap().training(Optimizer::Adam, None).unwrap();
         let target = Target::uniform(1, u64::MAX).unwrap();
         let problem = Problem::new(&training, &target, StepMode::TrainingGraph).unwrap();
-        let layers = ordo::stages::sched::layers_with_weights(&problem.place);
+        let layers = ordo_sched::layers_with_weights(&problem.place);
         for &layer in &layers {
-            let deferred = ordo::stages::sched::deferral(&problem.place, &[layer]);
+            let deferred = ordo_sched::deferral(&problem.place, &[layer]);
             let schedule = OneDeviceSchedule::Ooo;
             let steady = Strategy::Steady { schedule, deferred, steps: 2 };
             let name = &problem.place.names[layer];
             ordo::plan(&problem, &steady).unwrap_or_else(|e| panic!("{model}, {name}: {e}"));
         }
         for first_k in 0..=layers.len() {
-            let config = ordo::stages::sched::DataParallel {
+            let config = ordo_sched::DataParallel {
                 replicas: 2,
                 network: problem.place.devices.comm,
                 bucket_bytes: 0,
                 first_k,
                 schedule: OneDeviceSchedule::Ooo,
             };
-            ordo::stages::sched::data_parallel_plan(&problem.place, &config, 2)
+            ordo_sched::data_parallel_plan(&problem.place, &config, 2)
                 .unwrap_or_else(|e| panic!("{model}, first-{first_k}: {e}"));
         }
     }

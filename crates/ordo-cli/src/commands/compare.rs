@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use ordo_place::PlaceOptions;
+use ordo::PlaceOptions;
 use serde_json::json;
 
 use crate::commands::data_parallel::{self, DataParallelArgs};
@@ -45,7 +45,7 @@ pub struct Args {
 /// One compared algorithm, as the table and the JSON show it.
 struct Row {
     algo: String,
-    placement: Result<ordo_place::Placement, String>,
+    placement: Result<ordo::Placement, String>,
     simulated: Result<f64, String>,
     note: String,
 }
@@ -79,7 +79,7 @@ impl Row {
 pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.pipeline.pipeline.is_some() {
         let loaded = args.pipeline.micro_batch_problem(&args.problem)?.load()?;
-        let options = ordo_sim::SimOptions { channel: args.channel.into(), ..Default::default() };
+        let options = ordo::SimOptions { channel: args.channel.into(), ..Default::default() };
         return pipeline::compare(
             &loaded,
             &args.pipeline,
@@ -92,12 +92,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.schedules {
         return crate::commands::schedules::run(&loaded, args.concurrent_kernels, args.json);
     }
-    let options = ordo_sim::SimOptions { channel: args.channel.into(), ..Default::default() };
+    let options = ordo::SimOptions { channel: args.channel.into(), ..Default::default() };
     if let Some(replicas) = args.data_parallel.data_parallel {
         return data_parallel::compare(&loaded, &args.data_parallel, replicas, &options, args.json);
     }
     let problem = loaded.place_problem();
-    let auto_options = ordo_place::AutoOptions {
+    let auto_options = ordo::AutoOptions {
         budget_seconds: args.search.budget_seconds()?,
         seed: args.search.seed,
         place: PlaceOptions::default(),
@@ -119,9 +119,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let lower_bound = loaded.problem.lower_bound_us();
     let written = match &args.svg {
         Some(path) => {
-            let bars: Vec<ordo_sim::CompareBar> = results
+            let bars: Vec<ordo::CompareBar> = results
                 .iter()
-                .map(|row| ordo_sim::CompareBar {
+                .map(|row| ordo::CompareBar {
                     name: row.algo.clone(),
                     result: row.placement.clone().and_then(|p| {
                         let peak = p.peak_memory_bytes.iter().copied().max().unwrap_or(0);
@@ -134,7 +134,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 loaded.label, loaded.devices_label
             );
             let limit = problem.devices.memory.iter().copied().min();
-            let svg = ordo_sim::compare_svg(&title, &bars, lower_bound as f64, limit);
+            let svg = ordo::compare_svg(&title, &bars, lower_bound as f64, limit);
             crate::format::write_file(path, svg.as_bytes())?;
             Some(path)
         }
@@ -145,7 +145,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .iter()
             .map(|row| match &row.placement {
                 Ok(p) => {
-                    let mut out = serde_json::to_value(ordo_place::placement_file(problem, p))
+                    let mut out = serde_json::to_value(ordo::placement_file(problem, p))
                         .expect("a placement serialises");
                     out["simulated_step_us"] = match &row.simulated {
                         Ok(us) => json!(us),

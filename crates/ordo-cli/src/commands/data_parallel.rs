@@ -2,9 +2,9 @@
 //! N devices, gradients all-reduced, and reverse first-k chosen by simulation.
 
 use anyhow::{Context, bail};
+use ordo::{DataParallel, OneDeviceSchedule};
 use ordo::{DataParallelSteady as Outcome, FirstK};
-use ordo_sched::{DataParallel, OneDeviceSchedule};
-use ordo_sim::{SimOptions, Steady};
+use ordo::{SimOptions, Steady};
 use serde_json::json;
 
 use crate::format::{Table, bytes};
@@ -80,8 +80,8 @@ impl DataParallelArgs {
                 k.parse().with_context(|| format!("--first-k {k}: expected `auto` or a count"))?,
             ),
         };
-        let bucket_bytes = ordo_cost::parse_bytes(&self.bucket)
-            .with_context(|| format!("--bucket {}", self.bucket))?;
+        let bucket_bytes =
+            ordo::parse_bytes(&self.bucket).with_context(|| format!("--bucket {}", self.bucket))?;
         let network = match self.network_gbps {
             Some(gbps) => ordo::network(gbps, self.network_latency_us)?,
             None => loaded.problem.place.devices.comm,
@@ -134,7 +134,7 @@ pub fn simulate(
         let strategy = ordo::Strategy::DataParallel { config: outcome.config, steps: 1 };
         let planned = ordo::plan(&loaded.problem, &strategy)
             .with_context(|| format!("planning `{}` to draw one step", loaded.label))?;
-        let report = ordo_sim::simulate(&planned.plan, options)
+        let report = ordo::simulate(&planned, options)
             .with_context(|| format!("simulating one step of `{}`", loaded.label))?;
         let title = format!(
             "{}: one step on {replicas} data-parallel devices, reverse first-k = {}",

@@ -23,8 +23,8 @@ pub struct Args {
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let start = Instant::now();
     let graph = source::build_model(&args.model, args.size.clone())?;
-    let cost_graph = ordo_cost::costgraph_from_graph(&graph);
-    ordo_cost::write_costgraph(&cost_graph, &args.costgraph)
+    let cost_graph = ordo::files::roofline_cost_graph(&graph);
+    ordo::files::write_cost_graph(&cost_graph, &args.costgraph)
         .with_context(|| format!("writing {}", args.costgraph.display()))?;
     println!(
         "wrote {} ({} nodes, {} links) in {:.1} ms",

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use ordo_sim::SimOptions;
+use ordo::SimOptions;
 
 use crate::commands::pipeline::{self, PipelineArgs};
 use crate::commands::simulate::{Drawings, ScheduleArg};

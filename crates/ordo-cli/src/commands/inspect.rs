@@ -3,8 +3,8 @@
 use std::path::Path;
 use std::time::Instant;
 
-use ordo_cost::CostGraph;
-use ordo_ir::{Graph, graph_stats, node_stats};
+use ordo::CostGraph;
+use ordo::{Graph, graph_stats, node_stats};
 use serde_json::json;
 
 use crate::format::{Table, bytes, gflops, thousands};

@@ -1,6 +1,6 @@
 //! `ordo models`.
 
-use ordo_ir::graph_stats;
+use ordo::graph_stats;
 
 use crate::format::{Table, gflops, thousands};
 
@@ -8,9 +8,9 @@ use crate::format::{Table, gflops, thousands};
 pub fn run() -> anyhow::Result<()> {
     let mut table =
         Table::new(&["model", "batch", "seq", "nodes", "params", "fwd GFLOP", "description"]);
-    for spec in ordo_models::zoo() {
-        let graph = ordo_models::build(spec.name, None, None)?;
-        let stats = graph_stats(&graph);
+    for spec in ordo::zoo() {
+        let model = ordo::Model::zoo(spec.name, ordo::Size::default())?;
+        let stats = graph_stats(model.graph().expect("a zoo model is a graph"));
         table.row(vec![
             spec.name.to_string(),
             spec.default_batch.to_string(),

@@ -2,8 +2,8 @@
 //! a zoo model split into S stages over M micro-batches.
 
 use anyhow::{Context, bail};
-use ordo_sched::{Pipeline, PipelineSchedule};
-use ordo_sim::{PipelineReport, SimOptions};
+use ordo::{Pipeline, PipelineSchedule};
+use ordo::{PipelineReport, SimOptions};
 use serde_json::json;
 
 use crate::format::{Table, bytes};
@@ -118,9 +118,9 @@ pub fn simulate(
     check_memory(loaded, &result)?;
     let mut written = Vec::new();
     if let Some(path) = &args.pytorch_schedule {
-        let actions = ordo_sched::pytorch_actions(&planned, schedule)
+        let pytorch = ordo::pytorch_schedule_of(&planned, schedule)
             .with_context(|| format!("the {} schedule as PyTorch's actions", schedule.name()))?;
-        crate::format::write_file(path, ordo_sched::pytorch_csv(&actions).as_bytes())?;
+        crate::format::write_file(path, pytorch.csv.as_bytes())?;
         written.push(path.clone());
     }
     let title = format!(
@@ -178,9 +178,9 @@ pub fn compare(
     }
     let gpipe = results[0].1.step_time_us;
     if let Some(path) = svg {
-        let bars: Vec<ordo_sim::CompareBar> = results
+        let bars: Vec<ordo::CompareBar> = results
             .iter()
-            .map(|(schedule, result)| ordo_sim::CompareBar {
+            .map(|(schedule, result)| ordo::CompareBar {
                 name: schedule.name().to_string(),
                 result: Ok((
                     result.step_time_us,
@@ -195,10 +195,7 @@ pub fn compare(
             args.micro_batches
         );
         let limit = loaded.place_problem().devices.memory.iter().copied().min();
-        crate::format::write_file(
-            path,
-            ordo_sim::compare_svg(&title, &bars, 0.0, limit).as_bytes(),
-        )?;
+        crate::format::write_file(path, ordo::compare_svg(&title, &bars, 0.0, limit).as_bytes())?;
     }
     if as_json {
         let rows: Vec<_> = results.iter().map(|(s, r)| row_json(*s, r, Some(gpipe))).collect();

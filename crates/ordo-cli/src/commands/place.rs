@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use ordo_place::{PlaceOptions, Placement, PlacementFile};
+use ordo::{PlaceOptions, Placement, PlacementFile};
 
 use crate::format::{Table, bytes};
 use crate::placing::{ProblemArgs, SearchArgs, mode_label, write_json};
@@ -40,7 +40,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         PlaceOptions { sct_threshold: args.sct_threshold, reduce: args.reduce, deadline: None };
     let placed = loaded.place(&args.algo, &options, &args.search)?;
     let placement = placed.placement;
-    let file = ordo_place::placement_file(loaded.place_problem(), &placement);
+    let file = ordo::placement_file(loaded.place_problem(), &placement);
     if let Some(path) = &args.out {
         write_json(path, &file)?;
     }
@@ -104,7 +104,7 @@ fn print_summary(loaded: &crate::placing::Loaded, placement: &Placement, file: &
 }
 
 /// Which fast placer `auto` started from, what the others gave, and what the search did.
-fn print_auto(auto: &ordo_place::AutoPlacement) {
+fn print_auto(auto: &ordo::AutoPlacement) {
     let candidates: Vec<String> = auto
         .candidates
         .iter()
@@ -135,7 +135,7 @@ fn print_auto(auto: &ordo_place::AutoPlacement) {
 
 /// What `auto`'s budget cut short, if anything, in one line: placers stopped or not started,
 /// a search stopped before its simulation count.
-pub fn budget_note(auto: &ordo_place::AutoPlacement) -> Option<String> {
+pub fn budget_note(auto: &ordo::AutoPlacement) -> Option<String> {
     let mut parts: Vec<String> = auto
         .stopped
         .iter()

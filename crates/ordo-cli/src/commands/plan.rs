@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use ordo_place::PlaceOptions;
-use ordo_sched::{Plan, StreamKind, TaskKind};
+use ordo::PlaceOptions;
+use ordo::{Plan, StreamKind, TaskKind};
 
 use crate::format::Table;
 use crate::placing::{ProblemArgs, write_json};
@@ -31,7 +31,8 @@ pub struct Args {
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let loaded = args.problem.load()?;
     let placement = loaded.place(&args.algo, &PlaceOptions::default(), &args.search)?.placement;
-    let plan = ordo_sched::build_plan(loaded.place_problem(), &placement)
+    let plan = ordo::plan(&loaded.problem, &ordo::Strategy::Given(placement.clone()))
+        .map(|planned| planned.plan)
         .with_context(|| format!("scheduling `{}`", loaded.label))?;
     if let Some(path) = &args.out {
         write_json(path, &plan)?;

@@ -5,10 +5,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use ordo_cost::{PROFILE_FORMAT, Profile, ProfileLink, ProfileNode};
-use ordo_exec::{
-    Observers, ProfileMode, ProfileOptions, Program, RunSettings, TrainState, synthetic_feeds,
-};
+use ordo::profiling::{Observers, ProfileMode, ProfileOptions, Profiler, WIDE_SPREAD};
+use ordo::{Profile, ProfileNode, RunSettings};
 
 use crate::format::Table;
 use crate::placing::OptimizerArg;
@@ -32,15 +30,6 @@ impl CallsArg {
             CallsArg::InStep => ProfileMode::InStep,
             CallsArg::BackToBack => ProfileMode::BackToBack,
         }
-    }
-}
-
-/// How a profile's calls were made, as `--calls` names it and the profile file records it.
-fn calls_name(mode: ProfileMode) -> &'static str {
-    match mode {
-        ProfileMode::Runtime => "runtime",
-        ProfileMode::InStep => "in-step",
-        ProfileMode::BackToBack => "back-to-back",
     }
 }
 
@@ -95,15 +84,11 @@ pub struct Args {
 /// Builds the graph, times every node and writes the profile.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let start = Instant::now();
-    if args.reps == 0 {
-        bail!("--reps must be at least 1");
-    }
     let forward = source::load(&args.target, args.size.clone())?;
     if forward.graph().is_none() {
         bail!("{} is a cost graph: it has no kernels to run", forward.name());
     }
     let model = if args.train { forward.training(args.optimizer.into(), None)? } else { forward };
-    let graph = model.into_graph().expect("checked above: the model has a graph");
     let batch = batch_of(&args.target, args.size.clone());
     let options = ProfileOptions {
         reps: args.reps,
@@ -113,7 +98,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         settings: RunSettings { seed: args.seed, ..RunSettings::default() },
         mode: args.calls.mode(),
     };
-    let profile = measure(graph, batch, &options, !args.no_link)?;
+    let profile = measure(&model, batch, options, !args.no_link)?;
     profile.write(&args.out)?;
     print_summary(&profile);
     println!(
@@ -127,83 +112,46 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Profiles `graph` (built with `batch`) on this machine as `options` asks, measuring a
+/// Profiles `model` (built with `batch`) on this machine as `options` asks, measuring a
 /// transfer between two CPU devices too when `link` is set: what `ordo profile` writes, and
 /// what `ordo run` measures before it plans when it is given no profile.
 pub fn measure(
-    graph: ordo_ir::Graph,
+    model: &ordo::Model,
     batch: usize,
-    options: &ProfileOptions,
+    options: ProfileOptions,
     link: bool,
 ) -> anyhow::Result<Profile> {
-    let label = graph.name.clone();
-    let program = Program::new(graph).with_context(|| format!("preparing `{label}`"))?;
-    let state = TrainState::new(&program, options.settings.seed)?;
-    let feeds = synthetic_feeds(program.graph(), options.settings.seed)?;
+    let label = model.graph().map_or_else(|| model.name().to_string(), |g| g.name.clone());
+    let profiler = match Profiler::new(model, options) {
+        // A bad option speaks for itself; a graph the runtime cannot prepare is named.
+        Err(e @ ordo::Error::Parameter(_)) => return Err(e.into()),
+        prepared => prepared.with_context(|| format!("preparing `{label}`"))?,
+    };
     crate::heap::enable();
     let measured = crate::progress::with_spinner(&format!("profiling `{label}`"), |bar| {
         bar.set_message(format!("profiling `{label}`: timed calls per kernel"));
         let progress =
             |made: usize, planned: usize| crate::progress::set_counts(bar, made, planned);
         let observers = Observers { heap: Some(&crate::heap::Meter), progress: Some(&progress) };
-        ordo_exec::profile(&program, &state, &feeds, options, observers)
+        profiler.kernels(observers)
     })
     .with_context(|| format!("profiling `{label}`"))?;
     let (link, concurrency_slowdown) = if link {
-        let comm =
-            crate::progress::with_spinner("measuring transfers", |_| ordo_exec::measure_link(11))?;
+        let link = crate::progress::with_spinner("measuring transfers", |_| profiler.link())?;
         let slowdown = crate::progress::with_spinner("measuring two steps at once", |_| {
-            ordo_exec::concurrency_slowdown(&program, &state, &feeds, options)
+            profiler.concurrency_slowdown()
         })
         .with_context(|| format!("profiling `{label}` twice at once"))?;
-        let link = ProfileLink { fixed_us: comm.fixed_us, us_per_byte: comm.us_per_byte };
-        (Some(link), Some((slowdown * 1e4).round() / 1e4))
+        (Some(link), Some(slowdown))
     } else {
         (None, None)
     };
-    Ok(Profile {
-        format: PROFILE_FORMAT.to_string(),
-        model: label,
-        batch,
-        device: device_description(),
-        reps: measured.reps,
-        warmup: measured.warmup,
-        calls: calls_name(options.mode).to_string(),
-        temporary_measured: true,
-        spread: Some((measured.spread * 1e4).round() / 1e4),
-        nodes: measured
-            .nodes
-            .into_iter()
-            .map(|n| ProfileNode {
-                name: n.name,
-                // Nanosecond resolution is all a clock gives.
-                time_us: (n.time_us * 1e3).round() / 1e3,
-                output_bytes: n.output_bytes,
-                temporary_bytes: n.temporary_bytes,
-            })
-            .collect(),
-        link,
-        step_overhead_us: measured.step_overhead_us,
-        concurrency_slowdown,
-    })
+    Ok(profiler.profile(batch, measured, link, concurrency_slowdown))
 }
 
 /// The batch size the model was built with.
 pub fn batch_of(name: &str, size: SizeArgs) -> usize {
-    size.batch
-        .or_else(|| ordo_models::spec(name).ok().map(|s| s.config(size.variant()).batch))
-        .unwrap_or(0)
-}
-
-/// The machine in words: what a profile's times hold for.
-fn device_description() -> String {
-    let build = if cfg!(debug_assertions) { "debug" } else { "release" };
-    format!(
-        "cpu ({} {}), one thread, {build} build of ordo {}",
-        std::env::consts::ARCH,
-        std::env::consts::OS,
-        env!("CARGO_PKG_VERSION")
-    )
+    size.batch.or_else(|| ordo::zoo_batch(name, size.variant())).unwrap_or(0)
 }
 
 pub fn print_summary(profile: &Profile) {
@@ -233,12 +181,12 @@ pub fn print_summary(profile: &Profile) {
             spread * 100.0,
             profile.reps
         );
-        if spread > ordo_exec::WIDE_SPREAD {
+        if spread > WIDE_SPREAD {
             println!(
                 "warning: the machine's speed varied by more than {:.0}% while profiling, so \
                  predictions from this profile may be off by as much; profile again on an idle \
                  machine, or with a longer --timed-seconds",
-                ordo_exec::WIDE_SPREAD * 100.0
+                WIDE_SPREAD * 100.0
             );
         }
     }

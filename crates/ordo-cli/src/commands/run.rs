@@ -4,10 +4,11 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use ordo::PlaceOptions;
+use ordo::StepMode;
+use ordo::profiling::{ProfileMode, ProfileOptions};
+use ordo::{EngineOptions, RunSettings, StepRun};
 use ordo::{StrategyKind, StrategyParams, StrategySpec, Target, TaskOrder};
-use ordo_cost::StepMode;
-use ordo_exec::{EngineOptions, RunSettings, StepRun};
-use ordo_place::PlaceOptions;
 use serde_json::json;
 
 use crate::commands::pipeline::PipelineArgs;
@@ -119,7 +120,7 @@ pub struct Args {
     pub memory: Option<String>,
     /// With `--train` on a forward graph without a loss (an ONNX export): the loss to add.
     #[arg(allow_negative_numbers = true, long, value_enum, requires = "train")]
-    pub loss: Option<crate::onnx::LossArg>,
+    pub loss: Option<crate::placing::LossArg>,
     /// Optimizer of the updates.
     #[arg(allow_negative_numbers = true, long, value_enum, default_value = "momentum")]
     pub optimizer: OptimizerArg,
@@ -163,9 +164,9 @@ fn parse_devices(text: &str) -> anyhow::Result<usize> {
     }
 }
 
-/// `n` devices asked for by `option`: at least 1, at most [`ordo_cost::MAX_DEVICES`].
+/// `n` devices asked for by `option`: at least 1, at most [`ordo::MAX_DEVICES`].
 fn device_count(option: &str, n: usize) -> anyhow::Result<usize> {
-    let max = ordo_cost::MAX_DEVICES;
+    let max = ordo::MAX_DEVICES;
     if n == 0 || n > max {
         bail!("{option} {n}: expected from 1 to {max} devices");
     }
@@ -193,8 +194,9 @@ fn strategy_spec(args: &Args) -> anyhow::Result<StrategySpec> {
         StrategyKind::Placed(args.search.placer(&args.algo, &PlaceOptions::default())?)
     };
     let bucket_bytes = match args.data_parallel {
-        Some(_) => ordo_cost::parse_bytes(&args.bucket)
-            .with_context(|| format!("--bucket {}", args.bucket))?,
+        Some(_) => {
+            ordo::parse_bytes(&args.bucket).with_context(|| format!("--bucket {}", args.bucket))?
+        }
         None => 0,
     };
     let pipeline = &args.pipeline;
@@ -280,18 +282,17 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         forward
     };
     model.check_kernels().with_context(|| format!("preparing `{}`", args.target))?;
-    let cpu = ordo_cost::Cluster::builtin("cpu").context("the shipped `cpu` cluster")?;
+    let cpu = ordo::cluster("cpu").context("the shipped `cpu` cluster")?;
     let budget = args.memory.as_deref().map(crate::placing::memory_option).transpose()?;
     let comm = cpu.comm(0, 1);
     let profile = match &args.profile {
-        Some(path) => Some(ordo_cost::Profile::read(path)?),
+        Some(path) => Some(ordo::Profile::read(path)?),
         None if args.roofline || args.empty_kernels => None,
         None => {
-            let graph = model.graph().expect("checked above: the model has a graph").clone();
-            let options = ordo_exec::ProfileOptions {
-                mode: ordo_exec::ProfileMode::Runtime,
+            let options = ProfileOptions {
+                mode: ProfileMode::Runtime,
                 settings: RunSettings { seed: args.search.seed, ..RunSettings::default() },
-                ..ordo_exec::ProfileOptions::default()
+                ..ProfileOptions::default()
             };
             // What a second device or worker costs is measured only where there is one.
             let several = devices > 1
@@ -299,7 +300,7 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
                 || args.pipeline.pipeline.is_some()
                 || args.data_parallel.is_some();
             let batch = crate::commands::profile::batch_of(&args.target, size);
-            Some(crate::commands::profile::measure(graph, batch, &options, several)?)
+            Some(crate::commands::profile::measure(&model, batch, options, several)?)
         }
     };
     let problem_on = |n: usize| -> anyhow::Result<ordo::Problem> {
@@ -336,13 +337,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let plan = &planned.plan;
     let settings = RunSettings {
         seed: args.search.seed,
-        hyper: ordo_exec::cpu::Hyper { lr: args.lr, ..Default::default() },
+        hyper: ordo::Hyper { lr: args.lr, ..Default::default() },
         training: true,
     };
     let options = EngineOptions {
         sync: match args.sync {
-            SyncArg::Events => ordo_exec::Sync::Events,
-            SyncArg::DeviceWait => ordo_exec::Sync::DeviceWait,
+            SyncArg::Events => ordo::Sync::Events,
+            SyncArg::DeviceWait => ordo::Sync::DeviceWait,
         },
         workers_per_device: args.workers,
         memory_budget: vec![budget; plan.devices],
@@ -382,12 +383,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if let Some(path) = &args.trace {
         crate::format::write_file_io(
             path,
-            ordo_sim::chrome_trace_json(plan, &ordo::measured_report(last)),
+            ordo::chrome_trace_json(plan, &ordo::measured_report(last)),
         )
         .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.predicted_trace {
-        crate::format::write_file_io(path, ordo_sim::chrome_trace_json(plan, &predicted))
+        crate::format::write_file_io(path, ordo::chrome_trace_json(plan, &predicted))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if args.json {
@@ -433,7 +434,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         predicted.step_time_us / 1e3
     );
     println!("costs         {}", problem.costs);
-    if let Some(spread) = problem.cost_spread.filter(|&s| s > ordo_exec::WIDE_SPREAD) {
+    if let Some(spread) = problem.cost_spread.filter(|&s| s > ordo::profiling::WIDE_SPREAD) {
         println!(
             "warning: the machine's speed varied by {:.0}% while profiling; the prediction may be \
              off by as much (run again on an idle machine)",

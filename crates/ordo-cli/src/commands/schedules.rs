@@ -2,7 +2,7 @@
 //! their steady state.
 
 use anyhow::Context;
-use ordo_sim::SimOptions;
+use ordo::SimOptions;
 use serde_json::json;
 
 use crate::format::{Table, bytes};
@@ -33,7 +33,7 @@ pub fn run(loaded: &Loaded, concurrent_kernels: bool, as_json: bool) -> anyhow::
     })
     .with_context(|| format!("simulating the schedules of `{}`", loaded.label))?;
     let ordo::OneDeviceSchedules { inorder, deferred: choice, refined } = schedules;
-    let row = |name, steady: ordo_sim::Steady, deferred: &[usize]| Row {
+    let row = |name, steady: ordo::Steady, deferred: &[usize]| Row {
         name,
         step_us: steady.step_time_us,
         deferred: deferred.iter().map(|&v| problem.names[v].clone()).collect(),

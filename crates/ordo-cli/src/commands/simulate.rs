@@ -3,9 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use ordo_place::PlaceOptions;
-use ordo_sched::{OneDeviceSchedule, PipelineSchedule, Plan};
-use ordo_sim::{Channel, Report, SimOptions};
+use ordo::PlaceOptions;
+use ordo::{Channel, Report, SimOptions};
+use ordo::{OneDeviceSchedule, PipelineSchedule, Plan};
 
 use crate::commands::data_parallel::{self, DataParallelArgs};
 use crate::commands::pipeline::{self, PipelineArgs};
@@ -145,7 +145,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         return steady_state(args, &options);
     }
     let Loaded { plan, label, placer_estimate, limit, limits, costs } = load_plan(args)?;
-    let report = with_spinner("simulating", |_| ordo_sim::simulate(&plan, &options))
+    let report = with_spinner("simulating", |_| ordo::simulate_plan(&plan, &options))
         .with_context(|| format!("simulating `{label}`"))?;
     if let Some(limit) = limit
         && report.peak_memory_bytes[0] > limit
@@ -198,7 +198,7 @@ impl Drawings {
     ) -> anyhow::Result<Vec<PathBuf>> {
         let mut written = Vec::new();
         if let Some(path) = &self.trace {
-            crate::format::write_file_io(path, ordo_sim::chrome_trace_json(plan, report))
+            crate::format::write_file_io(path, ordo::chrome_trace_json(plan, report))
                 .with_context(|| format!("writing {}", path.display()))?;
             written.push(path.clone());
         }
@@ -228,12 +228,14 @@ fn load_plan(args: &Args) -> anyhow::Result<Loaded> {
     let target = &args.problem.target;
     if is_plan_file(Path::new(target)) {
         refuse_model_options(args)?;
-        let plan = ordo_sched::read_plan(target)?;
+        let plan = ordo::files::read_plan(target)?;
         if let Some(graph) = &args.graph {
             let devices = args.problem.devices.or(Some(plan.devices.max(1)));
             let problem = ProblemArgs { target: graph.clone(), devices, ..args.problem.clone() };
             let loaded = problem.load()?;
-            ordo_sched::check_against(&plan, loaded.place_problem())
+            loaded
+                .problem
+                .check_plan(&plan)
                 .with_context(|| format!("checking plan {target} against `{graph}`"))?;
         }
         return Ok(Loaded {
@@ -311,9 +313,7 @@ fn steady_state(args: &Args, options: &SimOptions) -> anyhow::Result<()> {
         None => anyhow::bail!("--steady-state applies to --schedule inorder or ooo"),
     };
     let loaded = one_device_problem(&args.problem).load()?;
-    let place = loaded.place_problem();
-    let none = vec![false; place.len()];
-    let steady = ordo_sim::steady_state(place, schedule, &none, options)
+    let steady = ordo::one_device_steady(&loaded.problem, schedule, options)
         .with_context(|| format!("simulating the steady state of `{}`", loaded.label))?;
     if args.json {
         let value = serde_json::json!({
@@ -396,12 +396,12 @@ fn write_svgs(
     title: &str,
     limits: &[u64],
 ) -> anyhow::Result<Vec<PathBuf>> {
-    crate::format::write_file_io(path, ordo_sim::gantt_svg(plan, report, title))
+    crate::format::write_file_io(path, ordo::gantt_svg(plan, report, title))
         .with_context(|| format!("writing {}", path.display()))?;
     let mut written = vec![path.to_path_buf()];
     let stem = path.with_extension("");
     for device in 0..plan.devices {
-        if let Some(svg) = ordo_sim::memory_svg(report, device, limits.get(device).copied()) {
+        if let Some(svg) = ordo::memory_svg(report, device, limits.get(device).copied()) {
             let memory_path = PathBuf::from(format!("{}-memory-{device}.svg", stem.display()));
             crate::format::write_file_io(&memory_path, svg)
                 .with_context(|| format!("writing {}", memory_path.display()))?;

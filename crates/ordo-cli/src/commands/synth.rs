@@ -22,9 +22,9 @@ pub struct Args {
 /// Generates and writes a layered random cost graph.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let start = Instant::now();
-    let graph = ordo_cost::synth(args.nodes, args.seed);
+    let graph = ordo::files::synthetic_cost_graph(args.nodes, args.seed);
     let generated_ms = start.elapsed().as_secs_f64() * 1e3;
-    ordo_cost::write_costgraph(&graph, &args.out)
+    ordo::files::write_cost_graph(&graph, &args.out)
         .with_context(|| format!("writing {}", args.out.display()))?;
     println!(
         "wrote {} ({} nodes, {} links): generated in {generated_ms:.1} ms",
