@@ -29,6 +29,8 @@ use ordo::assigner::{HostWalk, PlacedLayers};
 use pyo3::prelude::*;
 
 use crate::assign::host_criterion;
+use crate::model::PyProblem;
+use crate::planning::PyPlanned;
 use crate::{error, usage};
 
 /// A placement as the Assigner looks it up in every step: the layers by index, and for each
@@ -72,46 +74,16 @@ impl PyAssignerPlan {
 
 #[pymethods]
 impl PyAssignerPlan {
-    /// `layers` in any order (a layer's index is its position here), each one's graph
-    /// `parents` and device (`device_of`), each device's order and the global order.
-    #[new]
-    fn new(
-        layers: Vec<String>,
-        parents: HashMap<String, Vec<String>>,
-        device_of: HashMap<String, usize>,
-        device_order: Vec<Vec<String>>,
-        global_order: Vec<String>,
-    ) -> PyResult<Self> {
-        let index: HashMap<&str, usize> =
-            layers.iter().enumerate().map(|(i, name)| (name.as_str(), i)).collect();
-        if index.len() != layers.len() {
-            return Err(usage("the placement names a layer twice"));
-        }
-        let id = |name: &str, what: &str| {
-            index.get(name).copied().ok_or_else(|| {
-                usage(format!("{what} names layer `{name}`, which the placement lacks"))
-            })
-        };
-        let ids = |names: &[String], what: &str| -> PyResult<Vec<usize>> {
-            names.iter().map(|name| id(name, what)).collect()
-        };
-        let mut parent_ids = vec![Vec::new(); layers.len()];
-        for (layer, ps) in &parents {
-            parent_ids[id(layer, "parents")?] = ids(ps, "parents")?;
-        }
-        let device_ids: Vec<usize> = layers
-            .iter()
-            .map(|name| {
-                device_of
-                    .get(name)
-                    .copied()
-                    .ok_or_else(|| usage(format!("the placement has no device for layer `{name}`")))
-            })
-            .collect::<PyResult<_>>()?;
-        let orders: Vec<Vec<usize>> =
-            device_order.iter().map(|o| ids(o, "device_order")).collect::<PyResult<_>>()?;
-        let global = ids(&global_order, "global_order")?;
-        let placed = PlacedLayers::new(parent_ids, device_ids, orders, global).map_err(error)?;
+    /// The placed plan `planned` of `problem` (one layer per node: a profiled module's
+    /// layers) as the Assigner walks it: a layer's index is its node's, its parents the
+    /// problem's edges, its device and order the placement's, the global order the placer's
+    /// (`ordo.global_order`).
+    #[staticmethod]
+    fn of_plan(py: Python<'_>, problem: &PyProblem, planned: &PyPlanned) -> PyResult<Self> {
+        let placed = py
+            .detach(|| ordo::assigner::placed_layers(&problem.inner, &planned.inner))
+            .map_err(error)?;
+        let layers = problem.inner.place.names.clone();
         let mut calls: Vec<(String, Vec<Option<usize>>)> = Vec::new();
         let mut module_of: HashMap<String, usize> = HashMap::new();
         for (layer, name) in layers.iter().enumerate() {
@@ -139,6 +111,12 @@ impl PyAssignerPlan {
         }
         let lookup = Lookup { names: layers, calls, layers: Arc::new(placed) };
         Ok(Self { lookup: Arc::new(lookup), current: Mutex::new(None) })
+    }
+
+    /// The layers by index: the problem's node names.
+    #[getter]
+    fn layers(&self) -> Vec<String> {
+        self.lookup.names.clone()
     }
 
     /// The modules whose calls are layers, by qualified name; a module's index here is the

@@ -10,6 +10,7 @@ mod assign;
 mod data_parallel;
 mod host_step;
 mod layer_call;
+mod layers;
 mod model;
 mod planning;
 mod run;
@@ -61,6 +62,7 @@ fn _ordo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<host_step::PyAssignerPlan>()?;
     m.add_class::<host_step::PyHostStep>()?;
     m.add_class::<layer_call::PyLayerCall>()?;
+    m.add_class::<layers::PyLayerGraph>()?;
     m.add_function(wrap_pyfunction!(model::zoo_models, m)?)?;
     m.add_function(wrap_pyfunction!(planning::place, m)?)?;
     m.add_function(wrap_pyfunction!(planning::plan, m)?)?;

@@ -72,6 +72,24 @@ pub fn global_order(problem: &Problem, planned: &Planned) -> Result<Vec<usize>> 
     Ok(order)
 }
 
+/// The layers of `planned` (a placed plan of `problem`, one layer per node) as the Assigner
+/// walks them: each one's parents (the problem's in-edges, in edge order), its device and
+/// each device's order from the placement, and the [`global_order`].
+///
+/// # Errors
+/// As [`global_order`]; [`crate::Error::Sched`] for a placement whose orders do not cover
+/// its nodes.
+pub fn placed_layers(problem: &Problem, planned: &Planned) -> Result<PlacedLayers> {
+    let global = global_order(problem, planned)?;
+    let placement = &planned.placed.as_ref().expect("global_order checked it").placement;
+    let p = &problem.place;
+    let parents =
+        (0..p.len()).map(|v| p.in_edges[v].iter().map(|&e| p.edges[e].source).collect()).collect();
+    let layers =
+        PlacedLayers::new(parents, placement.device_of.clone(), placement.order.clone(), global)?;
+    Ok(layers)
+}
+
 /// A ready node's priority: its simulated start, then its index.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Key(f64, usize);

@@ -44,6 +44,11 @@ pub fn synthetic_cost_graph(nodes: usize, seed: u64) -> CostGraph {
     ordo_cost::synth(nodes, seed)
 }
 
+/// `graph` as the text of a cost-graph file (compact JSON).
+pub fn cost_graph_json(graph: &CostGraph) -> String {
+    ordo_cost::to_json_string(graph)
+}
+
 /// Writes `graph` as a cost-graph file, whole or not at all.
 ///
 /// # Errors

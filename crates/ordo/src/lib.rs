@@ -58,6 +58,7 @@ pub mod assigner;
 mod compare;
 mod error;
 pub mod files;
+mod layers;
 mod loss;
 mod model;
 pub mod onnx_node_tests;
@@ -73,6 +74,7 @@ mod target;
 
 pub use compare::{CompareProgress, PlacerResult, compare_placers};
 pub use error::{Error, Result};
+pub use layers::{LayerGraph, ProfileInfo, ProfiledLayer, SplitBackward};
 pub use loss::{Loss, with_loss};
 pub use model::{Model, ModelKind, OnnxSettings, Size, Variant, is_file, is_onnx, zoo, zoo_batch};
 pub use parameter::{Parameter, ParameterError};

@@ -15,6 +15,7 @@ Every error is an ``ordo.OrdoError`` whose message names what is at fault.
 """
 
 from ordo._ordo import (
+    LayerGraph,
     Model,
     OrdoError,
     Placement,
@@ -36,6 +37,7 @@ from ordo._ordo import (
 )
 
 __all__ = [
+    "LayerGraph",
     "Model",
     "OrdoError",
     "Placement",

@@ -46,6 +46,42 @@ class Model:
     @property
     def notes(self) -> list[str]: ...
 
+class LayerGraph:
+    """A profiled module's layers, the edges between them and their colocation groups."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        comm: tuple[float, float],
+        device: str = "cpu",
+        reps: int = 1,
+        training: bool = True,
+        split_backward: bool | str = False,
+    ) -> None: ...
+    def add_layer(
+        self,
+        name: str,
+        *,
+        op_type: str,
+        forward_us: float,
+        backward_us: float = 0.0,
+        input_grad_us: float = 0.0,
+        weight_grad_us: float = 0.0,
+        temporary_bytes: int = 0,
+        persistent_bytes: int = 0,
+        output_bytes: int = 0,
+    ) -> int: ...
+    def add_edge(self, producer: int, consumer: int) -> None: ...
+    def colocate(self, layer: int, owner: int) -> None: ...
+    def model(self) -> Model: ...
+    def training_model(self) -> Model: ...
+    def shared_memory_forward_model(self) -> Model: ...
+    def to_json(self) -> str: ...
+    def training_json(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+
 class Target:
     """Devices to plan for, and how nodes are costed on them."""
 
@@ -225,16 +261,13 @@ def reorder_threads(
 
 class AssignerPlan:
     """A placement prepared for the Assigner's steps (``ordo.torch.distribute`` makes one);
-    a layer's index is its position in ``layers``."""
+    a layer's index is its node's in the problem."""
 
-    def __init__(
-        self,
-        layers: list[str],
-        parents: dict[str, list[str]],
-        device_of: dict[str, int],
-        device_order: list[list[str]],
-        global_order: list[str],
-    ) -> None: ...
+    @staticmethod
+    def of_plan(problem: Problem, planned: Planned) -> AssignerPlan: ...
+    @property
+    def layers(self) -> list[str]:
+        """The layers by index: the problem's node names."""
     @property
     def modules(self) -> list[str]:
         """The wrapped modules' qualified names; a module's index is what ``arrive`` takes."""

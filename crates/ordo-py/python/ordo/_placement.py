@@ -11,7 +11,6 @@ of a distributed step of the CPU runtime; ``measure`` the same step measured.
 
 from __future__ import annotations
 
-import json
 import statistics
 import threading
 import time
@@ -35,6 +34,7 @@ class Placement:
     device_order: list[list[str]]
     global_order: list[str] = field(repr=False)
     planned: ordo.Planned = field(repr=False)
+    problem: ordo.Problem = field(repr=False)
 
     @property
     def layers(self) -> list[str]:
@@ -76,7 +76,7 @@ class Placement:
     def _of_planned(profiled, problem: ordo.Problem, planned: ordo.Planned) -> Placement:
         placed = planned.placement
         global_order = ordo.global_order(problem, planned)
-        return Placement(profiled, placed.device_of, placed.order, global_order, planned)
+        return Placement(profiled, placed.device_of, placed.order, global_order, planned, problem)
 
 
 def place(
@@ -117,14 +117,7 @@ def predict(placement: Placement, *, slowdown: float = 1.0) -> Prediction:
     runs while two logical devices compute at once, sharing the CPU's cores
     (``concurrency_slowdown`` measures it; 1 for devices of their own)."""
     profiled = placement.profiled
-    graph = json.loads(profiled.to_json())
-    for node in graph["nodes"]:
-        node["weight"] = max(1, round(node["forward_us"]))
-    for link in graph["links"]:
-        link["weight"] = 0
-        for tensor in link["tensor"]:
-            tensor["weight"] = 0
-    model = ordo.Model.from_costgraph_json(json.dumps(graph), graph["graph"]["name"])
+    model = profiled.graph.shared_memory_forward_model()
     problem = ordo.Problem(model, ordo.Target.uniform(placement.devices), mode="forward-only")
     planned = ordo.plan_placement(problem, placement.device_of, placement.device_order)
     forward = ordo.simulate(planned, host_slowdown=slowdown).step_time_us

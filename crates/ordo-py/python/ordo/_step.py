@@ -51,14 +51,9 @@ class Plan:
         self.layers: list[str] = list(placement.layers)
         self.device_of: list[int] = [placement.device_of[layer] for layer in self.layers]
         self.device_order: list[list[str]] = [list(o) for o in placement.device_order]
-        parents = {layer: list(placement.parents.get(layer, ())) for layer in self.layers}
-        self.lookup = AssignerPlan(
-            self.layers,
-            parents,
-            dict(placement.device_of),
-            self.device_order,
-            list(placement.global_order),
-        )
+        self.lookup = AssignerPlan.of_plan(placement.problem, placement.planned)
+        if self.lookup.layers != self.layers:
+            raise ordo.OrdoError("the placement's plan is not of its profile's layers")
         self.modules: list[str] = self.lookup.modules
 
 

@@ -44,7 +44,6 @@ from ordo._placement import (
     place,
     predict,
 )
-from ordo._training_graph import training_costgraph
 
 __all__ = [
     "Distributed",
@@ -68,17 +67,23 @@ __all__ = [
 
 @dataclass
 class Profiled:
-    """A profiled module: its layers in execution order and its cost graph."""
+    """A profiled module: its layers in execution order, the edges between them, their
+    median times in µs, and the layer graph ordo plans them with (``graph``)."""
 
     layers: list[str]
     forward_us: dict[str, float]
     backward_us: dict[str, float]
     edges: list[tuple[str, str]]
-    costgraph: dict = field(repr=False)
+    graph: ordo.LayerGraph = field(repr=False)
+
+    @property
+    def costgraph(self) -> dict:
+        """The cost graph of one node per layer, as a dictionary (NetworkX node-link data)."""
+        return json.loads(self.to_json())
 
     def to_json(self) -> str:
         """The cost graph as JSON text (ordo's node-link format)."""
-        return json.dumps(self.costgraph)
+        return self.graph.to_json()
 
     def save(self, path: str) -> None:
         """Writes the cost graph to ``path`` (``ordo place PATH`` reads it)."""
@@ -86,15 +91,14 @@ class Profiled:
             f.write(self.to_json())
 
     def model(self) -> ordo.Model:
-        """The cost graph as an ``ordo.Model`` to place and simulate."""
-        return ordo.Model.from_costgraph_json(self.to_json(), self.costgraph["graph"]["name"])
+        """The layers as an ``ordo.Model`` to place and simulate."""
+        return self.graph.model()
 
     def training_model(self) -> ordo.Model:
         """The training step as an ``ordo.Model`` whose layers' forward, input gradient,
-        weight gradient and update are nodes of their own (see ``ordo._training_graph``),
-        for pipeline schedules; needs a profile made with ``split_backward=True``."""
-        graph = training_costgraph(self.costgraph)
-        return ordo.Model.from_costgraph_json(json.dumps(graph), graph["graph"]["name"])
+        weight gradient and update are nodes of their own (``ordo.LayerGraph``), for pipeline
+        schedules; needs a profile made with ``split_backward=True``."""
+        return self.graph.training_model()
 
 
 def _called(module: torch.nn.Module, inputs: tuple) -> set[str]:
@@ -186,7 +190,7 @@ def profile(
     loss to run backward from (default: the sum of the outputs). ``comm``: ``(fixed_us,
     us_per_byte)`` of a transfer (default: ``measure_copy`` on this machine).
     ``split_backward``: also time each layer's input gradient and weight gradient apart
-    (``input_grad_us``, ``weight_grad_us`` on each node), which ``training_costgraph`` and the
+    (``input_grad_us``, ``weight_grad_us`` on each node), which the training graph and the
     pipeline schedules that split the backward need: ``True`` times them as ordo's split
     layers compute them (``ordo.data_parallel``'s first k), ``"pipelining"`` as PyTorch's
     pipeline runtime does for its ``I`` and ``W`` actions (``ordo.pipelining``), whose
@@ -254,58 +258,33 @@ def profile(
         for p in params:
             owner.setdefault(id(p), shared)
         group[layer] = shared
-    index = {layer: i for i, layer in enumerate(layers)}
-    nodes = []
+    graph = ordo.LayerGraph(
+        name or type(module).__name__,
+        comm=(fixed_us, us_per_byte),
+        device=str(device),
+        reps=reps,
+        training=training,
+        split_backward=split_backward,
+    )
+    index = {}
     for layer in layers:
-        fwd, bwd = forward.get(layer, 0.0), backward.get(layer, 0.0)
-        weight = fwd + bwd if training else fwd
-        nodes.append(
-            {
-                "id": index[layer],
-                "name": layer,
-                "weight": max(1, round(weight)),
-                "temporary_memory": int(temporary.get(layer, 0)),
-                "persistent_memory": persistent(layer),
-                "output_memory": [int(out_bytes.get(layer, 0))],
-                "op_type": type(modules[target(layer)]).__name__,
-                "colocation_group": group[layer],
-                "forward_us": round(fwd, 3),
-                "backward_us": round(bwd, 3),
-                "input_grad_us": round(measured.input_grad_us.get(layer, 0.0), 3),
-                "weight_grad_us": round(measured.weight_grad_us.get(layer, 0.0), 3),
-            }
+        index[layer] = graph.add_layer(
+            layer,
+            op_type=type(modules[target(layer)]).__name__,
+            forward_us=forward.get(layer, 0.0),
+            backward_us=backward.get(layer, 0.0),
+            input_grad_us=measured.input_grad_us.get(layer, 0.0),
+            weight_grad_us=measured.weight_grad_us.get(layer, 0.0),
+            temporary_bytes=int(temporary.get(layer, 0)),
+            persistent_bytes=persistent(layer),
+            output_bytes=int(out_bytes.get(layer, 0)),
         )
-    links = []
+    for layer in layers:
+        if group[layer] != layer:
+            graph.colocate(index[layer], index[group[layer]])
     for producer, consumer in edges:
-        size = int(out_bytes.get(producer, 0))
-        weight = max(0, round(fixed_us + us_per_byte * size))
-        tensor = {"name": f"{producer}:0", "num_bytes": size, "weight": weight}
-        links.append(
-            {
-                "source": index[producer],
-                "target": index[consumer],
-                "weight": weight,
-                "tensor": [tensor],
-            }
-        )
-    label = name or type(module).__name__
-    costgraph = {
-        "directed": True,
-        "multigraph": False,
-        "graph": {
-            "name": label,
-            "source": "ordo.torch.profile",
-            "device": str(device),
-            "reps": reps,
-            "training": training,
-            "comm_fixed_us": fixed_us,
-            "comm_us_per_byte": us_per_byte,
-            "split_backward": split_backward,
-        },
-        "nodes": nodes,
-        "links": links,
-    }
-    return Profiled(layers, forward, backward, edges, costgraph)
+        graph.add_edge(index[producer], index[consumer])
+    return Profiled(layers, forward, backward, edges, graph)
 
 
 @dataclass
