@@ -202,13 +202,7 @@ fn bad_onnx_files_are_clear_errors_that_name_the_file() {
 fn conformance_runs_cases_and_tells_pass_fail_and_unsupported_apart() {
     let cases = fixture("cases");
     let v = json(&ordo(&["conformance", &cases, "--json"]));
-    let outcome = |case: &str| {
-        let found = v["cases"].as_array().unwrap().iter().find(|c| c["case"] == case);
-        found.unwrap_or_else(|| panic!("{case} missing: {v}"))["outcome"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
+    let outcome = |case: &str| outcome_of(&v, case);
     // The forward pass of each imported model on ordo's CPU kernels agrees with onnx's
     // reference evaluator.
     for case in [
@@ -433,10 +427,7 @@ fn data_dependent_sizes_are_planned_at_their_largest_and_said_so() {
     assert!(stdout(&out).contains("i64[2,32]"), "{}", stdout(&out));
     let note = "node `nonzero`: its output's size depends on the data; planned at its largest";
     assert!(stderr(&out).contains(note), "{}", stderr(&out));
-    for command in [&["place", "--devices", "2"][..], &["simulate", "--devices", "2"]] {
-        let out = ordo(&[command, &[model.as_str()]].concat());
-        assert!(out.status.success(), "{command:?}: {}", stderr(&out));
-    }
+    places_and_simulates(&model, &[]);
     let err = error(&["run", &model, "--devices", "cpu:1"]);
     assert!(err.contains("NonZero (`nonzero`)"), "{err}");
 }
@@ -448,9 +439,7 @@ fn data_dependent_sizes_are_planned_at_their_largest_and_said_so() {
 #[test]
 fn string_operators_are_planned_and_named_by_run() {
     let model = fixture("strings.onnx");
-    let out = ordo(&["inspect", &model]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let table = stdout(&out);
+    let (table, notes) = inspected(&model);
     for row in ["string[4]", "StringNormalizer", "string[3]", "string[3,3]", "TfIdfVectorizer"] {
         assert!(table.contains(row), "`{row}` in: {table}");
     }
@@ -461,12 +450,9 @@ fn string_operators_are_planned_and_named_by_run() {
         let note = format!(
             "node `{node}`: its output's size depends on the data; planned at the size the file declares"
         );
-        assert!(stderr(&out).contains(&note), "{}", stderr(&out));
+        assert!(notes.contains(&note), "{notes}");
     }
-    for command in [&["place", "--devices", "2"][..], &["simulate", "--devices", "2"]] {
-        let out = ordo(&[command, &[model.as_str()]].concat());
-        assert!(out.status.success(), "{command:?}: {}", stderr(&out));
-    }
+    places_and_simulates(&model, &[]);
     let v = json(&ordo(&["conformance", &fixture("cases/strings"), "--shapes", "--json"]));
     assert_eq!((v["pass"].as_u64(), v["fail"].as_u64()), (Some(1), Some(0)), "{v:#}");
     let err = error(&["run", &model, "--devices", "cpu:1"]);
@@ -490,16 +476,11 @@ fn string_operators_are_planned_and_named_by_run() {
 #[test]
 fn operators_without_kernels_are_planned_and_named_by_run() {
     let model = fixture("planning_only.onnx");
-    let out = ordo(&["inspect", &model]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let table = stdout(&out);
+    let (table, _) = inspected(&model);
     for row in ["Erf", "f32[4,18]", "TopK", "i64[4,3]", "Einsum", "bool[4,16]", "ScatterElements"] {
         assert!(table.contains(row), "`{row}` in: {table}");
     }
-    for command in [&["place", "--devices", "2"][..], &["simulate", "--devices", "2"]] {
-        let out = ordo(&[command, &[model.as_str(), "--train"]].concat());
-        assert!(out.status.success(), "{command:?}: {}", stderr(&out));
-    }
+    places_and_simulates(&model, &["--train"]);
     let err = error(&["run", &model, "--train", "--devices", "cpu:2", "--steps", "1"]);
     // Range, Mod and Cast of constants fold at import: no node, nothing to run; every other
     // operator of the file has a kernel (ops/generic no longer imports them for planning) but
@@ -545,13 +526,6 @@ fn operators_without_kernels_are_planned_and_named_by_run() {
 fn onnx_node_tests_agree_on_shapes_and_the_folded_attention_runs() {
     let cases = fixture("node_tests");
     let v = json(&ordo(&["conformance", &cases, "--shapes", "--json"]));
-    let outcome = |v: &serde_json::Value, case: &str| {
-        let found = v["cases"].as_array().unwrap().iter().find(|c| c["case"] == case);
-        found.unwrap_or_else(|| panic!("{case} missing: {v}"))["outcome"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
     for case in [
         "test_attention_4d_causal_expanded",
         "test_constant_pad",
@@ -574,23 +548,23 @@ fn onnx_node_tests_agree_on_shapes_and_the_folded_attention_runs() {
         // An image's size is in its encoded bytes: the size the file declares.
         "test_image_decoder_decode_png_rgb",
     ] {
-        assert_eq!(outcome(&v, case), "pass", "{case}: {v:#}");
+        assert_eq!(outcome_of(&v, case), "pass", "{case}: {v:#}");
     }
     assert_eq!(v["fail"], 0);
     let v = json(&ordo(&["conformance", &cases, "--json"]));
-    assert_eq!(outcome(&v, "test_attention_4d_causal_expanded"), "pass", "{v:#}");
-    assert_eq!(outcome(&v, "test_erf"), "pass", "{v:#}");
+    assert_eq!(outcome_of(&v, "test_attention_4d_causal_expanded"), "pass", "{v:#}");
+    assert_eq!(outcome_of(&v, "test_erf"), "pass", "{v:#}");
     // Its axes are an input: run with them as the constant an export writes.
-    assert_eq!(outcome(&v, "test_reduce_mean_default_axes_keepdims_example"), "pass", "{v:#}");
+    assert_eq!(outcome_of(&v, "test_reduce_mean_default_axes_keepdims_example"), "pass", "{v:#}");
     // Its condition is a bool input: the runtime's bool tensors.
-    assert_eq!(outcome(&v, "test_where_example"), "pass", "{v:#}");
+    assert_eq!(outcome_of(&v, "test_where_example"), "pass", "{v:#}");
     // Split's outputs are slices of its input.
-    assert_eq!(outcome(&v, "test_split_equal_parts_1d_opset18"), "pass", "{v:#}");
-    assert_eq!(outcome(&v, "test_top_k"), "pass", "{v:#}");
+    assert_eq!(outcome_of(&v, "test_split_equal_parts_1d_opset18"), "pass", "{v:#}");
+    assert_eq!(outcome_of(&v, "test_top_k"), "pass", "{v:#}");
     // Its pad value is a float input: bound as the constant an export writes.
-    assert_eq!(outcome(&v, "test_constant_pad"), "pass", "{v:#}");
+    assert_eq!(outcome_of(&v, "test_constant_pad"), "pass", "{v:#}");
     // Of f64 tensors: held in f32.
-    assert_eq!(outcome(&v, "test_einsum_batch_matmul"), "pass", "{v:#}");
+    assert_eq!(outcome_of(&v, "test_einsum_batch_matmul"), "pass", "{v:#}");
     // Element types held in a wider storage, against onnx's reference outputs.
     for case in [
         "test_cast_FLOAT_to_FLOAT16",
@@ -718,7 +692,7 @@ fn onnx_node_tests_agree_on_shapes_and_the_folded_attention_runs() {
         "test_lrn",
         "test_mvn",
     ] {
-        assert_eq!(outcome(&v, case), "pass", "{case}: {v:#}");
+        assert_eq!(outcome_of(&v, case), "pass", "{case}: {v:#}");
     }
     assert_eq!((v["pass"].as_u64(), v["fail"].as_u64()), (Some(99), Some(0)), "{v:#}");
     // Random bounds (what `run` feeds) give another length than the file's: an error naming
@@ -806,4 +780,25 @@ fn frozen_initializers_do_not_train() {
     assert!(err.contains("`conv2.weigth`") && err.contains("did you mean `conv2.weight`"), "{err}");
     let err = error(&["inspect", "resnet50", "--freeze", "fc.weight"]);
     assert!(err.contains("--freeze fc.weight") && err.contains("not one"), "{err}");
+}
+
+/// `ordo inspect MODEL`, which must succeed: its table and its notes.
+fn inspected(model: &str) -> (String, String) {
+    let out = ordo(&["inspect", model]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    (stdout(&out), stderr(&out))
+}
+
+/// `place` and `simulate` of `model` on two devices, with `extra` flags, succeed.
+fn places_and_simulates(model: &str, extra: &[&str]) {
+    for command in [&["place", "--devices", "2"][..], &["simulate", "--devices", "2"]] {
+        let out = ordo(&[command, &[model], extra].concat());
+        assert!(out.status.success(), "{command:?}: {}", stderr(&out));
+    }
+}
+
+/// The outcome (`pass`, `fail`, `unsupported`) of `case` in `ordo conformance --json`'s `v`.
+fn outcome_of(v: &serde_json::Value, case: &str) -> String {
+    let found = v["cases"].as_array().unwrap().iter().find(|c| c["case"] == case);
+    found.unwrap_or_else(|| panic!("{case} missing: {v}"))["outcome"].as_str().unwrap().to_string()
 }

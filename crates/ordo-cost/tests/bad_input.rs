@@ -117,15 +117,21 @@ fn edge_from_unknown_node() {
     assert_mentions(&message, &[r#"edge 9 -> 2 ("c")"#, r#""source""#, "no node"]);
 }
 
-#[test]
-fn cycle() {
-    let text = edit(r#""source": 0, "target": 2"#, r#""source": 2, "target": 0"#).replacen(
+/// The sample with its edge 0 -> 2 made `source` -> `target`, carrying `c`'s output.
+fn rewired(source: u32, target: u32) -> String {
+    let ends = format!(r#""source": {source}, "target": {target}"#);
+    edit(r#""source": 0, "target": 2"#, &ends).replacen(
         r#""name": "a:0", "num_bytes": 4096, "weight": 135}]}
   ]"#,
         r#""name": "c:0", "num_bytes": 16, "weight": 135}]}
   ]"#,
         1,
-    );
+    )
+}
+
+#[test]
+fn cycle() {
+    let text = rewired(2, 0);
     let (err, message) = error(&text);
     let CostGraphError::Cycle { cycle, .. } = &err else { panic!("{err:?}") };
     assert_eq!(cycle.len(), 4, "{message}");
@@ -141,13 +147,7 @@ fn cycle() {
 
 #[test]
 fn self_loop() {
-    let text = edit(r#""source": 0, "target": 2"#, r#""source": 2, "target": 2"#).replacen(
-        r#""name": "a:0", "num_bytes": 4096, "weight": 135}]}
-  ]"#,
-        r#""name": "c:0", "num_bytes": 16, "weight": 135}]}
-  ]"#,
-        1,
-    );
+    let text = rewired(2, 2);
     let (_, message) = error(&text);
     assert_mentions(&message, &[r#"node 2 ("c") lies on a cycle"#, "2 -> 2"]);
 }

@@ -250,6 +250,26 @@ def logits_sum(output) -> torch.Tensor:
     return logits.float().sum()
 
 
+def assert_same_results(want, got, exact: bool) -> None:
+    """The outputs and buffers of two steps (``model_step``'s) equal, and their gradients
+    bitwise when ``exact``, else within rounding."""
+    (want_out, want_grads, want_buffers), (got_out, got_grads, got_buffers) = want, got
+    assert torch.equal(want_out, got_out)
+    assert want_buffers.keys() == got_buffers.keys()
+    for key, buffer in want_buffers.items():
+        assert torch.equal(buffer, got_buffers[key]), key
+    assert want_grads.keys() == got_grads.keys()
+    # Rounding noise of a gradient that is zero in exact arithmetic (BERT's key bias) is
+    # measured against the model's largest gradient.
+    scale = max(g.abs().max() for g in want_grads.values())
+    for key, grad in want_grads.items():
+        if exact:
+            assert torch.equal(grad, got_grads[key]), key
+        else:
+            error = (grad - got_grads[key]).abs().max()
+            assert error <= 1e-4 * grad.abs().max() + 1e-6 * scale, key
+
+
 def model_step(module, x):
     """The output, gradients and buffers after one forward and backward pass."""
     module.zero_grad(set_to_none=True)
@@ -309,22 +329,9 @@ def test_models_distributed_compute_what_they_compute_undistributed(name, build)
     ]
     for placement, parallel in placements:
         dist = ot.distribute(copy.deepcopy(model), placement, parallel=parallel, timeout=60)
-        got_out, got_grads, got_buffers = within(120, model_step, dist, x)
-        assert torch.equal(want_out, got_out)
-        assert want_buffers.keys() == got_buffers.keys()
-        for key, buffer in want_buffers.items():
-            assert torch.equal(buffer, got_buffers[key]), key
-        assert want_grads.keys() == got_grads.keys()
+        got = within(120, model_step, dist, x)
         exact = not parallel and not dist.steps[-1].threads
-        # Rounding noise of a gradient that is zero in exact arithmetic (BERT's key bias) is
-        # measured against the model's largest gradient.
-        scale = max(g.abs().max() for g in want_grads.values())
-        for key, grad in want_grads.items():
-            if exact:
-                assert torch.equal(grad, got_grads[key]), key
-            else:
-                error = (grad - got_grads[key]).abs().max()
-                assert error <= 1e-4 * grad.abs().max() + 1e-6 * scale, key
+        assert_same_results((want_out, want_grads, want_buffers), got, exact)
         assert dist.steps[-1].threads == dist.steps[-1].threads_under("gpu-topo")
         dist.close()
 

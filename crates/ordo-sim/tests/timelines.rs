@@ -34,24 +34,30 @@ fn one_device_runs_everything_back_to_back() {
     assert_eq!(report.critical_path, ["x", "y", "w", "z", "z2"]);
 }
 
-/// Devices 0 and 1 each compute 10 µs, then send 5 µs to device 2.
-fn two_into_one() -> Plan {
-    let mut b = Builder::new(3);
+/// Devices 0 and 1 each compute 10 µs, then send their result (5 µs) to device `to[0]` and
+/// `to[1]` respectively, on a plan of `devices` devices.
+fn two_sends(devices: usize, to: [usize; 2]) -> Plan {
+    let mut b = Builder::new(devices);
     let c0 = b.stream(0, StreamKind::Compute);
     let c1 = b.stream(1, StreamKind::Compute);
-    let tx0 = b.stream(0, StreamKind::Tx { peer: 2 });
-    let tx1 = b.stream(1, StreamKind::Tx { peer: 2 });
-    let rx0 = b.stream(2, StreamKind::Rx { peer: 0 });
-    let rx1 = b.stream(2, StreamKind::Rx { peer: 1 });
+    let tx0 = b.stream(0, StreamKind::Tx { peer: to[0] });
+    let tx1 = b.stream(1, StreamKind::Tx { peer: to[1] });
+    let rx0 = b.stream(to[0], StreamKind::Rx { peer: 0 });
+    let rx1 = b.stream(to[1], StreamKind::Rx { peer: 1 });
     let a = b.compute("a", c0, 10);
     let c = b.compute("b", c1, 10);
     let ba = b.buffer("a", 0, 8, a);
     let bb = b.buffer("b", 1, 8, c);
-    let ta = b.transfer("a->2", ba, tx0, rx0, 5);
-    let tb = b.transfer("b->2", bb, tx1, rx1, 5);
+    let ta = b.transfer(&format!("a->{}", to[0]), ba, tx0, rx0, 5);
+    let tb = b.transfer(&format!("b->{}", to[1]), bb, tx1, rx1, 5);
     b.wait(ta, a);
     b.wait(tb, c);
     b.build()
+}
+
+/// Devices 0 and 1 each compute 10 µs, then send 5 µs to device 2.
+fn two_into_one() -> Plan {
+    two_sends(3, [2, 2])
 }
 
 #[test]
@@ -81,22 +87,7 @@ fn two_transfers_into_one_device() {
 
 /// Device 0 sends to 1 while 1 sends to 0.
 fn crossing() -> Plan {
-    let mut b = Builder::new(2);
-    let c0 = b.stream(0, StreamKind::Compute);
-    let c1 = b.stream(1, StreamKind::Compute);
-    let tx01 = b.stream(0, StreamKind::Tx { peer: 1 });
-    let rx01 = b.stream(1, StreamKind::Rx { peer: 0 });
-    let tx10 = b.stream(1, StreamKind::Tx { peer: 0 });
-    let rx10 = b.stream(0, StreamKind::Rx { peer: 1 });
-    let a = b.compute("a", c0, 10);
-    let c = b.compute("b", c1, 10);
-    let ba = b.buffer("a", 0, 8, a);
-    let bb = b.buffer("b", 1, 8, c);
-    let ta = b.transfer("a->1", ba, tx01, rx01, 5);
-    let tb = b.transfer("b->0", bb, tx10, rx10, 5);
-    b.wait(ta, a);
-    b.wait(tb, c);
-    b.build()
+    two_sends(2, [1, 0])
 }
 
 #[test]

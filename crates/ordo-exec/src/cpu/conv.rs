@@ -147,7 +147,7 @@ pub(crate) fn grad_params(of: &Op, cv: &Conv2d, g: &Grad, c: Call) -> KernelResu
 impl Geom {
     /// `y = W im2col(x) (+ b)` per group: the convolution of `x` (`n x c x h x w`).
     pub(super) fn forward(&self, x: &[f32], wt: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
-        let (cg, og, ckk, ohw) = (self.cg(), self.og(), self.ckk(), self.ohw());
+        let (og, ckk, ohw) = (self.og(), self.ckk(), self.ohw());
         let mut y = vec![0.0f32; self.n * self.o * ohw];
         if let Some(b) = bias {
             for (i, plane) in y.chunks_exact_mut(ohw.max(1)).enumerate() {
@@ -155,6 +155,18 @@ impl Geom {
             }
         }
         let beta = if bias.is_some() { 1.0 } else { 0.0 };
+        self.for_each_columns(x, |n, gi, cols| {
+            let wg = Mat::rows(&wt[gi * og * ckk..], ckk);
+            let yg = &mut y[(n * self.o + gi * og) * ohw..];
+            gemm(og, ckk, ohw, wg, Mat::rows(cols, ohw), beta, yg);
+        });
+        y
+    }
+
+    /// `f(n, g, cols)` for every image `n` and group `g`, in order: `cols` the group's input
+    /// as im2col's columns (`ckk x ohw`; the input itself for a pointwise convolution).
+    fn for_each_columns(&self, x: &[f32], mut f: impl FnMut(usize, usize, &[f32])) {
+        let (cg, ckk, ohw) = (self.cg(), self.ckk(), self.ohw());
         let mut col = vec![0.0f32; if self.pointwise() { 0 } else { ckk * ohw }];
         for n in 0..self.n {
             for gi in 0..self.groups {
@@ -165,12 +177,9 @@ impl Geom {
                     self.im2col(xg, &mut col);
                     &col
                 };
-                let wg = Mat::rows(&wt[gi * og * ckk..], ckk);
-                let yg = &mut y[(n * self.o + gi * og) * ohw..];
-                gemm(og, ckk, ohw, wg, Mat::rows(cols, ohw), beta, yg);
+                f(n, gi, cols);
             }
         }
-        y
     }
 
     /// `dx = col2im(W^T dy)` per group: the gradient with respect to the input.
@@ -197,22 +206,12 @@ impl Geom {
 
     /// `dW = sum over images of dy im2col(x)^T` per group.
     pub(super) fn weight_grad(&self, x: &[f32], dy: &[f32]) -> Vec<f32> {
-        let (cg, og, ckk, ohw) = (self.cg(), self.og(), self.ckk(), self.ohw());
+        let (og, ckk, ohw) = (self.og(), self.ckk(), self.ohw());
         let mut dw = vec![0.0f32; self.o * ckk];
-        let mut col = vec![0.0f32; if self.pointwise() { 0 } else { ckk * ohw }];
-        for n in 0..self.n {
-            for gi in 0..self.groups {
-                let xg = &x[(n * self.c + gi * cg) * self.h * self.w..];
-                let cols: &[f32] = if self.pointwise() {
-                    xg
-                } else {
-                    self.im2col(xg, &mut col);
-                    &col
-                };
-                let dyg = Mat::rows(&dy[(n * self.o + gi * og) * ohw..], ohw);
-                gemm(og, ohw, ckk, dyg, Mat::t(cols, ohw), 1.0, &mut dw[gi * og * ckk..]);
-            }
-        }
+        self.for_each_columns(x, |n, gi, cols| {
+            let dyg = Mat::rows(&dy[(n * self.o + gi * og) * ohw..], ohw);
+            gemm(og, ohw, ckk, dyg, Mat::t(cols, ohw), 1.0, &mut dw[gi * og * ckk..]);
+        });
         dw
     }
 

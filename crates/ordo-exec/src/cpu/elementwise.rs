@@ -376,13 +376,8 @@ pub(crate) fn mul_grad(g: &Grad, c: Call) -> KernelResult<Vec<Tensor>> {
 }
 
 pub(crate) fn softmax(op: &Op, axis: i64, c: Call) -> KernelResult<Vec<Tensor>> {
-    let x = single_input(op, &c)?;
-    let shape = c.inputs[0].shape();
-    let layout = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
-    let len = layout.1;
-    let mut y = vec![0.0f32; x.len()];
-    for_each_lane(layout, |at| {
-        let max = (0..len).map(|j| x[at(j)]).fold(f32::NEG_INFINITY, f32::max);
+    map_lanes(op, axis, c, |x, y, at, len| {
+        let max = lane_max(x, at, len);
         let mut sum = 0.0f64;
         for j in 0..len {
             let e = (x[at(j)] - max).exp();
@@ -391,28 +386,58 @@ pub(crate) fn softmax(op: &Op, axis: i64, c: Call) -> KernelResult<Vec<Tensor>> 
         }
         let inv = (1.0 / sum) as f32;
         (0..len).for_each(|j| y[at(j)] *= inv);
-    });
-    Ok(vec![tensor(shape, y)?])
+    })
 }
 
 /// `x - max - log(sum(exp(x - max)))` along the axis.
 pub(crate) fn log_softmax(op: &Op, axis: i64, c: Call) -> KernelResult<Vec<Tensor>> {
+    map_lanes(op, axis, c, |x, y, at, len| {
+        let max = lane_max(x, at, len);
+        let sum: f64 = (0..len).map(|j| f64::from((x[at(j)] - max).exp())).sum();
+        let log_sum = sum.ln() as f32;
+        (0..len).for_each(|j| y[at(j)] = x[at(j)] - max - log_sum);
+    })
+}
+
+/// The output of `op`'s single input's shape, each lane along `axis` (its elements at
+/// `at(0..len)`) written by `lane(x, y, at, len)`.
+fn map_lanes(
+    op: &Op,
+    axis: i64,
+    c: Call,
+    mut lane: impl FnMut(&[f32], &mut [f32], &dyn Fn(usize) -> usize, usize),
+) -> KernelResult<Vec<Tensor>> {
     let x = single_input(op, &c)?;
     let shape = c.inputs[0].shape();
     let layout = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
     let len = layout.1;
     let mut y = vec![0.0f32; x.len()];
-    for_each_lane(layout, |at| {
-        let max = (0..len).map(|j| x[at(j)]).fold(f32::NEG_INFINITY, f32::max);
-        let sum: f64 = (0..len).map(|j| f64::from((x[at(j)] - max).exp())).sum();
-        let log_sum = sum.ln() as f32;
-        (0..len).for_each(|j| y[at(j)] = x[at(j)] - max - log_sum);
-    });
+    for_each_lane(layout, |at| lane(x, &mut y, at, len));
     Ok(vec![tensor(shape, y)?])
+}
+
+/// The largest element of a lane (`f32::max` passes over NaN).
+fn lane_max(x: &[f32], at: &dyn Fn(usize) -> usize, len: usize) -> f32 {
+    (0..len).map(|j| x[at(j)]).fold(f32::NEG_INFINITY, f32::max)
 }
 
 /// Log-softmax's gradient from its output: `dy - exp(y) * sum(dy)` along the axis.
 pub(crate) fn log_softmax_grad(axis: i64, c: Call) -> KernelResult<Vec<Tensor>> {
+    map_grad_lanes(axis, c, |dy, y, dx, at, len| {
+        let total: f64 = (0..len).map(|j| f64::from(dy[at(j)])).sum();
+        for j in 0..len {
+            dx[at(j)] = dy[at(j)] - y[at(j)].exp() * total as f32;
+        }
+    })
+}
+
+/// The gradient `dx` of a softmax-like op from `(dy, y)` (the upstream gradient and the
+/// op's output, of one shape), each lane along `axis` written by `lane(dy, y, dx, at, len)`.
+fn map_grad_lanes(
+    axis: i64,
+    c: Call,
+    mut lane: impl FnMut(&[f32], &[f32], &mut [f32], &dyn Fn(usize) -> usize, usize),
+) -> KernelResult<Vec<Tensor>> {
     c.expect_inputs(2)?;
     let shape = c.inputs[1].shape();
     c.expect_input_shape(0, shape)?;
@@ -420,12 +445,7 @@ pub(crate) fn log_softmax_grad(axis: i64, c: Call) -> KernelResult<Vec<Tensor>> 
     let layout = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
     let len = layout.1;
     let mut dx = vec![0.0f32; y.len()];
-    for_each_lane(layout, |at| {
-        let total: f64 = (0..len).map(|j| f64::from(dy[at(j)])).sum();
-        for j in 0..len {
-            dx[at(j)] = dy[at(j)] - y[at(j)].exp() * total as f32;
-        }
-    });
+    for_each_lane(layout, |at| lane(dy, y, &mut dx, at, len));
     Ok(vec![tensor(shape, dx)?])
 }
 
@@ -543,20 +563,12 @@ fn arg_along<T: PartialOrd + Copy>(
 
 /// Softmax's gradient from its output: `y * (dy - sum(dy * y))` along the axis.
 pub(crate) fn softmax_grad(axis: i64, c: Call) -> KernelResult<Vec<Tensor>> {
-    c.expect_inputs(2)?;
-    let shape = c.inputs[1].shape();
-    c.expect_input_shape(0, shape)?;
-    let (dy, y) = (c.input_f32(0)?, c.input_f32(1)?);
-    let layout = split_at_axis(shape, resolve_axis(&c, axis, shape.len())?);
-    let len = layout.1;
-    let mut dx = vec![0.0f32; y.len()];
-    for_each_lane(layout, |at| {
+    map_grad_lanes(axis, c, |dy, y, dx, at, len| {
         let dot: f64 = (0..len).map(|j| f64::from(dy[at(j)]) * f64::from(y[at(j)])).sum();
         for j in 0..len {
             dx[at(j)] = y[at(j)] * (dy[at(j)] - dot as f32);
         }
-    });
-    Ok(vec![tensor(shape, dx)?])
+    })
 }
 
 /// Calls `f(index, masked)` for every element of a tensor of `shape` (rank >= 2): masked

@@ -826,14 +826,13 @@ fn conv(cv: &Conv2d, x: &Dense, params: &[Dense], y: &mut Dense) {
                     for ic in 0..cg {
                         for ky in 0..cv.kernel[0] {
                             for kx in 0..cv.kernel[1] {
-                                let iy = (oy * cv.stride[0] + ky * cv.dilation[0]) as i64
-                                    - cv.padding[0] as i64;
-                                let ix = (ox * cv.stride[1] + kx * cv.dilation[1]) as i64
-                                    - cv.padding[1] as i64;
-                                if iy < 0 || ix < 0 || iy >= h as i64 || ix >= w as i64 {
+                                let (Some(iy), Some(ix)) = (
+                                    tap(oy, ky, (cv.stride[0], cv.dilation[0], cv.padding[0]), h),
+                                    tap(ox, kx, (cv.stride[1], cv.dilation[1], cv.padding[1]), w),
+                                ) else {
                                     continue;
-                                }
-                                let xv = x.at(&[b, g * cg + ic, iy as usize, ix as usize]);
+                                };
+                                let xv = x.at(&[b, g * cg + ic, iy, ix]);
                                 acc += xv * wt.at(&[oc, ic, ky, kx]);
                             }
                         }
@@ -892,15 +891,13 @@ fn conv_transpose(ct: &ConvTranspose2d, x: &Dense, params: &[Dense], y: &mut Den
                     for ocg in 0..og {
                         for ky in 0..ct.kernel[0] {
                             for kx in 0..ct.kernel[1] {
-                                let oy = (iy * ct.stride[0] + ky * ct.dilation[0]) as i64
-                                    - ct.padding[0] as i64;
-                                let ox = (ix * ct.stride[1] + kx * ct.dilation[1]) as i64
-                                    - ct.padding[1] as i64;
-                                if oy < 0 || ox < 0 || oy >= oh as i64 || ox >= ow as i64 {
+                                let (Some(oy), Some(ox)) = (
+                                    tap(iy, ky, (ct.stride[0], ct.dilation[0], ct.padding[0]), oh),
+                                    tap(ix, kx, (ct.stride[1], ct.dilation[1], ct.padding[1]), ow),
+                                ) else {
                                     continue;
-                                }
-                                let at =
-                                    ravel(&[b, g * og + ocg, oy as usize, ox as usize], &y.shape);
+                                };
+                                let at = ravel(&[b, g * og + ocg, oy, ox], &y.shape);
                                 y.data[at] += xv * params[0].at(&[ic, ocg, ky, kx]);
                             }
                         }
@@ -980,4 +977,15 @@ fn lstm(l: &Lstm, x: &Dense, params: &[Dense], y: &mut Dense) {
             }
         }
     }
+}
+
+/// The coordinate that window position `i`'s tap `k` reads, `i * stride + k * dilation -
+/// padding`, when it lies in `0..size` (outside it is padding).
+fn tap(
+    i: usize,
+    k: usize,
+    (stride, dilation, padding): (usize, usize, usize),
+    size: usize,
+) -> Option<usize> {
+    (i * stride + k * dilation).checked_sub(padding).filter(|&at| at < size)
 }
