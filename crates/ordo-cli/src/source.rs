@@ -64,8 +64,9 @@ pub fn build_model(name: &str, size: SizeArgs) -> anyhow::Result<Graph> {
     model.into_graph().with_context(|| format!("`{name}` is a cost graph, not a model to build"))
 }
 
-/// Loads `arg`: an ONNX model if it ends in `.onnx`, a cost-graph file if it looks like a
-/// path, a zoo model otherwise. `--dim` and `--freeze` apply to ONNX files only.
+/// Loads `arg`: an ONNX model if it ends in `.onnx`, a Hugging Face `config.json` or a
+/// cost-graph file if it looks like a path, a transformer by its fields
+/// (`FAMILY:FIELD=VALUE,...`), a zoo model otherwise. `--dim` and `--freeze` apply to ONNX files only.
 pub fn load(arg: &str, size: SizeArgs) -> anyhow::Result<Model> {
     if ordo::is_onnx(arg) {
         let settings = ordo::OnnxSettings {
@@ -86,7 +87,8 @@ pub fn load(arg: &str, size: SizeArgs) -> anyhow::Result<Model> {
     if let Some(name) = size.frozen.first() {
         anyhow::bail!("--freeze {name}: freezes weights of ONNX files; `{arg}` is not one");
     }
-    if ordo::is_file(arg) {
+    // A file, or a transformer by its fields (`llama:layers=16`): no zoo name has a colon.
+    if ordo::is_file(arg) || arg.contains(':') {
         Ok(Model::load(arg, size.size())?)
     } else {
         Model::zoo(arg, size.size()).with_context(|| format!("building `{arg}`"))

@@ -392,6 +392,64 @@ fn profile_cases(dir: &Path) -> Vec<Case> {
     cases
 }
 
+/// Hugging Face `config.json` files: the LLaMA-2 70B configuration with one field broken,
+/// and texts that are no configuration. Each is inspected (building the whole graph) and
+/// simulated on its small variant; a refusal names the file and the field.
+fn hugging_face_cases(dir: &Path) -> Vec<Case> {
+    let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ordo-models/tests/configs");
+    let base: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(configs.join("llama-2-70b-hf.json")).expect("the fixture"),
+    )
+    .expect("JSON");
+    let edits: [(&str, serde_json::Value, &str); 14] = [
+        ("num_key_value_heads", serde_json::json!(7), "kv_heads"),
+        ("num_key_value_heads", serde_json::json!(0), "kv_heads"),
+        ("num_attention_heads", serde_json::json!(0), "heads"),
+        ("num_attention_heads", serde_json::json!(3), "heads"),
+        ("hidden_size", serde_json::json!(8190), "hidden"),
+        ("hidden_size", serde_json::json!(-1), "hidden_size"),
+        ("hidden_size", serde_json::json!(1.5), "hidden_size"),
+        ("hidden_size", serde_json::json!("8192"), "hidden_size"),
+        ("num_hidden_layers", serde_json::json!(0), "layers"),
+        ("intermediate_size", serde_json::Value::Null, "intermediate_size"),
+        ("vocab_size", serde_json::json!(0), "vocab"),
+        ("rms_norm_eps", serde_json::json!(-1.0), "norm_eps"),
+        ("tie_word_embeddings", serde_json::json!("no"), "tie_word_embeddings"),
+        ("model_type", serde_json::json!("t5"), "model_type"),
+    ];
+    let mut cases = Vec::new();
+    for (k, (field, value, culprit)) in edits.into_iter().enumerate() {
+        let mut config = base.clone();
+        config[field] = value.clone();
+        let path = write(dir, &format!("hf-{k}.json"), &config.to_string());
+        let simulate = ["simulate", &path, "--small", "--devices", "2"];
+        for args in [&["inspect", &path, "--summary"][..], &simulate] {
+            cases.push(Case {
+                label: format!("config.json: {field} = {value}"),
+                args: strings(args),
+                culprit: vec![path.clone(), culprit.to_string()],
+                refuse: true,
+            });
+        }
+    }
+    // Sizes the graph cannot take: no positions, more tokens than positions.
+    let good = configs.join("llama-2-7b-hf.json");
+    let good = good.to_str().expect("a UTF-8 path");
+    for (args, culprit) in [
+        (&["inspect", good, "--seq-len", "5000"][..], "exceeds the 4096 positions"),
+        (&["inspect", good, "--batch", "0"], "batch"),
+        (&["inspect", good, "--dim", "x=2"], "--dim"),
+    ] {
+        cases.push(Case {
+            label: format!("config.json: {}", args[2..].join(" ")),
+            args: strings(args),
+            culprit: vec![culprit.to_string()],
+            refuse: true,
+        });
+    }
+    cases
+}
+
 /// ONNX files: the repository's broken fixtures, and a small valid model cut short at many
 /// lengths and with bytes overwritten at many places. A mutant may still be a valid model (it
 /// is then accepted); none may crash.
@@ -657,6 +715,7 @@ fn no_bad_input_crashes_hangs_or_goes_unexplained() {
     cases.extend(option_cases(&graph));
     cases.extend(profile_cases(&dir));
     cases.extend(onnx_cases(&dir));
+    cases.extend(hugging_face_cases(&dir));
     assert!(cases.len() >= 400, "the corpus shrank to {} cases", cases.len());
     let mut failures = Vec::new();
     let mut refused = 0;

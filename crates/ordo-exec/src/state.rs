@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ordo_ir::transform::Provenance;
-use ordo_ir::{DType, Graph, Op};
+use ordo_ir::{DType, Graph, Op, ParamInit};
 
 use crate::cpu::Tensor;
 use crate::error::ExecError;
@@ -61,6 +61,9 @@ pub fn initial_params(graph: &Graph, seed: u64) -> Result<Vec<Tensor>, ExecError
         .enumerate()
         .map(|(i, p)| {
             let shape = &p.fact.shape;
+            if let Some(values) = given_init(p) {
+                return Tensor::from_f32(shape, values).map_err(fail);
+            }
             let last = p.name.rsplit('.').next().unwrap_or("");
             let weight_vector = shape.len() == 1
                 && !norm_scales[i]
@@ -85,6 +88,29 @@ pub fn initial_params(graph: &Graph, seed: u64) -> Result<Vec<Tensor>, ExecError
             }
         })
         .collect()
+}
+
+/// The values of a parameter whose graph says how to make them ([`ParamInit`]), `None` for
+/// [`ParamInit::ByShape`] (or a rotary table not shaped `[1, seq, 1, head_dim]`).
+fn given_init(p: &ordo_ir::Param) -> Option<Vec<f32>> {
+    let n = p.fact.numel() as usize;
+    match p.init {
+        ParamInit::ByShape => None,
+        ParamInit::Constant(value) => Some(vec![value as f32; n]),
+        ParamInit::Rotary { base, sine } => {
+            let [1, seq, 1, dim] = p.fact.shape[..] else { return None };
+            let half = (dim / 2).max(1);
+            let mut values = Vec::with_capacity(n);
+            for t in 0..seq {
+                for j in 0..dim {
+                    let inv_freq = base.powf(-2.0 * (j % half) as f64 / dim as f64);
+                    let angle = t as f64 * inv_freq;
+                    values.push(if sine { angle.sin() } else { angle.cos() } as f32);
+                }
+            }
+            Some(values)
+        }
+    }
 }
 
 /// The feeds of `copy`, a graph transformed from `source` ([`ordo_ir::transform`]) with
@@ -140,4 +166,30 @@ pub fn synthetic_feeds(graph: &Graph, seed: u64) -> Result<Feeds, ExecError> {
                 .map_err(|e| ExecError::Feed { name: node.name.clone(), message: e.to_string() })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ordo_ir::{Param, TensorFact};
+
+    fn param(shape: &[usize], init: ParamInit) -> Param {
+        Param { name: "p".into(), fact: TensorFact::f32(shape), trainable: false, init }
+    }
+
+    #[test]
+    fn rotary_tables_are_hugging_faces_and_constants_fill() {
+        // Position 3, head width 4: angles 3 * 100^(-2i/4) for i = 0, 1, repeated.
+        let cos = given_init(&param(&[1, 4, 1, 4], ParamInit::Rotary { base: 100.0, sine: false }));
+        let cos = cos.unwrap();
+        let at = |t: usize, j: usize| cos[t * 4 + j];
+        assert_eq!(at(0, 0), 1.0);
+        assert!((at(3, 0) - 3f32.cos()).abs() < 1e-6 && at(3, 2) == at(3, 0));
+        assert!((at(3, 1) - 0.3f32.cos()).abs() < 1e-6 && at(3, 3) == at(3, 1));
+        let sin = given_init(&param(&[1, 4, 1, 4], ParamInit::Rotary { base: 100.0, sine: true }));
+        assert!((sin.unwrap()[3 * 4 + 1] - 0.3f32.sin()).abs() < 1e-6);
+        assert_eq!(given_init(&param(&[2], ParamInit::Constant(1.0))), Some(vec![1.0, 1.0]));
+        assert_eq!(given_init(&param(&[2], ParamInit::ByShape)), None);
+        assert_eq!(given_init(&param(&[4, 4], ParamInit::Rotary { base: 1.0, sine: true })), None);
+    }
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::error::{IrError, IrResult};
 use crate::fact::TensorFact;
-use crate::graph::{Graph, Node, Param};
+use crate::graph::{Graph, Node, Param, ParamInit};
 use crate::ids::{NodeId, OutletId, ParamId};
 use crate::op::Op;
 use crate::validate::check_node_params;
@@ -161,12 +161,25 @@ impl GraphBuilder {
         Ok((outputs, op.param_specs(&facts)))
     }
 
+    /// How parameter `param` is initialised when no file gives its value.
+    ///
+    /// # Panics
+    /// For a parameter this builder did not make.
+    pub fn set_init(&mut self, param: ParamId, init: ParamInit) {
+        self.graph.params[param.index()].init = init;
+    }
+
     fn new_param(&mut self, name: &str, fact: TensorFact, trainable: bool) -> IrResult<ParamId> {
         if self.param_names.contains_key(name) {
             return Err(IrError::DuplicateName { kind: "parameter", name: name.to_string() });
         }
         let id = ParamId(self.graph.params.len() as u32);
-        self.graph.params.push(Param { name: name.to_string(), fact, trainable });
+        self.graph.params.push(Param {
+            name: name.to_string(),
+            fact,
+            trainable,
+            init: ParamInit::ByShape,
+        });
         self.param_names.insert(name.to_string(), id);
         Ok(id)
     }

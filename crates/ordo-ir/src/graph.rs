@@ -16,6 +16,37 @@ pub struct Param {
     pub fact: TensorFact,
     /// `false` for buffers: no gradient, not counted as a parameter.
     pub trainable: bool,
+    /// How a runtime initialises it when no file gives its value.
+    #[serde(default, skip_serializing_if = "ParamInit::is_by_shape")]
+    pub init: ParamInit,
+}
+
+/// How a runtime initialises a parameter that no file gives a value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamInit {
+    /// The runtime's rule for its shape and use: weights random, scaled by their fan-in;
+    /// biases 0; normalisation scales and running variances 1.
+    #[default]
+    ByShape,
+    /// Every element `value` (an RMSNorm's scale 1, its epsilon).
+    Constant(f64),
+    /// Rotary positions' `cos` (`sine` false) or `sin` table, shaped `[1, seq, 1, head_dim]`:
+    /// position `t`, element `j` is the function of `t / base^(2 (j mod head_dim/2) / head_dim)`
+    /// (Hugging Face's `rotate_half` layout).
+    Rotary {
+        /// The angles' base (10000 for LLaMA).
+        base: f64,
+        /// Whether this is the `sin` table.
+        sine: bool,
+    },
+}
+
+impl ParamInit {
+    /// Whether this is the default, [`ParamInit::ByShape`].
+    pub fn is_by_shape(&self) -> bool {
+        *self == ParamInit::ByShape
+    }
 }
 
 /// What part of a training step a node belongs to.

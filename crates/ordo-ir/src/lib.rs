@@ -37,7 +37,7 @@ mod validate;
 pub use builder::GraphBuilder;
 pub use error::{IrError, IrResult};
 pub use fact::{DType, TensorFact};
-pub use graph::{Graph, Node, Param, Role, unique_name};
+pub use graph::{Graph, Node, Param, ParamInit, Role, unique_name};
 pub use ids::{NodeId, OutletId, ParamId};
 pub use op::Op;
 pub use order::{KahnOrder, kahn_order};

@@ -16,44 +16,10 @@ use ordo_ir::op::{Linear, Op, UnaryOp};
 use ordo_ir::{Graph, GraphBuilder, IrError, OutletId, ParamId};
 
 use crate::ModelConfig;
+use crate::configured::{TransformerConfig, check_positions};
 use crate::sequence::{AttentionCore, token_input, token_loss};
 
 const DROPOUT: f64 = 0.1;
-const LN_EPS: f64 = 1e-12;
-
-/// The sizes a BERT is built from.
-struct Dims {
-    name: &'static str,
-    hidden: usize,
-    heads: usize,
-    layers: usize,
-    intermediate: usize,
-    vocab: usize,
-    max_positions: usize,
-    type_vocab: usize,
-}
-
-const BASE: Dims = Dims {
-    name: "bert_base",
-    hidden: 768,
-    heads: 12,
-    layers: 12,
-    intermediate: 3072,
-    vocab: 30522,
-    max_positions: 512,
-    type_vocab: 2,
-};
-
-const SMALL: Dims = Dims {
-    name: "bert_base-small",
-    hidden: 32,
-    heads: 4,
-    layers: 2,
-    intermediate: 64,
-    vocab: 100,
-    max_positions: 64,
-    type_vocab: 2,
-};
 
 /// Builds BERT-base with pooler and the tied masked-LM loss.
 ///
@@ -66,7 +32,7 @@ const SMALL: Dims = Dims {
 /// [`IrError::Shape`] naming `embeddings.position_embeddings` when `seq_len` exceeds the 512
 /// positions.
 pub fn bert_base(config: &ModelConfig) -> Result<Graph, IrError> {
-    build(config, &BASE)
+    TransformerConfig::bert_base().build(config)
 }
 
 /// The small variant of [`bert_base`]: 2 layers of width 32 with 4 heads, intermediate 64,
@@ -76,19 +42,14 @@ pub fn bert_base(config: &ModelConfig) -> Result<Graph, IrError> {
 /// [`IrError::Shape`] naming `embeddings.position_embeddings` when `seq_len` exceeds the 64
 /// positions.
 pub fn bert_base_small(config: &ModelConfig) -> Result<Graph, IrError> {
-    build(config, &SMALL)
+    TransformerConfig::bert_base().small().build(config)
 }
 
-fn build(config: &ModelConfig, dims: &Dims) -> Result<Graph, IrError> {
+/// The BERT architecture at `dims`' sizes (checked by [`TransformerConfig::build`]).
+pub(crate) fn build(config: &ModelConfig, dims: &TransformerConfig) -> Result<Graph, IrError> {
     let (batch, seq) = (config.batch, config.seq_len);
-    if seq > dims.max_positions {
-        return Err(IrError::Shape {
-            node: "embeddings.position_embeddings".into(),
-            op: "Embedding",
-            message: format!("sequence length {seq} exceeds the {} positions", dims.max_positions),
-        });
-    }
-    let mut b = GraphBuilder::new(dims.name);
+    check_positions(seq, dims, ("embeddings.position_embeddings", "Embedding"), "positions")?;
+    let mut b = GraphBuilder::new(&dims.name);
     let input_ids = token_input(&mut b, "input_ids", &[batch, seq])?;
     let token_type_ids = token_input(&mut b, "token_type_ids", &[batch, seq])?;
     let position_ids = token_input(&mut b, "position_ids", &[1, seq])?;
@@ -111,7 +72,7 @@ fn build(config: &ModelConfig, dims: &Dims) -> Result<Graph, IrError> {
 /// embedding table, for the tied decoder.
 fn embeddings(
     b: &mut GraphBuilder,
-    dims: &Dims,
+    dims: &TransformerConfig,
     input_ids: OutletId,
     token_type_ids: OutletId,
     position_ids: OutletId,
@@ -132,13 +93,18 @@ fn embeddings(
     )?;
     let x = b.add("embeddings.add_token_type", words, types)?;
     let x = b.add("embeddings.add_position", x, positions)?;
-    let x = b.layer_norm("embeddings.LayerNorm", x, LN_EPS)?;
+    let x = b.layer_norm("embeddings.LayerNorm", x, dims.norm_eps)?;
     let x = b.dropout("embeddings.dropout", x, DROPOUT)?;
     Ok((x, b.params_of(words.node)[0]))
 }
 
 /// `BertLayer`: self-attention with its output block, intermediate, output.
-fn layer(b: &mut GraphBuilder, dims: &Dims, p: &str, x: OutletId) -> Result<OutletId, IrError> {
+fn layer(
+    b: &mut GraphBuilder,
+    dims: &TransformerConfig,
+    p: &str,
+    x: OutletId,
+) -> Result<OutletId, IrError> {
     let s = format!("{p}.attention.self");
     let q = b.linear(&format!("{s}.query"), x, dims.hidden)?;
     let k = b.linear(&format!("{s}.key"), x, dims.hidden)?;
@@ -147,11 +113,17 @@ fn layer(b: &mut GraphBuilder, dims: &Dims, p: &str, x: OutletId) -> Result<Outl
     let core =
         AttentionCore { heads: dims.heads, causal: false, dropout: Some((&dropout, DROPOUT)) };
     let context = core.apply(b, &s, q, k, v)?;
-    let x = dense_residual_norm(b, &format!("{p}.attention.output"), context, x, dims.hidden)?;
+    let x = dense_residual_norm(
+        b,
+        &format!("{p}.attention.output"),
+        context,
+        x,
+        (dims.hidden, dims.norm_eps),
+    )?;
 
     let h = b.linear(&format!("{p}.intermediate.dense"), x, dims.intermediate)?;
     let h = b.unary(&format!("{p}.intermediate.intermediate_act_fn"), UnaryOp::Gelu, h)?;
-    dense_residual_norm(b, &format!("{p}.output"), h, x, dims.hidden)
+    dense_residual_norm(b, &format!("{p}.output"), h, x, (dims.hidden, dims.norm_eps))
 }
 
 /// `BertSelfOutput` / `BertOutput`: `LayerNorm(dropout(dense(h)) + x)`.
@@ -160,16 +132,20 @@ fn dense_residual_norm(
     p: &str,
     h: OutletId,
     x: OutletId,
-    width: usize,
+    (width, eps): (usize, f64),
 ) -> Result<OutletId, IrError> {
     let h = b.linear(&format!("{p}.dense"), h, width)?;
     let h = b.dropout(&format!("{p}.dropout"), h, DROPOUT)?;
     let sum = b.add(&format!("{p}.residual"), h, x)?;
-    b.layer_norm(&format!("{p}.LayerNorm"), sum, LN_EPS)
+    b.layer_norm(&format!("{p}.LayerNorm"), sum, eps)
 }
 
 /// `BertPooler`: the first token's hidden state through `dense` and `tanh`.
-fn pooler(b: &mut GraphBuilder, dims: &Dims, x: OutletId) -> Result<OutletId, IrError> {
+fn pooler(
+    b: &mut GraphBuilder,
+    dims: &TransformerConfig,
+    x: OutletId,
+) -> Result<OutletId, IrError> {
     let batch = b.fact(x).shape[0] as i64;
     let first = b.slice("pooler.first_token", x, 1, 0, 1)?;
     let first = b.reshape("pooler.first_token_squeeze", first, &[batch, dims.hidden as i64])?;

@@ -10,38 +10,10 @@ use ordo_ir::op::{Linear, Op, UnaryOp};
 use ordo_ir::{Graph, GraphBuilder, IrError, OutletId};
 
 use crate::ModelConfig;
+use crate::configured::{TransformerConfig, check_positions};
 use crate::sequence::{AttentionCore, token_input, token_loss};
 
 const DROPOUT: f64 = 0.1;
-const LN_EPS: f64 = 1e-5;
-
-/// The sizes a GPT-2 is built from.
-struct Dims {
-    name: &'static str,
-    n_embd: usize,
-    n_head: usize,
-    n_layer: usize,
-    n_positions: usize,
-    vocab: usize,
-}
-
-const GPT2: Dims = Dims {
-    name: "gpt2_small",
-    n_embd: 768,
-    n_head: 12,
-    n_layer: 12,
-    n_positions: 1024,
-    vocab: 50257,
-};
-
-const SMALL: Dims = Dims {
-    name: "gpt2_small-small",
-    n_embd: 32,
-    n_head: 4,
-    n_layer: 2,
-    n_positions: 64,
-    vocab: 100,
-};
 
 /// Builds GPT-2 small with the causal-LM cross-entropy loss.
 ///
@@ -53,7 +25,7 @@ const SMALL: Dims = Dims {
 /// # Errors
 /// [`IrError::Shape`] naming `transformer.wpe` when `seq_len` exceeds the 1024 positions.
 pub fn gpt2_small(config: &ModelConfig) -> Result<Graph, IrError> {
-    build(config, &GPT2)
+    TransformerConfig::gpt2_small().build(config)
 }
 
 /// The small variant of [`gpt2_small`]: 2 blocks of width 32 with 4 heads, 64 positions,
@@ -62,67 +34,92 @@ pub fn gpt2_small(config: &ModelConfig) -> Result<Graph, IrError> {
 /// # Errors
 /// [`IrError::Shape`] naming `transformer.wpe` when `seq_len` exceeds the 64 positions.
 pub fn gpt2_small_small(config: &ModelConfig) -> Result<Graph, IrError> {
-    build(config, &SMALL)
+    TransformerConfig::gpt2_small().small().build(config)
 }
 
-fn build(config: &ModelConfig, dims: &Dims) -> Result<Graph, IrError> {
+/// GPT-3 175B ([`TransformerConfig::gpt3_175b`]): GPT-2's architecture at 96 blocks of width
+/// 12288 with 96 heads and 2048 positions; 174,604,259,328 parameters.
+///
+/// # Errors
+/// As [`gpt2_small`], at 2048 positions.
+pub fn gpt3_175b(config: &ModelConfig) -> Result<Graph, IrError> {
+    TransformerConfig::gpt3_175b().build(config)
+}
+
+/// The small variant of [`gpt3_175b`] (that of [`gpt2_small`], named `gpt3_175b-small`).
+///
+/// # Errors
+/// As [`gpt2_small_small`].
+pub fn gpt3_175b_small(config: &ModelConfig) -> Result<Graph, IrError> {
+    TransformerConfig::gpt3_175b().small().build(config)
+}
+
+/// The GPT-2 architecture at `dims`' sizes (checked by [`TransformerConfig::build`]); an
+/// untied configuration gets an `lm_head` weight of its own.
+pub(crate) fn build(config: &ModelConfig, dims: &TransformerConfig) -> Result<Graph, IrError> {
     let (batch, seq) = (config.batch, config.seq_len);
-    if seq > dims.n_positions {
-        return Err(IrError::Shape {
-            node: "transformer.wpe".into(),
-            op: "Embedding",
-            message: format!(
-                "sequence length {seq} exceeds the {} position embeddings",
-                dims.n_positions
-            ),
-        });
-    }
-    let mut b = GraphBuilder::new(dims.name);
+    check_positions(seq, dims, ("transformer.wpe", "Embedding"), "position embeddings")?;
+    let mut b = GraphBuilder::new(&dims.name);
     let input_ids = token_input(&mut b, "input_ids", &[batch, seq])?;
     let position_ids = token_input(&mut b, "position_ids", &[1, seq])?;
 
-    let tokens = b.embedding("transformer.wte", input_ids, dims.vocab, dims.n_embd)?;
+    let tokens = b.embedding("transformer.wte", input_ids, dims.vocab, dims.hidden)?;
     let wte = b.params_of(tokens.node)[0];
-    let positions = b.embedding("transformer.wpe", position_ids, dims.n_positions, dims.n_embd)?;
+    let positions =
+        b.embedding("transformer.wpe", position_ids, dims.max_positions, dims.hidden)?;
     let x = b.add("transformer.add_position", tokens, positions)?;
     let mut x = b.dropout("transformer.drop", x, DROPOUT)?;
-    for i in 0..dims.n_layer {
+    for i in 0..dims.layers {
         x = block(&mut b, dims, &format!("transformer.h.{i}"), x)?;
     }
-    let x = b.layer_norm("transformer.ln_f", x, LN_EPS)?;
-    let lm_head = Op::Linear(Linear::new(dims.vocab).no_bias());
-    let logits = b.op_with_params("lm_head", lm_head, &[x], &[wte])?;
+    let x = b.layer_norm("transformer.ln_f", x, dims.norm_eps)?;
+    let logits = if dims.tied_embeddings {
+        let lm_head = Op::Linear(Linear::new(dims.vocab).no_bias());
+        b.op_with_params("lm_head", lm_head, &[x], &[wte])?
+    } else {
+        b.linear_no_bias("lm_head", x, dims.vocab)?
+    };
     token_loss(&mut b, logits)?;
     Ok(b.finish())
 }
 
 /// One `GPT2Block`: `x + attn(ln_1(x))`, then `x + mlp(ln_2(x))`.
-fn block(b: &mut GraphBuilder, dims: &Dims, p: &str, x: OutletId) -> Result<OutletId, IrError> {
-    let h = b.layer_norm(&format!("{p}.ln_1"), x, LN_EPS)?;
+fn block(
+    b: &mut GraphBuilder,
+    dims: &TransformerConfig,
+    p: &str,
+    x: OutletId,
+) -> Result<OutletId, IrError> {
+    let h = b.layer_norm(&format!("{p}.ln_1"), x, dims.norm_eps)?;
     let a = attention(b, dims, &format!("{p}.attn"), h)?;
     let x = b.add(&format!("{p}.attn_residual"), x, a)?;
-    let h = b.layer_norm(&format!("{p}.ln_2"), x, LN_EPS)?;
-    let h = b.linear(&format!("{p}.mlp.c_fc"), h, 4 * dims.n_embd)?;
+    let h = b.layer_norm(&format!("{p}.ln_2"), x, dims.norm_eps)?;
+    let h = b.linear(&format!("{p}.mlp.c_fc"), h, dims.intermediate)?;
     let h = b.unary(&format!("{p}.mlp.act"), UnaryOp::GeluTanh, h)?;
-    let h = b.linear(&format!("{p}.mlp.c_proj"), h, dims.n_embd)?;
+    let h = b.linear(&format!("{p}.mlp.c_proj"), h, dims.hidden)?;
     let h = b.dropout(&format!("{p}.mlp.dropout"), h, DROPOUT)?;
     b.add(&format!("{p}.mlp_residual"), x, h)
 }
 
 /// `GPT2Attention`: one `c_attn` projection split into query, key and value, causal attention,
 /// `c_proj` and `resid_dropout`.
-fn attention(b: &mut GraphBuilder, dims: &Dims, p: &str, x: OutletId) -> Result<OutletId, IrError> {
+fn attention(
+    b: &mut GraphBuilder,
+    dims: &TransformerConfig,
+    p: &str,
+    x: OutletId,
+) -> Result<OutletId, IrError> {
     // HF's Conv1D (c_attn, c_proj, c_fc) stores its weight as [in, out]; our Linear stores
     // [out, in]: the same elements, transposed.
-    let qkv = b.linear(&format!("{p}.c_attn"), x, 3 * dims.n_embd)?;
-    let d = dims.n_embd as i64;
+    let qkv = b.linear(&format!("{p}.c_attn"), x, 3 * dims.hidden)?;
+    let d = dims.hidden as i64;
     let q = b.slice(&format!("{p}.query"), qkv, -1, 0, d)?;
     let k = b.slice(&format!("{p}.key"), qkv, -1, d, 2 * d)?;
     let v = b.slice(&format!("{p}.value"), qkv, -1, 2 * d, 3 * d)?;
     let dropout = format!("{p}.attn_dropout");
     let core =
-        AttentionCore { heads: dims.n_head, causal: true, dropout: Some((&dropout, DROPOUT)) };
+        AttentionCore { heads: dims.heads, causal: true, dropout: Some((&dropout, DROPOUT)) };
     let context = core.apply(b, p, q, k, v)?;
-    let out = b.linear(&format!("{p}.c_proj"), context, dims.n_embd)?;
+    let out = b.linear(&format!("{p}.c_proj"), context, dims.hidden)?;
     b.dropout(&format!("{p}.resid_dropout"), out, DROPOUT)
 }

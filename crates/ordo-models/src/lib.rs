@@ -23,21 +23,31 @@
 //! | `gnmt` | hidden 16, 3+3 LSTM layers (bidirectional first, residual adds), vocab 64, sequence 6 |
 //! | `bert_base` | 2 layers, width 32, 4 heads, intermediate 64, vocab 100, 64 positions, sequence 8 |
 //! | `gpt2_small` | 2 blocks, width 32, 4 heads, vocab 100, 64 positions, sequence 8 |
+//! | `gpt3_175b` | as `gpt2_small`'s |
+//! | `llama2_7b`, `llama2_13b` | 2 layers, width 32, 4 heads, intermediate 64, vocab 100, 64 positions, sequence 8 |
+//! | `llama2_70b` | as `llama2_7b`'s, with 4 query heads sharing 1 key/value head |
+//!
+//! Transformers of any other size come from [`TransformerConfig`] (a Hugging Face
+//! `config.json`'s fields).
 //!
 //! The small graphs are named `<model>-small`; every small variant has batch 2 by default.
 
 mod bert;
 mod common;
+mod configured;
 mod densenet;
 mod gnmt;
 mod gpt2;
 mod inception;
+mod llama;
 mod mobilenet;
 mod resnet;
 mod sequence;
 mod transformer;
 
 use ordo_ir::{Graph, IrError};
+
+pub use configured::{ConfigError, Family, TransformerConfig};
 
 /// Batch size of every small variant.
 pub const SMALL_BATCH: usize = 2;
@@ -268,5 +278,41 @@ static ZOO: &[ModelSpec] = &[
         build: gpt2::gpt2_small,
         small_seq_len: Some(8),
         build_small: gpt2::gpt2_small_small,
+    },
+    ModelSpec {
+        name: "gpt3_175b",
+        description: "GPT-3 175B (the paper's configuration on GPT-2's architecture, dense attention)",
+        default_batch: 8,
+        default_seq_len: Some(2048),
+        build: gpt2::gpt3_175b,
+        small_seq_len: Some(8),
+        build_small: gpt2::gpt3_175b_small,
+    },
+    ModelSpec {
+        name: "llama2_7b",
+        description: "LLaMA-2 7B (HF LlamaForCausalLM: RMSNorm, SwiGLU, rotary positions)",
+        default_batch: 8,
+        default_seq_len: Some(4096),
+        build: llama::llama2_7b,
+        small_seq_len: Some(8),
+        build_small: llama::llama2_7b_small,
+    },
+    ModelSpec {
+        name: "llama2_13b",
+        description: "LLaMA-2 13B (HF LlamaForCausalLM)",
+        default_batch: 8,
+        default_seq_len: Some(4096),
+        build: llama::llama2_13b,
+        small_seq_len: Some(8),
+        build_small: llama::llama2_13b_small,
+    },
+    ModelSpec {
+        name: "llama2_70b",
+        description: "LLaMA-2 70B (HF LlamaForCausalLM, grouped-query attention: 8 key/value heads)",
+        default_batch: 8,
+        default_seq_len: Some(4096),
+        build: llama::llama2_70b,
+        small_seq_len: Some(8),
+        build_small: llama::llama2_70b_small,
     },
 ];

@@ -339,7 +339,12 @@ impl<'a> Ctx<'a> {
             k += 1;
         }
         let id = ParamId(self.graph.params.len() as u32);
-        self.graph.params.push(Param { name: unique.clone(), fact, trainable });
+        self.graph.params.push(Param {
+            name: unique.clone(),
+            fact,
+            trainable,
+            init: Default::default(),
+        });
         self.sources.push(source);
         self.param_ids.insert(unique, id);
         id

@@ -180,7 +180,7 @@ def _sample():
 
 
 def test_the_zoo_and_the_version():
-    assert "resnet50" in ordo.zoo_models() and len(ordo.zoo_models()) == 8
+    assert "resnet50" in ordo.zoo_models() and len(ordo.zoo_models()) == 12
     assert ordo.__version__
     assert repr(ordo.Model.zoo("gnmt", small=True)).startswith("ordo.Model(")
 
@@ -250,3 +250,19 @@ def test_errors_name_parameters_as_python_does():
         )
     with pytest.raises(ordo.OrdoError, match=r"schedule=gpipe disagrees with the strategy, ooo"):
         ordo.plan(ordo.Problem(model.training(), ordo.Target.uniform(1)), "ooo", schedule="gpipe")
+
+
+def test_transformers_of_any_size_from_a_hugging_face_config_or_fields():
+    """A Hugging Face ``config.json`` (LLaMA-2 70B's, with grouped-query attention) and the
+    same architecture by its fields make the same graph; its small variant trains."""
+    path = ROOT / "crates/ordo-models/tests/configs/llama-2-70b-hf.json"
+    from_file = ordo.Model.load(str(path), seq_len=16)
+    fields = "llama:layers=80,hidden=8192,heads=64,kv_heads=8,intermediate=28672"
+    assert ordo.Model.load(fields, seq_len=16).nodes == from_file.nodes
+    with pytest.raises(ordo.OrdoError, match="kv_heads 7 does not divide heads 64"):
+        ordo.Model.load("llama:heads=64,kv_heads=7")
+    small = ordo.Model.load(str(path), small=True).training(optimizer="adam")
+    problem = ordo.Problem(small, ordo.Target.uniform(1), mode="training-graph")
+    runner = ordo.Runner(problem, ordo.plan(problem, "ooo"))
+    losses = [runner.step() for _ in range(3)]
+    assert losses[-1] < losses[0]

@@ -97,7 +97,7 @@ pub use ordo_cost::{
 pub use ordo_exec::cpu::Hyper;
 pub use ordo_exec::{EngineOptions, RunSettings, StepRun, Sync, TrainState};
 pub use ordo_ir::{Graph, graph_stats, node_stats};
-pub use ordo_models::ModelSpec;
+pub use ordo_models::{Family, ModelSpec, TransformerConfig};
 pub use ordo_place::{
     Algorithm, AutoOptions, AutoPlacement, AutoProgress, PlaceOptions, PlacementFile,
     placement_file,

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use ordo_cost::{CostGraph, Optimizer};
 use ordo_ir::Graph;
-use ordo_models::ModelSpec;
 pub use ordo_models::Variant;
+use ordo_models::{ModelSpec, TransformerConfig};
 
 use crate::error::{Error, Result, usage};
 use crate::loss::{Loss, with_loss};
@@ -216,9 +216,10 @@ impl Model {
         })
     }
 
-    /// What a command-line `MODEL` argument names: an ONNX file if it ends in `.onnx`, a
-    /// cost-graph file if it looks like a path (ends in `.json`, contains `/`, or is a file),
-    /// a zoo model otherwise.
+    /// What a command-line `MODEL` argument names: an ONNX file if it ends in `.onnx`; a
+    /// Hugging Face `config.json` or a cost-graph file if it looks like a path (ends in
+    /// `.json`, contains `/`, or is a file); a transformer by its fields if it reads
+    /// `FAMILY:FIELD=VALUE,...` ([`TransformerConfig::from_fields`]); a zoo model otherwise.
     ///
     /// # Errors
     /// Those of [`Model::onnx`], [`Model::cost_graph`] and [`Model::zoo`].
@@ -226,10 +227,42 @@ impl Model {
         if is_onnx(arg) {
             Self::onnx(arg, size)
         } else if is_file(arg) {
-            Self::cost_graph(arg)
+            match hugging_face_config(Path::new(arg))? {
+                Some(config) => Self::transformer(&config, size),
+                None => Self::cost_graph(arg),
+            }
+        } else if let Some(config) = TransformerConfig::from_fields(arg) {
+            match config {
+                Ok(config) => Self::transformer(&config, size),
+                Err(message) => usage!("{message}"),
+            }
         } else {
             Self::zoo(arg, size)
         }
+    }
+
+    /// The transformer `config` describes, its training step on `size.batch` sequences (8 by
+    /// default) of `size.seq_len` tokens (by default all the positions it takes), or its small
+    /// variant ([`TransformerConfig::small`], batch 2 and 8 tokens by default).
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for sizes of 0; [`Error::Model`] for a configuration that does not
+    /// build, naming what is wrong.
+    pub fn transformer(config: &TransformerConfig, size: Size) -> Result<Self> {
+        let (config, batch, seq) = match size.variant {
+            Variant::Full => (config.clone(), 8, config.max_positions),
+            Variant::Small => (config.small(), ordo_models::SMALL_BATCH, 8),
+        };
+        let batch = size.batch.unwrap_or(batch);
+        let seq_len = size.seq_len.unwrap_or(seq);
+        if batch == 0 || seq_len == 0 {
+            usage!("{}: the batch and the sequence length must be at least 1", config.name);
+        }
+        let graph =
+            config.build(&ordo_models::ModelConfig { batch, seq_len }).map_err(|source| {
+                ordo_models::ModelError::Build { name: config.name.clone(), source }
+            })?;
+        Ok(Self::from_graph(graph))
     }
 
     /// A model from a graph built by hand.
@@ -442,4 +475,36 @@ pub fn zoo() -> &'static [ModelSpec] {
 /// The batch size of zoo model `name` at `variant`, or `None` for a name not in the zoo.
 pub fn zoo_batch(name: &str, variant: Variant) -> Option<usize> {
     ordo_models::spec(name).ok().map(|spec| spec.config(variant).batch)
+}
+
+/// The transformer configuration in `path` when it is a Hugging Face `config.json` (a small
+/// JSON object with a `model_type`), `None` for any other file (a cost graph).
+///
+/// # Errors
+/// [`Error::Usage`] for a Hugging Face configuration that ordo cannot build, naming the file
+/// and the field.
+fn hugging_face_config(path: &Path) -> Result<Option<TransformerConfig>> {
+    // A configuration is a few hundred bytes; a cost graph is read by its own reader.
+    const MOST: u64 = 1 << 20;
+    if std::fs::metadata(path).map_or(true, |m| m.len() > MOST) {
+        return Ok(None);
+    }
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(None) };
+    let is_config = |value: serde_json::Value| value.get("model_type").is_some();
+    if !serde_json::from_str(&text).is_ok_and(is_config) {
+        return Ok(None);
+    }
+    let name = path.file_stem().map_or("model".into(), |stem| stem.to_string_lossy());
+    let name = match name.as_ref() {
+        // `config.json` is named after its folder, as a downloaded model is.
+        "config" => path
+            .parent()
+            .and_then(Path::file_name)
+            .map_or("model".into(), |dir| dir.to_string_lossy().into_owned()),
+        other => other.to_string(),
+    };
+    match TransformerConfig::from_hugging_face(&text, &name) {
+        Ok(config) => Ok(Some(config)),
+        Err(message) => usage!("{}: {message}", path.display()),
+    }
 }

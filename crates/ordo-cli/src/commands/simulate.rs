@@ -369,19 +369,22 @@ fn refuse_model_options(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether `path` is to be read as a plan: a JSON file that is not a cost graph (a cost graph
-/// has `nodes`). A broken or empty file that may have been a plan is then refused by the plan
+/// Whether `path` is to be read as a plan: a JSON file that is neither a cost graph (which has
+/// `nodes`) nor a Hugging Face configuration (which has a `model_type`). A broken or empty file that may have been a plan is then refused by the plan
 /// reader, which names the file and the field, rather than taken for a model.
 fn is_plan_file(path: &Path) -> bool {
     #[derive(serde::Deserialize)]
     struct Header {
         format: Option<String>,
         nodes: Option<serde::de::IgnoredAny>,
+        model_type: Option<serde::de::IgnoredAny>,
     }
     let Ok(text) = std::fs::read_to_string(path) else { return false };
     match serde_json::from_str::<Header>(&text) {
+        // A Hugging Face `config.json` (a `model_type`) is a model, as a cost graph is.
         Ok(header) => {
-            header.format.is_some_and(|f| f.starts_with("ordo.plan/")) || header.nodes.is_none()
+            header.format.is_some_and(|f| f.starts_with("ordo.plan/"))
+                || (header.nodes.is_none() && header.model_type.is_none())
         }
         Err(_) => path.extension().is_some_and(|e| e == "json") && !text.contains("\"nodes\""),
     }
