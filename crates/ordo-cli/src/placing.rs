@@ -60,6 +60,11 @@ pub struct ProblemArgs {
     /// Optimizer for the training-step memory model.
     #[arg(allow_negative_numbers = true, long, value_enum, default_value = "momentum")]
     pub optimizer: OptimizerArg,
+    /// Weights and activations in `fp32`, or mixed precision with them in `bf16` or `fp16`
+    /// (with `--train`): matrix products at the tensor cores' rate, fp32 master weights and
+    /// optimizer states charged. Planned and simulated only; `ordo run` computes in fp32.
+    #[arg(allow_negative_numbers = true, long, value_enum, default_value = "fp32")]
+    pub precision: PrecisionArg,
     /// Node compute times, and the cost of a transfer where it was measured, from a profile
     /// written by `ordo profile` (of the same graph: the
     /// same model, size, `--small` and `--train`) instead of the roofline.
@@ -135,6 +140,7 @@ impl ProblemArgs {
         } else {
             model
         };
+        let model = model.in_precision(self.precision.0)?;
         let label = model.name().to_string();
         let problem = Problem::new(&model, &target, self.mode()).with_context(|| {
             match (&target.profile, &self.profile) {
@@ -290,5 +296,23 @@ impl From<LossArg> for ordo::Loss {
         match arg {
             LossArg::CrossEntropy => ordo::Loss::CrossEntropy,
         }
+    }
+}
+
+/// `--precision`: the facade's precisions by their names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrecisionArg(pub ordo::Precision);
+
+impl clap::ValueEnum for PrecisionArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        const ALL: [PrecisionArg; 3] = {
+            let all = ordo::Precision::ALL;
+            [PrecisionArg(all[0]), PrecisionArg(all[1]), PrecisionArg(all[2])]
+        };
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.name()))
     }
 }

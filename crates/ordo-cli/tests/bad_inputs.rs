@@ -175,13 +175,14 @@ fn graph_cases(dir: &Path) -> Vec<Case> {
 const CLUSTER: &str = r#"{"format": "ordo.cluster/1", "name": "corpus",
   "device": {"kind": "gpu", "memory_bytes": @memory_bytes@, "peak_flops": @peak_flops@,
     "memory_bandwidth": @memory_bandwidth@, "launch_overhead_us": @launch_overhead_us@,
-    "parallelism": @parallelism@},
+    "parallelism": @parallelism@, "half_precision_flops": @half_precision_flops@},
   "count": @count@,
   "interconnect": {"latency_us": @latency_us@, "bandwidth_bytes_per_s": @bandwidth_bytes_per_s@}}"#;
 
-const CLUSTER_FIELDS: [(&str, &str); 8] = [
+const CLUSTER_FIELDS: [(&str, &str); 9] = [
     ("memory_bytes", "\"16GiB\""),
     ("peak_flops", "14e12"),
+    ("half_precision_flops", "112e12"),
     ("memory_bandwidth", "900e9"),
     ("launch_overhead_us", "5"),
     ("parallelism", "1024"),

@@ -89,11 +89,11 @@ pub fn costgraph_with(graph: &Graph, roofline: &Roofline, comm: &CommModel) -> C
         if let Op::Update(update) = &node.op {
             // The parameter is written in place: its new version takes no new memory.
             cost.output_memory = vec![0; node.outputs.len()];
-            // The optimizer state of the parameter it updates.
-            let state: u64 = node.params.iter().map(|&p| graph.param(p).fact.bytes()).sum();
-            cost.persistent_memory = cost
-                .persistent_memory
-                .saturating_add(state.saturating_mul(update.optimizer.state_slots()));
+            cost.persistent_memory = cost.persistent_memory.saturating_add(optimizer_bytes(
+                graph,
+                node,
+                update.optimizer.state_slots(),
+            ));
         }
         nodes.push(cost);
 
@@ -130,8 +130,49 @@ pub fn costgraph_with(graph: &Graph, roofline: &Roofline, comm: &CommModel) -> C
     CostGraph { graph: meta, nodes, links, extra: Map::new() }
 }
 
+/// The optimizer's memory for the parameters `node` updates: `slots` states of each, in its
+/// own precision; a parameter in 16-bit floats (mixed precision) keeps its states and an fp32
+/// master copy in fp32, so Adam costs 12 bytes per parameter beside the 16-bit weight (and the
+/// 16-bit gradient): ZeRO's 16 bytes per parameter.
+fn optimizer_bytes(graph: &Graph, node: &Node, slots: u64) -> u64 {
+    node.params
+        .iter()
+        .map(|&p| {
+            let fact = &graph.param(p).fact;
+            if fact.dtype.is_half_float() {
+                fact.numel().saturating_mul(4).saturating_mul(slots + 1)
+            } else {
+                fact.bytes().saturating_mul(slots)
+            }
+        })
+        .fold(0, u64::saturating_add)
+}
+
+/// Whether `op` is a matrix product (or its gradient), which a GPU's tensor cores run at
+/// their own rate in 16-bit floats.
+fn is_matmul(op: &Op) -> bool {
+    match op {
+        Op::Linear(_)
+        | Op::MatMul
+        | Op::Conv2d(_)
+        | Op::ConvTranspose2d(_)
+        | Op::Einsum(_)
+        | Op::Lstm(_) => true,
+        Op::Grad(grad) => is_matmul(&grad.of),
+        _ => false,
+    }
+}
+
 /// Compute time in µs and occupancy of one node by the rules of [`costgraph_with`].
 fn kernel_cost(graph: &Graph, node: &Node, flops: u64, roofline: &Roofline) -> KernelCost {
+    let half = node.outputs.first().is_some_and(|f| f.dtype.is_half_float());
+    let tensor_cores;
+    let roofline = if half && is_matmul(&node.op) {
+        tensor_cores = roofline.for_half_matmul();
+        &tensor_cores
+    } else {
+        roofline
+    };
     let input_bytes: Vec<u64> =
         node.inputs.iter().map(|&o| graph.fact(o).map_or(0, |f| f.bytes())).collect();
     let inputs: u64 = input_bytes.iter().sum();

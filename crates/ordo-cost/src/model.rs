@@ -31,6 +31,9 @@ pub struct Roofline {
     /// Work items (threads) the device keeps in flight when fully occupied; at least 1. A
     /// kernel with fewer items occupies only part of the device.
     pub parallelism: u64,
+    /// Peak FLOP/s of matrix products in 16-bit floats (bf16, fp16) on the device's tensor
+    /// cores, where it has them; `None`: as `flops_per_s`.
+    pub half_flops_per_s: Option<f64>,
 }
 
 /// What one kernel costs: its time alone on the device and the share of the device it keeps
@@ -53,7 +56,14 @@ impl Roofline {
             overhead_us: 5.0,
             recurrent_step_us: 5.0,
             parallelism: 1,
+            half_flops_per_s: None,
         }
+    }
+
+    /// The roofline of matrix products in 16-bit floats: the tensor cores' FLOP/s, where the
+    /// device has them.
+    pub fn for_half_matmul(&self) -> Roofline {
+        Roofline { flops_per_s: self.half_flops_per_s.unwrap_or(self.flops_per_s), ..*self }
     }
 
     /// Share of the device a kernel of `work_items` parallel items occupies:
@@ -196,6 +206,7 @@ mod tests {
             overhead_us: 5.0,
             recurrent_step_us: 5.0,
             parallelism: 108 * 2048,
+            half_flops_per_s: Some(312e12),
         }
     }
 
@@ -265,6 +276,7 @@ mod tests {
             overhead_us: 1.0,
             recurrent_step_us: 1.0,
             parallelism: 1,
+            half_flops_per_s: None,
         };
         let cpu = core.kernel(flops, bytes, items);
         assert_eq!(cpu.occupancy, 1.0);

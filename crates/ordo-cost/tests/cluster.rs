@@ -48,12 +48,19 @@ fn shipped_numbers() {
     let v100 = Cluster::builtin("v100x8-nvlink").unwrap();
     assert_eq!(v100.memory_limits(), vec![16 * GIB; 8]);
     // Baechi's V100 numbers, but with the V100's 80 SMs x 2048 threads: a kernel with fewer
-    // work items than that occupies only part of it (Baechi's model has parallelism 1).
-    assert_eq!(v100.roofline(0), Roofline { parallelism: 80 * 2048, ..Roofline::baechi_default() });
+    // work items than that occupies only part of it (Baechi's model has parallelism 1), and
+    // its fp16 tensor cores' 125 TFLOP/s.
+    let tensor_cores = Some(125e12);
+    let v100_roofline = Roofline::baechi_default();
+    assert_eq!(
+        v100.roofline(0),
+        Roofline { parallelism: 80 * 2048, half_flops_per_s: tensor_cores, ..v100_roofline }
+    );
     let h100 = Cluster::builtin("h100x8-nvlink").unwrap();
     assert_eq!(h100.memory_limits(), vec![80 * GIB; 8]);
     assert_eq!(h100.devices()[7].name, "gpu7");
     assert_eq!(h100.devices()[0].peak_flops, 67e12);
+    assert_eq!(h100.devices()[0].half_precision_flops, Some(989.4e12));
     assert_eq!(h100.devices()[0].memory_bandwidth, 3.35e12);
     assert_eq!(h100.link(2, 5), LinkSpec { latency_us: 7.0, bandwidth_bytes_per_s: 375e9 });
     let a100 = Cluster::builtin("a100x4-pcie").unwrap();
@@ -115,6 +122,7 @@ fn device(name: &str, peak_flops: f64) -> DeviceSpec {
         memory_bandwidth: 1e12,
         launch_overhead_us: 4.0,
         parallelism: 1000,
+        half_precision_flops: Some(8.0 * peak_flops),
     }
 }
 

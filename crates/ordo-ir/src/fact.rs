@@ -87,6 +87,12 @@ impl DType {
         self.bits().div_ceil(8)
     }
 
+    /// Whether this is a 16-bit float (bf16 or fp16): mixed precision's weights and
+    /// activations.
+    pub fn is_half_float(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16)
+    }
+
     /// Whether values of this type are floating point.
     pub fn is_float(self) -> bool {
         matches!(

@@ -129,6 +129,14 @@ impl PyModel {
         Ok(Self { inner })
     }
 
+    /// This model in `precision`: `"fp32"` as it is, or mixed precision (`"bf16"`, `"fp16"`):
+    /// 16-bit weights and activations, matrix products at the tensor cores' rate, fp32 master
+    /// weights and optimizer states charged. Planned and simulated; `Runner` computes in fp32.
+    fn in_precision(&self, precision: &str) -> PyResult<Self> {
+        let precision = precision.parse::<ordo::Precision>().map_err(error)?;
+        Ok(Self { inner: self.inner.in_precision(precision).map_err(error)? })
+    }
+
     /// The model's name.
     #[getter]
     fn name(&self) -> String {

@@ -266,3 +266,21 @@ def test_transformers_of_any_size_from_a_hugging_face_config_or_fields():
     runner = ordo.Runner(problem, ordo.plan(problem, "ooo"))
     losses = [runner.step() for _ in range(3)]
     assert losses[-1] < losses[0]
+
+
+def test_mixed_precision_is_planned_and_simulated_but_not_run():
+    model = ordo.Model.zoo("gpt2_small", small=True).training()
+    fast = ordo.Model.zoo("gpt2_small").training(optimizer="adam")
+    times = {}
+    for precision in ["fp32", "bf16"]:
+        target = ordo.Target.uniform(1, cluster="a100x8-nvlink")
+        problem = ordo.Problem(fast.in_precision(precision), target, mode="training-graph")
+        times[precision] = ordo.simulate(ordo.plan(problem, "inorder")).step_time_us
+    # Tensor cores at 312 TFLOP/s against 19.5 for fp32: the step is several times faster.
+    assert times["fp32"] > 4 * times["bf16"], times
+    bf16 = model.in_precision("bf16")
+    problem = ordo.Problem(bf16, ordo.Target.uniform(1), mode="training-graph")
+    with pytest.raises(ordo.OrdoError, match="mixed precision is planned and simulated, not run"):
+        ordo.Runner(problem, ordo.plan(problem, "ooo"))
+    with pytest.raises(ordo.OrdoError, match="precision `fp8`"):
+        model.in_precision("fp8")

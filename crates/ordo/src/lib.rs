@@ -76,7 +76,9 @@ pub use compare::{CompareProgress, PlacerResult, compare_placers};
 pub use error::{Error, Result};
 pub use layers::{LayerGraph, ProfileInfo, ProfiledLayer, SplitBackward};
 pub use loss::{Loss, with_loss};
-pub use model::{Model, ModelKind, OnnxSettings, Size, Variant, is_file, is_onnx, zoo, zoo_batch};
+pub use model::{
+    Model, ModelKind, OnnxSettings, Precision, Size, Variant, is_file, is_onnx, zoo, zoo_batch,
+};
 pub use parameter::{Parameter, ParameterError};
 pub use problem::Problem;
 pub use pytorch::{PytorchSchedule, pytorch_schedule, pytorch_schedule_of, simulate_pipeline};

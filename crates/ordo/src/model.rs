@@ -405,6 +405,31 @@ impl Model {
         })
     }
 
+    /// The model in `precision`: [`Precision::Fp32`] as it is; bf16 or fp16 with every fp32
+    /// weight and activation in that type (mixed precision: the cost model charges fp32
+    /// master weights and optimizer states, and runs matrix products at the tensor cores'
+    /// rate). Such a model is planned and simulated; the CPU kernels compute in fp32 only.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for a cost graph in another precision than fp32 (its sizes are bytes,
+    /// not types).
+    pub fn in_precision(&self, precision: Precision) -> Result<Self> {
+        let Some(dtype) = precision.dtype() else { return Ok(self.clone()) };
+        let graph = self.require_graph("a cost graph's sizes are bytes: its precision is fixed")?;
+        let mut graph = ordo_ir::transform::in_precision(graph, dtype)?;
+        graph.name = format!("{} ({})", graph.name, precision.name());
+        Ok(Self {
+            name: graph.name.clone(),
+            kind: ModelKind::Graph(Box::new(graph)),
+            ..self.clone()
+        })
+    }
+
+    /// Whether the model's weights are 16-bit floats (mixed precision).
+    pub fn is_mixed_precision(&self) -> bool {
+        self.graph().is_some_and(|g| g.params.iter().any(|p| p.fact.dtype.is_half_float()))
+    }
+
     /// The parameter values an imported file holds, by parameter name (`None` for a model
     /// that is not an import). A parameter the file gives no value (a graph input taken as a
     /// parameter, with no initializer) is left out.
@@ -465,6 +490,52 @@ pub fn is_onnx(arg: &str) -> bool {
 /// Whether an argument names a file rather than a zoo model.
 pub fn is_file(arg: &str) -> bool {
     arg.ends_with(".json") || arg.contains('/') || Path::new(arg).is_file()
+}
+
+/// The type of a model's weights and activations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Precision {
+    /// Everything in fp32.
+    #[default]
+    Fp32,
+    /// Mixed precision with bf16 weights and activations.
+    Bf16,
+    /// Mixed precision with fp16 weights and activations.
+    Fp16,
+}
+
+impl Precision {
+    /// Every precision, in the order the shells list them.
+    pub const ALL: [Precision; 3] = [Precision::Fp32, Precision::Bf16, Precision::Fp16];
+
+    /// Its name: `fp32`, `bf16`, `fp16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Bf16 => "bf16",
+            Precision::Fp16 => "fp16",
+        }
+    }
+
+    /// The weights' and activations' type in mixed precision; `None` for fp32.
+    fn dtype(self) -> Option<ordo_ir::DType> {
+        match self {
+            Precision::Fp32 => None,
+            Precision::Bf16 => Some(ordo_ir::DType::BF16),
+            Precision::Fp16 => Some(ordo_ir::DType::F16),
+        }
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Self> {
+        match Precision::ALL.into_iter().find(|p| p.name() == name) {
+            Some(precision) => Ok(precision),
+            None => usage!("precision `{name}`: expected fp32, bf16 or fp16"),
+        }
+    }
 }
 
 /// The zoo's models: names, default sizes and descriptions.

@@ -3,7 +3,7 @@
 use ordo_cost::StepMode;
 use ordo_problem::PlaceProblem;
 
-use crate::error::Result;
+use crate::error::{Result, usage};
 use crate::{Model, Target};
 
 /// A model costed for a target under a memory mode: what every strategy is planned from.
@@ -39,6 +39,14 @@ impl Problem {
     /// for a cost graph that is not a valid problem (a cycle, a link to a missing node) or a
     /// device count out of range.
     pub fn new(model: &Model, target: &Target, mode: StepMode) -> Result<Self> {
+        if matches!(mode, StepMode::Training { .. }) && model.is_mixed_precision() {
+            usage!(
+                "{}: in mixed precision, plan the training graph (`--train`, mode \
+                 \"training-graph\"), which charges the fp32 master weights and optimizer \
+                 states; a forward graph charged for a training step cannot tell them apart",
+                model.name()
+            );
+        }
         let costed = target.cost(model)?;
         let place = PlaceProblem::new(&costed, target.devices.clone(), mode)?;
         let step_overhead_us =

@@ -46,10 +46,18 @@ impl Runner {
     /// loss gradient is scaled by `1 / replicas`, so that the all-reduced sum is the mean.
     ///
     /// # Errors
-    /// [`crate::Error::Usage`] for a cost graph (it has no kernels); [`crate::Error::Exec`]
-    /// for an op without a CPU kernel or a plan that does not run the model's graph.
+    /// [`crate::Error::Usage`] for a cost graph (it has no kernels) or a model in mixed
+    /// precision (the CPU kernels compute in fp32); [`crate::Error::Exec`] for an op without
+    /// a CPU kernel or a plan that does not run the model's graph.
     pub fn new(problem: &Problem, planned: &Planned, options: EngineOptions) -> Result<Self> {
         let graph = problem.model.require_graph("running a plan needs a model with kernels")?;
+        if problem.model.is_mixed_precision() {
+            crate::error::usage!(
+                "{}: mixed precision is planned and simulated, not run: the CPU kernels compute \
+                 in fp32 (run the fp32 model)",
+                problem.model.name()
+            );
+        }
         let program =
             program(graph, planned).map_err(|e| problem.model.explain_missing_kernels(e))?;
         let seed = options.settings.seed;

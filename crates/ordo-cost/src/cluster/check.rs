@@ -109,6 +109,10 @@ pub(super) fn check_device(d: &DeviceSpec, origin: &str, label: &str) -> Result<
     } else {
         rate(d.peak_flops, "peak_flops", "FLOP/s", MAX_FLOPS)
             .or_else(|| rate(d.memory_bandwidth, "memory_bandwidth", "bytes/s", MAX_BYTES_PER_S))
+            .or_else(|| {
+                let half = d.half_precision_flops?;
+                rate(half, "half_precision_flops", "FLOP/s", MAX_FLOPS)
+            })
             .or_else(|| time(d.launch_overhead_us, "launch_overhead_us"))
             .or_else(|| {
                 (d.parallelism == 0).then(|| {

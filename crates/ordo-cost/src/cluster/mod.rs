@@ -131,6 +131,7 @@ impl Cluster {
                 memory_bandwidth: roofline.bytes_per_s,
                 launch_overhead_us: roofline.overhead_us,
                 parallelism: roofline.parallelism,
+                half_precision_flops: None,
             })
             .collect();
         let n = n_devices;

@@ -46,6 +46,8 @@ struct DeviceEntry {
     kind: DeviceKind,
     memory_bytes: ByteCount,
     peak_flops: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    half_precision_flops: Option<f64>,
     memory_bandwidth: f64,
     #[serde(default = "default_launch_overhead", alias = "kernel_overhead_us")]
     launch_overhead_us: f64,
@@ -236,6 +238,7 @@ impl DeviceEntry {
             memory_bandwidth: self.memory_bandwidth,
             launch_overhead_us: self.launch_overhead_us,
             parallelism: self.parallelism,
+            half_precision_flops: self.half_precision_flops,
         }
     }
 
@@ -248,6 +251,7 @@ impl DeviceEntry {
             memory_bandwidth: d.memory_bandwidth,
             launch_overhead_us: d.launch_overhead_us,
             parallelism: d.parallelism,
+            half_precision_flops: d.half_precision_flops,
         }
     }
 }

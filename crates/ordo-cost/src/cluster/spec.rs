@@ -54,6 +54,9 @@ pub struct DeviceSpec {
     /// with fewer items occupies that share of the device and gets that share of its
     /// throughput; 1 makes every kernel fill the device (the plain roofline).
     pub parallelism: u64,
+    /// Peak FLOP/s of matrix products in bf16 or fp16 on the tensor cores (dense), where the
+    /// device has them (`half_precision_flops` in files).
+    pub half_precision_flops: Option<f64>,
 }
 
 impl DeviceSpec {
@@ -66,6 +69,7 @@ impl DeviceSpec {
             overhead_us: self.launch_overhead_us,
             recurrent_step_us: self.launch_overhead_us,
             parallelism: self.parallelism,
+            half_flops_per_s: self.half_precision_flops,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Step-structure passes: a training graph copied once per micro-batch of a step
 //! ([`micro_batch`]) or once per step of a run ([`unroll`]), with the provenance of every node
-//! of the copy.
+//! of the copy; and the mixed-precision pass ([`in_precision`]), which keeps the numbering.
 //!
 //! A pass is a function from a [`Graph`] to a [`Transformed`] graph: the new graph, and for
 //! each of its nodes which node of the source graph it copies, for which micro-batch and which
@@ -10,9 +10,11 @@
 //! people to read.
 
 mod micro_batch;
+mod precision;
 mod unroll;
 
 pub use micro_batch::{MicroBatchLayout, micro_batch, micro_batch_suffix};
+pub use precision::in_precision;
 pub use unroll::{step_suffix, unroll};
 
 use crate::graph::Graph;

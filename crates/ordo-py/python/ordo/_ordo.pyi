@@ -32,6 +32,8 @@ class Model:
     @staticmethod
     def from_costgraph_json(text: str, name: str = "cost graph") -> Model:
         """A cost graph from JSON text (ordo's node-link format)."""
+    def in_precision(self, precision: str) -> Model:
+        """``"fp32"``, or mixed precision: ``"bf16"`` or ``"fp16"`` (planned, not run)."""
     def training(self, optimizer: str = "momentum", loss: str | None = None) -> Model:
         """The training graph: forward, dX, dW and updates (`sgd`, `momentum`, `adam`);
         `loss="cross-entropy"` adds that loss to a graph that ends at its predictions."""
