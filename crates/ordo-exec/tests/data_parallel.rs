@@ -11,7 +11,7 @@ use ordo_exec::{
     EngineOptions, Executable, Program, Sync, TrainState, scale_backward_seed, synthetic_feeds,
 };
 use ordo_ir::op::Optimizer;
-use ordo_sched::{DataParallel, OneDeviceSchedule, data_parallel_plan};
+use ordo_sched::{DataParallel, OneDeviceSchedule, data_parallel_plan, data_parallel_replica_plan};
 
 fn run(
     replicas: usize,
@@ -77,4 +77,21 @@ fn the_wrong_number_of_feed_sets_is_an_error() {
     let feeds = synthetic_feeds(&graph, 3).unwrap();
     let err = exe.run_step(&mut state, &[feeds]).unwrap_err();
     assert!(err.to_string().contains("2 replica"), "{err}");
+}
+
+#[test]
+fn a_plan_simulated_by_symmetry_is_refused() {
+    let graph = training(&random_forward(4, 2), Optimizer::Sgd);
+    let config = DataParallel {
+        replicas: 4,
+        network: CommModel::baechi_default(),
+        bucket_bytes: 0,
+        first_k: 0,
+        schedule: OneDeviceSchedule::InOrder,
+    };
+    let plan = data_parallel_replica_plan(&problem(&graph, 4), &config, 1).unwrap();
+    let made = Executable::new(Program::new(graph).unwrap(), &plan, EngineOptions::default());
+    let Err(err) = made else { panic!("a plan of one replica for four was accepted") };
+    let err = err.to_string();
+    assert!(err.contains("stands for 4 replicas") && err.contains("every replica"), "{err}");
 }

@@ -69,6 +69,33 @@ pub fn data_parallel_plan(
     config: &DataParallel,
     steps: usize,
 ) -> Result<Plan, SchedError> {
+    plan_on_devices(problem, config, steps, config.replicas)
+}
+
+/// [`data_parallel_plan`] by symmetry: one replica's plan, on device 0, with its collective
+/// stream, each all-reduce lasting what it lasts among `config.replicas` replicas. Every
+/// replica runs the same tasks at the same costs, so every replica's gradients are ready at
+/// the same moment and each all-reduce starts when this replica's are: the simulated step is
+/// the materialised plan's, while its size does not grow with the replicas. For simulation;
+/// a runtime needs every replica's tasks ([`data_parallel_plan`]).
+///
+/// # Errors
+/// As [`data_parallel_plan`].
+pub fn data_parallel_replica_plan(
+    problem: &PlaceProblem,
+    config: &DataParallel,
+    steps: usize,
+) -> Result<Plan, SchedError> {
+    plan_on_devices(problem, config, steps, 1)
+}
+
+/// [`data_parallel_plan`] with `devices` of the replicas materialised (all of them, or one).
+fn plan_on_devices(
+    problem: &PlaceProblem,
+    config: &DataParallel,
+    steps: usize,
+    devices: usize,
+) -> Result<Plan, SchedError> {
     let fail = |message: String| Err(SchedError::Schedule(message));
     if config.replicas == 0 {
         return fail("data parallelism needs at least one replica".into());
@@ -97,11 +124,11 @@ pub fn data_parallel_plan(
         }
     };
     let replica = build_plan_on_streams(&unrolled, &placement, &on_sub_stream)?;
-    let mut plan = replicate(&replica, config.replicas);
+    let mut plan = replicate(&replica, devices);
     if config.replicas > 1 {
         let n = problem.len();
         let gradients = gradients_in_order(&unrolled, &order, n, |v| moved[v]);
-        add_all_reduces(&mut plan, &replica, &unrolled, &gradients, config)?;
+        add_all_reduces(&mut plan, (&replica, devices), &unrolled, &gradients, config)?;
     }
     validate(&plan)?;
     Ok(plan)
@@ -303,7 +330,7 @@ fn replicate(replica: &Plan, replicas: usize) -> Plan {
 /// [`SchedError::Placement`] for a gradient that has no buffer in `replica`.
 fn add_all_reduces(
     plan: &mut Plan,
-    replica: &Plan,
+    (replica, devices): (&Plan, usize),
     unrolled: &PlaceProblem,
     gradients: &[Gradient],
     config: &DataParallel,
@@ -320,7 +347,9 @@ fn add_all_reduces(
             SchedError::Placement(format!("gradient `{}` has no buffer", tensor.name))
         })
     };
-    let replicas = config.replicas as u32;
+    // The replicas materialised: every one, or one standing for all (its all-reduces still
+    // last what they last among `config.replicas`).
+    let replicas = devices as u32;
     let (tasks, buffers) = (replica.tasks.len() as u32, replica.buffers.len() as u32);
     let mut event_after: HashMap<TaskId, EventId> =
         plan.events.iter().enumerate().map(|(e, ev)| (ev.after, EventId(e as u32))).collect();
@@ -374,7 +403,11 @@ fn add_all_reduces(
         }
         plan.tasks.push(Task {
             name,
-            kind: TaskKind::AllReduce { buffers: reduced },
+            kind: TaskKind::AllReduce {
+                buffers: reduced,
+                // One device standing for the group: the plan is simulated by symmetry.
+                replicas: (devices < config.replicas).then_some(config.replicas),
+            },
             streams: (0..replicas).map(|r| StreamId(first_stream + r)).collect(),
             waits,
             duration_us: config.network.ring_all_reduce_us(config.replicas, bytes),

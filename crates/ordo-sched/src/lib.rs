@@ -21,7 +21,9 @@ mod validate;
 
 pub use build::{build_plan, build_plan_on_streams};
 pub use check::check_against;
-pub use data_parallel::{DataParallel, GradientBucket, data_parallel_plan, gradient_buckets};
+pub use data_parallel::{
+    DataParallel, GradientBucket, data_parallel_plan, data_parallel_replica_plan, gradient_buckets,
+};
 pub use error::SchedError;
 pub use graph::{task_graph, task_order};
 pub use io::{read_plan, write_plan};

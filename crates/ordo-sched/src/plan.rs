@@ -107,6 +107,12 @@ pub enum TaskKind {
         /// The buffers it reduces: for each of its devices in the order of
         /// [`Task::streams`], the same number of buffers (one per gradient, in one order).
         buffers: Vec<BufferId>,
+        /// In a plan that holds one replica of a data-parallel group for all of them
+        /// (simulated by symmetry, [`crate::data_parallel_replica_plan`]): how many replicas
+        /// the all-reduce joins; its one device stands for them. `None` when every
+        /// participant is in the plan.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replicas: Option<usize>,
     },
 }
 

@@ -317,7 +317,7 @@ fn check_transfer(
 
 fn check_all_reduce(plan: &Plan, t: usize) -> Result<(), SchedError> {
     let task = &plan.tasks[t];
-    let TaskKind::AllReduce { buffers } = &task.kind else {
+    let TaskKind::AllReduce { buffers, replicas } = &task.kind else {
         return Ok(());
     };
     let fail = |problem: String| SchedError::AllReduce { task: task.name.clone(), problem };
@@ -331,7 +331,15 @@ fn check_all_reduce(plan: &Plan, t: usize) -> Result<(), SchedError> {
         }
         devices.push(stream.device);
     }
-    if devices.len() < 2 || devices.windows(2).any(|w| w[0] >= w[1]) {
+    // One device may stand for a group of replicas (a plan simulated by symmetry).
+    let stands_for_group = devices.len() == 1 && replicas.is_some_and(|r| r >= 2);
+    if replicas.is_some() && !stands_for_group {
+        return Err(fail(format!(
+            "stands for {} replicas on devices {devices:?}; one device stands for at least two",
+            replicas.unwrap_or(0)
+        )));
+    }
+    if (devices.len() < 2 && !stands_for_group) || devices.windows(2).any(|w| w[0] >= w[1]) {
         return Err(fail(format!(
             "joins devices {devices:?}; an all-reduce joins at least two distinct devices, in \
              ascending order"
@@ -420,7 +428,7 @@ fn check_buffers(plan: &Plan) -> Result<(), SchedError> {
         for &t in &buffer.readers {
             let reads_other = match &plan.tasks[t.0 as usize].kind {
                 TaskKind::Transfer { buffer: sent, .. } => sent.0 as usize != b,
-                TaskKind::AllReduce { buffers } => !buffers.contains(&BufferId(b as u32)),
+                TaskKind::AllReduce { buffers, .. } => !buffers.contains(&BufferId(b as u32)),
                 TaskKind::Compute { .. } => false,
             };
             if !touches(plan, t, buffer.device, false) || reads_other {
@@ -432,7 +440,7 @@ fn check_buffers(plan: &Plan) -> Result<(), SchedError> {
     for (t, task) in plan.tasks.iter().enumerate() {
         let (read, kind) = match &task.kind {
             TaskKind::Transfer { buffer, .. } => (std::slice::from_ref(buffer), "transfer"),
-            TaskKind::AllReduce { buffers } => (buffers.as_slice(), "all-reduce"),
+            TaskKind::AllReduce { buffers, .. } => (buffers.as_slice(), "all-reduce"),
             TaskKind::Compute { .. } => continue,
         };
         for &b in read {

@@ -141,7 +141,7 @@ impl Index {
                     }
                     Need::Transfer { from, to }
                 }
-                TaskKind::AllReduce { ref buffers } => {
+                TaskKind::AllReduce { ref buffers, .. } => {
                     if let Some(b) = buffers.iter().find(|b| b.0 as usize >= plan.buffers.len()) {
                         return Err(invalid(format!(
                             "all-reduce {t} reads unknown buffer {}",

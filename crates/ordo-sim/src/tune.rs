@@ -3,7 +3,7 @@
 
 use ordo_problem::PlaceProblem;
 use ordo_sched::{
-    DataParallel, OneDeviceSchedule, Plan, SchedError, data_parallel_plan, deferral,
+    DataParallel, OneDeviceSchedule, Plan, SchedError, data_parallel_replica_plan, deferral,
     layers_with_weights, steady_plan,
 };
 
@@ -33,8 +33,9 @@ pub fn steady_state(
     steady_of(|steps| steady_plan(problem, schedule, deferred, steps), options)
 }
 
-/// Simulates the data-parallel schedule `config` ([`data_parallel_plan`]) in its steady state;
-/// the peak memory is device 0's (every replica runs the same work).
+/// Simulates the data-parallel schedule `config` in its steady state, by symmetry: one replica
+/// with the collectives' durations of all ([`data_parallel_replica_plan`]), so that time and
+/// memory do not grow with the replicas; the peak memory is each replica's.
 ///
 /// # Errors
 /// As [`steady_state`].
@@ -43,7 +44,7 @@ pub fn data_parallel_steady(
     config: &DataParallel,
     options: &SimOptions,
 ) -> Result<Steady, SimError> {
-    steady_of(|steps| data_parallel_plan(problem, config, steps), options)
+    steady_of(|steps| data_parallel_replica_plan(problem, config, steps), options)
 }
 
 /// The steady state of the plans `plan(steps)`: `makespan(3) - makespan(2)`.

@@ -4,7 +4,10 @@ use ordo_cost::{Cluster, CommModel, StepMode};
 use ordo_ir::op::Optimizer;
 use ordo_ir::{OutletId, Role};
 use ordo_place::{Devices, PlaceProblem};
-use ordo_sched::{DataParallel, OneDeviceSchedule, TaskKind, data_parallel_plan, validate};
+use ordo_sched::{
+    DataParallel, OneDeviceSchedule, TaskKind, data_parallel_plan, data_parallel_replica_plan,
+    validate,
+};
 use ordo_sim::{
     SimOptions, choose_first_k, data_parallel_steady, layers_with_weights, simulate, steady_state,
 };
@@ -65,7 +68,7 @@ fn every_replica_runs_the_graph_and_each_gradient_is_reduced_once_per_step() {
                 .tasks
                 .iter()
                 .filter_map(|t| match &t.kind {
-                    TaskKind::AllReduce { buffers } => Some(buffers.len()),
+                    TaskKind::AllReduce { buffers, .. } => Some(buffers.len()),
                     _ => None,
                 })
                 .collect();
@@ -82,7 +85,7 @@ fn updates_wait_for_their_all_reduce_which_waits_for_every_replica() {
     let report = simulate(&plan, &SimOptions::default()).unwrap();
     let timing = &report.tasks;
     for (t, task) in plan.tasks.iter().enumerate() {
-        let TaskKind::AllReduce { buffers } = &task.kind else { continue };
+        let TaskKind::AllReduce { buffers, .. } = &task.kind else { continue };
         for &b in buffers {
             let buffer = &plan.buffers[b.0 as usize];
             let producer = buffer.producer.0 as usize;
@@ -244,7 +247,7 @@ fn gradient_buckets_are_the_plans_all_reduces_in_the_order_issued() {
             .tasks
             .iter()
             .map(|&t| match &plan.tasks[t.0 as usize].kind {
-                TaskKind::AllReduce { buffers } => buffers
+                TaskKind::AllReduce { buffers, .. } => buffers
                     .iter()
                     .filter(|b| plan.buffers[b.0 as usize].device == 0)
                     .map(|b| plan.buffers[b.0 as usize].bytes)
@@ -269,4 +272,51 @@ fn gradient_buckets_are_the_plans_all_reduces_in_the_order_issued() {
             buckets[..first_deferred].iter().flat_map(|b| b.layers.clone()).collect();
         assert_eq!(eager.first(), layers.last().filter(|_| first_k < layers.len()));
     }
+}
+
+/// One replica with the collectives' durations of all simulates every replica's step: the
+/// same step time to the microsecond, the same memory, and the same in its steady state (as
+/// the check asks, for up to 64 replicas, both schedules, with and without reverse
+/// first-k and buckets).
+#[test]
+fn one_replica_by_symmetry_simulates_what_every_replica_materialised_does() {
+    let problem = zoo("resnet50", 2);
+    let options = SimOptions::default();
+    for replicas in [2, 3, 8, 64] {
+        for schedule in [OneDeviceSchedule::InOrder, OneDeviceSchedule::Ooo] {
+            for (first_k, bucket_bytes) in [(0, 0), (3, 0), (2, 25 << 20)] {
+                let config = DataParallel {
+                    first_k,
+                    bucket_bytes,
+                    schedule,
+                    ..config(replicas, network(100.0, 5.0))
+                };
+                let label = format!("{replicas} replicas, {schedule:?}, first-k {first_k}");
+                for steps in [1, 3] {
+                    let all = data_parallel_plan(&problem, &config, steps).unwrap();
+                    let one = data_parallel_replica_plan(&problem, &config, steps).unwrap();
+                    validate(&one).unwrap();
+                    assert_eq!(one.devices, 1, "{label}");
+                    let (all, one) =
+                        (simulate(&all, &options).unwrap(), simulate(&one, &options).unwrap());
+                    assert_eq!(all.step_time_us, one.step_time_us, "{label}, {steps} steps");
+                    assert_eq!(all.peak_memory_bytes[0], one.peak_memory_bytes[0], "{label}");
+                    assert!(all.peak_memory_bytes.iter().all(|&m| m == one.peak_memory_bytes[0]));
+                }
+            }
+        }
+    }
+}
+
+/// By symmetry, a data-parallel group of 100,000 replicas simulates as fast as one of two
+/// (the goal: under 5 s and 1 GB; this test only asserts it finishes and agrees in
+/// kind: more replicas, a longer all-reduce).
+#[test]
+fn a_hundred_thousand_replicas_simulate_as_one() {
+    let problem = mlp();
+    let steady = |replicas| {
+        let config = config(replicas, network(100.0, 5.0));
+        data_parallel_steady(&problem, &config, &SimOptions::default()).unwrap().step_time_us
+    };
+    assert!(steady(100_000) > steady(2));
 }

@@ -126,7 +126,14 @@ pub(crate) fn bind(program: &Program, plan: &Plan, sync: Sync) -> Result<Bound, 
                 })?;
                 (Work::Transfer { from: buffer.0, to }, vec![buffer.0], vec![to])
             }
-            TaskKind::AllReduce { buffers } => {
+            TaskKind::AllReduce { replicas: Some(replicas), .. } => {
+                return Err(mismatch(format!(
+                    "all-reduce `{}` stands for {replicas} replicas in a plan simulated by \
+                     symmetry; a run needs the plan of every replica",
+                    task.name
+                )));
+            }
+            TaskKind::AllReduce { buffers, replicas: None } => {
                 let joined = task.streams.len().max(1);
                 let per = buffers.len() / joined;
                 let groups = (0..per)
