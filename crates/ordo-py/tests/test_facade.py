@@ -284,3 +284,12 @@ def test_mixed_precision_is_planned_and_simulated_but_not_run():
         ordo.Runner(problem, ordo.plan(problem, "ooo"))
     with pytest.raises(ordo.OrdoError, match="precision `fp8`"):
         model.in_precision("fp8")
+
+
+def test_a_plan_of_every_replica_is_bounded_where_a_simulation_is_not():
+    """A plan holds every replica's tasks, so a hundred thousand replicas are refused (they
+    used to end the process in an allocation failure); the steady state by symmetry is not."""
+    model = ordo.Model.zoo("gpt2_small", small=True).training()
+    problem = ordo.Problem(model, ordo.Target.uniform(1), mode="training-graph")
+    with pytest.raises(ordo.OrdoError, match="replicas=100000: a plan of every replica"):
+        ordo.plan(problem, "data-parallel", replicas=100000)

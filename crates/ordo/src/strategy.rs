@@ -9,6 +9,7 @@ use ordo_sched::{DataParallel, MicroBatched, OneDeviceSchedule, Pipeline, Plan};
 
 use crate::Problem;
 use crate::error::{Result, usage};
+use crate::parameter::{Parameter, refuse};
 
 /// A placement algorithm: one of Baechi's placers or a baseline, or `auto` (all of them,
 /// improved by a simulated search within a budget).
@@ -213,6 +214,18 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
             Planned::new(plan, description)
         }
         Strategy::DataParallel { config, steps } => {
+            // The plan holds every replica's tasks (a runtime needs them all); the steady
+            // states simulate any number of replicas by symmetry (`data_parallel_steady`).
+            if config.replicas > ordo_cost::MAX_DEVICES {
+                refuse!(
+                    Parameter::Replicas => config.replicas,
+                    format!(
+                        ": a plan of every replica takes at most {} devices; simulate the \
+                         steady state instead (one replica stands for all)",
+                        ordo_cost::MAX_DEVICES
+                    )
+                );
+            }
             let plan = ordo_sched::data_parallel_plan(p, config, *steps)?;
             let description =
                 format!("{} data-parallel replicas, {}", config.replicas, config.schedule.name());
