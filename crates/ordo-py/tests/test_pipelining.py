@@ -442,7 +442,10 @@ def test_the_compute_slowdown_sees_ranks_sharing_a_core(runtime_runs):
     root = Path(next(iter(runtime_runs.values()))[1]).parent
     factors = [float((root / f"slowdown_{rank}.txt").read_text()) for rank in range(2)]
     assert factors[0] == factors[1]
-    assert 1.5 <= factors[0] <= 3.0, factors
+    # About 2 on an idle machine; a run of the suite measured 1.24 once (the rank waiting in
+    # the barrier while rank 0 trains alone does not always leave the core idle): the bound
+    # checks that the sharing is seen (1 when it is not), not how much it costs.
+    assert 1.15 <= factors[0] <= 3.0, factors
 
 
 def test_pipeline_refuses_a_split_the_group_cannot_run(tmp_path):
