@@ -344,6 +344,14 @@ impl TransformerConfig {
     pub fn from_hugging_face(text: &str, name: &str) -> Result<Self, ConfigError> {
         let json: Value =
             serde_json::from_str(text).map_err(|e| format!("{name}: not a JSON config: {e}"))?;
+        Self::from_hugging_face_json(&json, name)
+    }
+
+    /// [`TransformerConfig::from_hugging_face`] of a configuration already parsed.
+    ///
+    /// # Errors
+    /// As [`TransformerConfig::from_hugging_face`], but for the text.
+    pub fn from_hugging_face_json(json: &Value, name: &str) -> Result<Self, ConfigError> {
         let field = |key: &str| -> Result<Option<usize>, ConfigError> {
             match json.get(key) {
                 None | Some(Value::Null) => Ok(None),

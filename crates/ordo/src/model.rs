@@ -418,10 +418,13 @@ impl Model {
         let graph = self.require_graph("a cost graph's sizes are bytes: its precision is fixed")?;
         let mut graph = ordo_ir::transform::in_precision(graph, dtype)?;
         graph.name = format!("{} ({})", graph.name, precision.name());
+        // The file's values, notes and planned-only nodes are the model's still; its old graph
+        // is not cloned to be dropped.
         Ok(Self {
-            name: graph.name.clone(),
-            kind: ModelKind::Graph(Box::new(graph)),
-            ..self.clone()
+            weights: self.weights.clone(),
+            notes: self.notes.clone(),
+            planned_only: self.planned_only.clone(),
+            ..Self::from_graph(graph)
         })
     }
 
@@ -561,8 +564,8 @@ fn hugging_face_config(path: &Path) -> Result<Option<TransformerConfig>> {
         return Ok(None);
     }
     let Ok(text) = std::fs::read_to_string(path) else { return Ok(None) };
-    let is_config = |value: serde_json::Value| value.get("model_type").is_some();
-    if !serde_json::from_str(&text).is_ok_and(is_config) {
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else { return Ok(None) };
+    if json.get("model_type").is_none() {
         return Ok(None);
     }
     let name = path.file_stem().map_or("model".into(), |stem| stem.to_string_lossy());
@@ -574,7 +577,7 @@ fn hugging_face_config(path: &Path) -> Result<Option<TransformerConfig>> {
             .map_or("model".into(), |dir| dir.to_string_lossy().into_owned()),
         other => other.to_string(),
     };
-    match TransformerConfig::from_hugging_face(&text, &name) {
+    match TransformerConfig::from_hugging_face_json(&json, &name) {
         Ok(config) => Ok(Some(config)),
         Err(message) => usage!("{}: {message}", path.display()),
     }

@@ -120,12 +120,14 @@ fn chain(error: &dyn std::error::Error) -> String {
     message
 }
 
-/// `result`'s error as a message, after `context` when there is one.
+/// `error` as a message ([`chain`]), for `map_err`.
+fn failed<E: std::error::Error>(error: E) -> String {
+    chain(&error)
+}
+
+/// `result`'s error as a message after `context`.
 fn why<T, E: std::error::Error>(result: Result<T, E>, context: impl Display) -> Result<T, String> {
-    result.map_err(|e| {
-        let context = context.to_string();
-        if context.is_empty() { chain(&e) } else { format!("{context}: {}", chain(&e)) }
-    })
+    result.map_err(|e| format!("{context}: {}", chain(&e)))
 }
 
 fn check(
@@ -211,13 +213,14 @@ fn check(
     if inputs.len() != info.inputs.len() {
         return Err(format!("{} input files for {} graph inputs", inputs.len(), info.inputs.len()));
     }
-    let mut tensors: HashMap<String, TensorValue> = why(ordo_onnx::initializers(model), "")?;
+    let mut tensors: HashMap<String, TensorValue> =
+        ordo_onnx::initializers(model).map_err(failed)?;
     for (name, value) in info.inputs.iter().zip(inputs) {
         tensors.insert(name.clone(), value);
     }
     let shapes: Vec<Vec<usize>> =
         import.graph.params.iter().map(|p| p.fact.shape.clone()).collect();
-    let params = why(ordo_onnx::param_values(&import.sources, &shapes, &tensors), "")?;
+    let params = ordo_onnx::param_values(&import.sources, &shapes, &tensors).map_err(failed)?;
     let params: Vec<Tensor> = params.iter().map(tensor).collect::<Result<_, _>>()?;
     let mut feeds = HashMap::new();
     for node in import.graph.input_nodes() {
@@ -226,7 +229,7 @@ fn check(
             .ok_or_else(|| format!("no test data for input `{}`", node.name))?;
         feeds.insert(node.name.clone(), tensor(value)?);
     }
-    let outputs = why(ordo_exec::sequential::infer(import.graph, params, &feeds), "")?;
+    let outputs = ordo_exec::sequential::infer(import.graph, params, &feeds).map_err(failed)?;
     if outputs.len() != expected.len() {
         return Err(format!("{} outputs, the test expects {}", outputs.len(), expected.len()));
     }
@@ -308,7 +311,7 @@ fn compare_shapes(
 
 /// The shapes of `output_0.pb`, `output_1.pb`, ... in `dir`.
 fn read_shapes(dir: &Path) -> Result<Vec<Vec<usize>>, String> {
-    read_each(dir, "output", |bytes| why(ordo_onnx::read_tensor_shape(bytes), ""))
+    read_each(dir, "output", |bytes| ordo_onnx::read_tensor_shape(bytes).map_err(failed))
 }
 
 /// The ids of the strings one case feeds and expects, one per distinct string: the runtime
@@ -320,8 +323,8 @@ struct StringIds(HashMap<Vec<u8>, i64>);
 impl StringIds {
     /// A serialized tensor; one of strings as their ids.
     fn read(&mut self, bytes: &[u8]) -> Result<TensorValue, String> {
-        let Some(t) = why(ordo_onnx::read_string_tensor(bytes), "")? else {
-            return why(ordo_onnx::read_tensor(bytes), "");
+        let Some(t) = ordo_onnx::read_string_tensor(bytes).map_err(failed)? else {
+            return ordo_onnx::read_tensor(bytes).map_err(failed);
         };
         let ids = t.strings.into_iter().map(|s| {
             let next = self.0.len() as i64;
