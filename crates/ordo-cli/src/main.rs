@@ -118,6 +118,8 @@ fn flag(parameter: ordo::Parameter) -> &'static str {
         P::Order => "--order",
         P::NetworkGbps => "--network-gbps",
         P::NetworkLatencyUs => "--network-latency-us",
+        P::AllReduce => "--all-reduce",
+        P::Nodes => "--nodes",
         P::Loss => "--loss",
         P::Small => "--small",
         P::Rtol => "--rtol",

@@ -46,6 +46,10 @@ pub struct ProblemArgs {
     /// A cluster description: a shipped name (e.g. `a100x8-nvlink`) or a JSON file.
     #[arg(allow_negative_numbers = true, long)]
     pub cluster: Option<String>,
+    /// Nodes of the cluster (default: the description's), for a cluster with a network between
+    /// its nodes (e.g. `h100x8-ib-ndr`).
+    #[arg(allow_negative_numbers = true, long, requires = "cluster")]
+    pub nodes: Option<usize>,
     /// Place the forward graph only, as Baechi does, ignoring what backward keeps in memory.
     #[arg(long, conflicts_with = "train")]
     pub forward_only: bool,
@@ -104,6 +108,9 @@ impl ProblemArgs {
         let (label, target) = match &self.cluster {
             Some(name) => {
                 let mut cluster = ordo::cluster(name)?;
+                if let Some(nodes) = self.nodes {
+                    cluster = ordo::with_nodes(cluster, nodes)?;
+                }
                 let mut label = format!("devices of cluster `{}`", cluster.name);
                 if let Some(text) = &self.memory {
                     let memory = memory_option(text)?;

@@ -212,6 +212,117 @@ fn cluster_cases(dir: &Path, graph: &str) -> Vec<Case> {
     cases
 }
 
+/// A valid cluster of two nodes of two devices, with markers in its network.
+const NODES_CLUSTER: &str = r#"{"format": "ordo.cluster/1", "name": "corpus-nodes",
+  "device": {"kind": "gpu", "memory_bytes": "16GiB", "peak_flops": 14e12,
+    "memory_bandwidth": 900e9},
+  "count": 2,
+  "interconnect": {"latency_us": 7, "bandwidth_bytes_per_s": 48e9},
+  "nodes": @nodes@,
+  "network": {"topology": @topology@, "oversubscription": @oversubscription@,
+    "latency_us": @latency_us@, "bandwidth_bytes_per_s": @bandwidth_bytes_per_s@}}"#;
+
+const NODES_FIELDS: [(&str, &str); 5] = [
+    ("nodes", "2"),
+    ("topology", "\"fat-tree\""),
+    ("oversubscription", "1"),
+    ("latency_us", "5"),
+    ("bandwidth_bytes_per_s", "25e9"),
+];
+
+/// Clusters of nodes with a bad network, placed on and simulated data parallel.
+fn nodes_cluster_cases(dir: &Path, graph: &str) -> Vec<Case> {
+    let mut cases = Vec::new();
+    let values =
+        ["-1", "0", "0.5", "1e308", "1e-300", "\"x\"", "null", "true", "1e400", "4294967297"];
+    for (field, _) in NODES_FIELDS {
+        for (k, value) in values.iter().enumerate() {
+            let mut text = NODES_CLUSTER.to_string();
+            for (f, good) in NODES_FIELDS {
+                text = text.replace(&format!("@{f}@"), if f == field { value } else { good });
+            }
+            let path = write(dir, &format!("nodes-{field}-{k}.json"), &text);
+            let culprit = vec![path.clone(), field.to_string()];
+            let place = strings(&["place", graph, "--cluster", &path, "--algo", "m-etf"]);
+            let data_parallel = strings(&[
+                "simulate",
+                "resnet50",
+                "--small",
+                "--train",
+                "--cluster",
+                &path,
+                "--data-parallel",
+                "4",
+                "--all-reduce",
+                "nccl",
+            ]);
+            for args in [place, data_parallel] {
+                let label = format!("nodes cluster {field} = {value}, {}", args[0]);
+                cases.push(Case { label, args, culprit: culprit.clone(), refuse: false });
+            }
+        }
+    }
+    // The network is needed for more than one node, and a node count is at least 1.
+    let mut text = NODES_CLUSTER.to_string();
+    for (f, good) in NODES_FIELDS {
+        text = text.replace(&format!("@{f}@"), good);
+    }
+    let without = text.replace(
+        r#""network": {"topology": "fat-tree", "oversubscription": 1,
+    "latency_us": 5, "bandwidth_bytes_per_s": 25e9}"#,
+        r#""description": "no network""#,
+    );
+    assert!(without.contains("no network"));
+    let path = write(dir, "nodes-no-network.json", &without);
+    cases.push(Case {
+        label: "nodes cluster without a network".into(),
+        args: strings(&["place", graph, "--cluster", &path]),
+        culprit: vec![path.clone(), "network".into()],
+        refuse: true,
+    });
+    let path = write(dir, "nodes-good.json", &text);
+    for (nodes, culprit) in
+        [("0", "nodes"), ("-1", "nodes"), ("1000000", "at most"), ("x", "nodes")]
+    {
+        cases.push(Case {
+            label: format!("--nodes {nodes}"),
+            args: strings(&["place", graph, "--cluster", &path, "--nodes", nodes]),
+            culprit: vec![culprit.into()],
+            refuse: true,
+        });
+    }
+    cases.push(Case {
+        label: "--nodes without --cluster".into(),
+        args: strings(&["place", graph, "--devices", "2", "--nodes", "2"]),
+        culprit: vec!["--cluster".into()],
+        refuse: true,
+    });
+    cases.push(Case {
+        label: "a cluster of 8,192 devices placed whole".into(),
+        args: strings(&["place", graph, "--cluster", "h100x8-ib-ndr", "--nodes", "1024"]),
+        culprit: vec!["--devices".into(), "1024".into()],
+        refuse: true,
+    });
+    for algorithm in ["rng", "", "RING"] {
+        cases.push(Case {
+            label: format!("--all-reduce {algorithm:?}"),
+            args: strings(&[
+                "simulate",
+                "resnet50",
+                "--small",
+                "--train",
+                "--data-parallel",
+                "2",
+                "--all-reduce",
+                algorithm,
+            ]),
+            culprit: vec!["all-reduce".into()],
+            refuse: true,
+        });
+    }
+    cases
+}
+
 /// Edits of a valid plan of the corpus graph on two devices: (label, edit, culprit).
 type PlanEdit = (&'static str, fn(&mut serde_json::Value), &'static str);
 
@@ -638,6 +749,11 @@ fn option_cases(graph: &str) -> Vec<Case> {
         let base = ["--small", "--batch", "8", "--train", "--pipeline", "2"];
         [&[command, "transformer"][..], &base, &["--pytorch-schedule", csv]].concat()
     };
+    // A small transformer's 2-stage pipeline in copies: `--data-parallel` and `extra`.
+    let pipeline_copies = |extra: &[&'static str]| {
+        let base = ["simulate", "transformer", "--small", "--train", "--batch", "8"];
+        [&base[..], &["--pipeline", "2", "--micro-batches", "2", "--data-parallel"], extra].concat()
+    };
     // `export-schedule` of the small transformer with `extra`, written to s.csv unless told.
     let export = |extra: &[&'static str]| {
         let base = ["export-schedule", "transformer", "--small"];
@@ -666,6 +782,13 @@ fn option_cases(graph: &str) -> Vec<Case> {
         (train(&["--pipeline", "2", "--micro-batches", "0"]), "micro-batches"),
         (train(&["--pipeline", "2", "--micro-batches", "3"]), "micro-batches"),
         (train(&["--pipeline", "9999"]), "pipeline"),
+        (pipeline_copies(&["0"]), "data-parallel"),
+        (pipeline_copies(&["3"]), "data-parallel"),
+        (pipeline_copies(&["100000000000"]), "data-parallel"),
+        (pipeline_copies(&["2", "--first-k", "1"]), "first-k"),
+        (pipeline_copies(&["2", "--bucket", "-1"]), "bucket"),
+        (pipeline_copies(&["2", "--all-reduce", "ring2"]), "all-reduce"),
+        (pipeline_copies(&["2", "--network-gbps", "0"]), "network-gbps"),
         (vec!["conformance", ".", "--rtol", "-1"], "rtol"),
         (vec!["synth", "--nodes", "0", "--out", "/dev/null"], "nodes"),
         (vec!["inspect", "resnet50", "--seq-len", "64"], "seq-len"),
@@ -712,6 +835,7 @@ fn no_bad_input_crashes_hangs_or_goes_unexplained() {
     let graph = write(&dir, "good.json", &graph_with("", ""));
     let mut cases = graph_cases(&dir);
     cases.extend(cluster_cases(&dir, &graph));
+    cases.extend(nodes_cluster_cases(&dir, &graph));
     cases.extend(plan_cases(&dir, &graph));
     cases.extend(option_cases(&graph));
     cases.extend(profile_cases(&dir));

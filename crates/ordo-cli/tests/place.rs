@@ -400,6 +400,74 @@ fn data_parallel_reports_the_chosen_first_k_and_its_search() {
 }
 
 #[test]
+fn data_parallel_on_a_cluster_of_nodes_reduces_over_its_network() {
+    let simulate = |replicas: &str, all_reduce: &str| {
+        let args = ["simulate", "resnet50", "--small", "--train", "--cluster", "a100x8-ib-hdr"];
+        let rest = ["--data-parallel", replicas, "--all-reduce", all_reduce, "--first-k", "0"];
+        json(&ordo(&[&args[..], &rest[..], &["--nodes", "64", "--json"]].concat()))
+    };
+    let ring = simulate("512", "ring");
+    let network = &ring["network"];
+    assert_eq!(network["replicas_per_node"], 8);
+    assert_eq!(network["all_reduce"], "ring");
+    // 200 Gb/s HDR at 90%: 22.5 GB/s, 5 µs.
+    let between = &network["between_nodes"];
+    assert!((between["us_per_byte"].as_f64().unwrap() - 1e6 / 22.5e9).abs() < 1e-12);
+    assert_eq!(between["latency_us"], 5.0);
+    let step = |v: &serde_json::Value| v["step_time_us"].as_f64().unwrap();
+    let tree = simulate("512", "tree");
+    assert!(step(&tree) < step(&ring), "{} {}", step(&tree), step(&ring));
+    assert_eq!(step(&simulate("512", "nccl")), step(&tree));
+    // Within one node: NVLink, as the one-node cluster has it; no network in the output.
+    let inside = simulate("8", "ring");
+    assert!(inside["network"].get("between_nodes").is_none());
+    let args = ["simulate", "resnet50", "--small", "--train", "--cluster", "a100x8-nvlink"];
+    let rest = ["--data-parallel", "8", "--first-k", "0", "--json"];
+    assert_eq!(step(&inside), step(&json(&ordo(&[&args[..], &rest[..]].concat()))));
+}
+
+#[test]
+fn data_parallel_over_a_pipeline_reduces_each_stage_among_its_copies() {
+    let simulate = |batch: &str, extra: &[&str]| {
+        let base = ["simulate", "transformer", "--small", "--train", "--batch", batch];
+        let pipeline = ["--pipeline", "2", "--micro-batches", "4", "--schedule", "1f1b", "--json"];
+        json(&ordo(&[&base[..], &pipeline[..], extra].concat()))
+    };
+    let step = |v: &serde_json::Value| v["step_time_us"].as_f64().unwrap();
+    // Each of 4 copies runs a quarter of the batch of 32: the pipeline alone at 8, plus the
+    // stages' all-reduces, which a slow network lengthens.
+    let alone = simulate("8", &[]);
+    assert!(alone.get("replicas").is_none());
+    let slow = ["--data-parallel", "4", "--network-gbps", "1", "--network-latency-us", "50"];
+    let copies = simulate("32", &slow);
+    assert_eq!(copies["replicas"], 4);
+    assert_eq!(copies["network"]["latency_us"], 50.0);
+    let fast = simulate("32", &["--data-parallel", "4", "--network-gbps", "1000000"]);
+    assert!(step(&alone) <= step(&fast), "{} {}", step(&alone), step(&fast));
+    assert!(step(&fast) < step(&copies), "{} {}", step(&fast), step(&copies));
+    assert_eq!(fast["peak_memory_bytes"], alone["peak_memory_bytes"]);
+    // compare shows every schedule with the copies.
+    let args = ["compare", "transformer", "--small", "--train", "--batch", "32", "--pipeline", "2"];
+    let compared =
+        json(&ordo(&[&args[..], &slow[..], &["--micro-batches", "4", "--json"]].concat()));
+    let rows = compared["schedules"].as_array().expect("one row per schedule");
+    let one_f_one_b = rows.iter().find(|r| r["schedule"] == "1f1b").unwrap();
+    assert_eq!(step(one_f_one_b), step(&copies));
+    assert!(rows.iter().all(|r| r["replicas"] == 4));
+
+    // Refused: a batch the copies do not divide, reverse first-k, a run.
+    let base = ["simulate", "transformer", "--small", "--train", "--pipeline", "2"];
+    let out = ordo(&[&base[..], &["--batch", "6", "--data-parallel", "4"]].concat());
+    assert!(stderr(&out).contains("the batch (6) must be a multiple of --data-parallel (4)"));
+    let out =
+        ordo(&[&base[..], &["--batch", "8", "--data-parallel", "2", "--first-k", "2"]].concat());
+    assert!(stderr(&out).contains("--first-k 2: reverse first-k across the steps"));
+    let run =
+        ["run", "transformer", "--small", "--train", "--pipeline", "2", "--data-parallel", "2"];
+    assert!(!ordo(&run).status.success());
+}
+
+#[test]
 fn bad_data_parallel_settings_are_errors() {
     let run = |extra: &[&str]| {
         let base = ["simulate", "resnet50", "--train", "--batch", "2", "--data-parallel"];

@@ -22,6 +22,7 @@
 
 mod bytes;
 mod cluster;
+mod collective;
 mod costgraph;
 mod export;
 mod file;
@@ -31,7 +32,11 @@ mod profile;
 mod synth;
 
 pub use bytes::{ParseBytesError, format_bytes, parse_bytes};
-pub use cluster::{Cluster, ClusterError, DeviceKind, DeviceSpec, LinkSpec, MAX_DEVICES};
+pub use cluster::{
+    Cluster, ClusterError, DeviceKind, DeviceSpec, LinkSpec, MAX_CLUSTER_DEVICES, MAX_DEVICES,
+    NetworkSpec, Topology,
+};
+pub use collective::{AllReduceAlgorithm, Collectives, InterNode};
 pub use costgraph::{
     ColocationGroup, CostGraph, CostGraphError, CostLink, CostNode, EdgeLabel, NodeLabel,
     TensorRef, parse_costgraph, read_costgraph, to_json_string, write_costgraph,

@@ -156,7 +156,7 @@ impl fmt::Display for CommModel {
 /// Python converter. Negative and non-finite times become 0.
 /// `us` rounded to whole µs, 0 for NaN or negative, at most [`crate::MAX_TIME_US`] (also for
 /// an infinite time).
-fn round_us(us: f64) -> u64 {
+pub(crate) fn round_us(us: f64) -> u64 {
     if us > 0.0 { (us.round_ties_even().min(crate::MAX_TIME_US as f64)) as u64 } else { 0 }
 }
 

@@ -20,19 +20,29 @@ fn every_shipped_cluster_parses_and_round_trips() {
         }
     }
     assert!(names.contains(&"cpu"));
-    assert_eq!(names.len(), 13);
+    let node_clusters = ["a100x8-ib-hdr", "h100x8-ib-ndr", "h100x8-roce"];
+    assert!(node_clusters.iter().all(|name| names.contains(name)));
+    assert_eq!(names.len(), 16);
     for name in names {
         let cluster = Cluster::builtin(name).unwrap();
         assert_eq!(cluster.name, name);
         assert!(cluster.source.as_deref().is_some_and(|s| s.len() > 40), "{name}: source");
         assert!(cluster.is_uniform_compute(), "{name}");
         let kind = if name == "cpu" { DeviceKind::Cpu } else { DeviceKind::Gpu };
-        assert!(cluster.devices().iter().all(|d| d.kind == kind), "{name}");
+        assert!(cluster.node_devices().iter().all(|d| d.kind == kind), "{name}");
         let count = if name.contains("x4") { 4 } else { 8 };
-        assert_eq!(cluster.device_count(), count, "{name}");
-        assert_eq!(cluster.is_uniform_links(), name != "v100x8-nvlink", "{name}");
+        assert_eq!(cluster.devices_per_node(), count, "{name}");
+        let nodes = if node_clusters.contains(&name) { 16 } else { 1 };
+        assert_eq!(cluster.node_count(), nodes, "{name}");
+        assert_eq!(cluster.device_count(), count * nodes, "{name}");
+        let uniform = name != "v100x8-nvlink" && nodes == 1;
+        assert_eq!(cluster.is_uniform_links(), uniform, "{name}");
 
         let text = cluster.to_json_string();
+        if std::env::var_os("ORDO_WRITE_SHIPPED_CLUSTERS").is_some() {
+            let path = format!("{}/clusters/{name}.json", env!("CARGO_MANIFEST_DIR"));
+            std::fs::write(path, &text).unwrap();
+        }
         assert_eq!(Cluster::parse(&text, name).unwrap(), cluster, "{name}: {text}");
         // Written exactly as shipped.
         let path = format!("{}/clusters/{name}.json", env!("CARGO_MANIFEST_DIR"));
@@ -58,15 +68,15 @@ fn shipped_numbers() {
     );
     let h100 = Cluster::builtin("h100x8-nvlink").unwrap();
     assert_eq!(h100.memory_limits(), vec![80 * GIB; 8]);
-    assert_eq!(h100.devices()[7].name, "gpu7");
-    assert_eq!(h100.devices()[0].peak_flops, 67e12);
-    assert_eq!(h100.devices()[0].half_precision_flops, Some(989.4e12));
-    assert_eq!(h100.devices()[0].memory_bandwidth, 3.35e12);
+    assert_eq!(h100.node_devices()[7].name, "gpu7");
+    assert_eq!(h100.node_devices()[0].peak_flops, 67e12);
+    assert_eq!(h100.node_devices()[0].half_precision_flops, Some(989.4e12));
+    assert_eq!(h100.node_devices()[0].memory_bandwidth, 3.35e12);
     assert_eq!(h100.link(2, 5), LinkSpec { latency_us: 7.0, bandwidth_bytes_per_s: 375e9 });
     let a100 = Cluster::builtin("a100x4-pcie").unwrap();
-    assert_eq!(a100.devices()[0].memory_bandwidth, 1.935e12);
+    assert_eq!(a100.node_devices()[0].memory_bandwidth, 1.935e12);
     let cpu = Cluster::builtin("cpu").unwrap();
-    assert_eq!(cpu.devices()[0].peak_flops, 147.2e9);
+    assert_eq!(cpu.node_devices()[0].peak_flops, 147.2e9);
     assert_eq!(cpu.memory_limits()[0], 16 * GIB);
 }
 
@@ -148,7 +158,7 @@ fn explicit_clusters_round_trip() {
     let err = cluster.set_link(1, 1, fast).unwrap_err();
     assert_eq!(err.to_string(), "mixed: link small -> small: joins a device to itself");
     let uniform = Cluster::uniform("u", device("card", 1e12), 3, pcie).unwrap();
-    assert_eq!(uniform.devices()[2].name, "card2");
+    assert_eq!(uniform.node_devices()[2].name, "card2");
     let text = uniform.to_json_string();
     assert!(text.contains("\"count\": 3") && text.contains("\"name\": \"card\""), "{text}");
     assert_eq!(Cluster::parse(&text, "u.json").unwrap(), uniform);
@@ -196,12 +206,12 @@ fn good_inputs_parse() {
     let pair = Cluster::parse(GOOD, "good.json").unwrap();
     assert_eq!(pair.memory_limits(), [16 * GIB, 16 * GIB]);
     // Left out: 5 µs and parallelism 1; device b has the old name `kernel_overhead_us`.
-    assert_eq!(pair.devices()[0].launch_overhead_us, 5.0);
-    assert_eq!(pair.devices()[0].parallelism, 1);
-    assert_eq!(pair.devices()[1].launch_overhead_us, 5.0);
+    assert_eq!(pair.node_devices()[0].launch_overhead_us, 5.0);
+    assert_eq!(pair.node_devices()[0].parallelism, 1);
+    assert_eq!(pair.node_devices()[1].launch_overhead_us, 5.0);
     assert_eq!(pair.link(1, 0).bandwidth_bytes_per_s, 48e9);
     let four = Cluster::parse(COMPACT, "four.json").unwrap();
-    assert_eq!(four.devices()[3].name, "gpu3");
+    assert_eq!(four.node_devices()[3].name, "gpu3");
     let one_way = edit(GOOD, r#""to": "b","#, r#""to": "b", "one_way": true,"#);
     let one_way = Cluster::parse(&one_way, "good.json").unwrap();
     assert_eq!(one_way.link(0, 1).latency_us, 7.0);

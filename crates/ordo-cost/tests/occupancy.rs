@@ -72,13 +72,13 @@ fn shipped_devices_have_their_launch_overhead_and_parallelism() {
     {
         for name in Cluster::builtin_names().filter(|n| n.starts_with(prefix)) {
             let cluster = Cluster::builtin(name).unwrap();
-            let device = &cluster.devices()[0];
+            let device = &cluster.node_devices()[0];
             assert_eq!(device.parallelism, sms * 2048, "{name}");
             assert_eq!(device.launch_overhead_us, 5.0, "{name}");
         }
     }
     let cpu = Cluster::builtin("cpu").unwrap();
-    let core = &cpu.devices()[0];
+    let core = &cpu.node_devices()[0];
     assert_eq!((core.parallelism, core.launch_overhead_us), (1, 1.0));
 }
 
@@ -90,7 +90,7 @@ const DEVICE: &str = r#"{"format": "ordo.cluster/1", "name": "one",
 #[test]
 fn device_fields_are_read_checked_and_written() {
     let cluster = Cluster::parse(DEVICE, "one.json").unwrap();
-    assert_eq!(cluster.devices()[0].launch_overhead_us, 3.0);
+    assert_eq!(cluster.node_devices()[0].launch_overhead_us, 3.0);
     assert_eq!(cluster.roofline(0).parallelism, 4096);
     let text = cluster.to_json_string();
     assert!(text.contains("\"launch_overhead_us\": 3,\n    \"parallelism\": 4096"), "{text}");
@@ -100,8 +100,8 @@ fn device_fields_are_read_checked_and_written() {
     let old = DEVICE.replace("launch_overhead_us", "kernel_overhead_us");
     let old = old.replace(", \"parallelism\": 4096", "");
     let old = Cluster::parse(&old, "old.json").unwrap();
-    assert_eq!(old.devices()[0].launch_overhead_us, 3.0);
-    assert_eq!(old.devices()[0].parallelism, 1);
+    assert_eq!(old.node_devices()[0].launch_overhead_us, 3.0);
+    assert_eq!(old.node_devices()[0].parallelism, 1);
 
     let bad = |from: &str, to: &str| {
         assert!(DEVICE.contains(from), "{from}");

@@ -29,7 +29,7 @@ fn run(
     scale_backward_seed(&mut scaled, 1.0 / replicas as f64);
     let config = DataParallel {
         replicas,
-        network: CommModel::baechi_default(),
+        network: CommModel::baechi_default().into(),
         bucket_bytes,
         first_k,
         schedule,
@@ -65,7 +65,7 @@ fn the_wrong_number_of_feed_sets_is_an_error() {
     let graph = training(&random_forward(4, 2), Optimizer::Sgd);
     let config = DataParallel {
         replicas: 2,
-        network: CommModel::baechi_default(),
+        network: CommModel::baechi_default().into(),
         bucket_bytes: 0,
         first_k: 0,
         schedule: OneDeviceSchedule::InOrder,
@@ -84,7 +84,7 @@ fn a_plan_simulated_by_symmetry_is_refused() {
     let graph = training(&random_forward(4, 2), Optimizer::Sgd);
     let config = DataParallel {
         replicas: 4,
-        network: CommModel::baechi_default(),
+        network: CommModel::baechi_default().into(),
         bucket_bytes: 0,
         first_k: 0,
         schedule: OneDeviceSchedule::InOrder,

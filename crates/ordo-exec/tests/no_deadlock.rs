@@ -37,7 +37,7 @@ fn one_run(i: u64) -> bool {
             scale_backward_seed(&mut program_graph, 0.5);
             let config = DataParallel {
                 replicas,
-                network: CommModel::baechi_default(),
+                network: CommModel::baechi_default().into(),
                 bucket_bytes: rng.u64(0..512),
                 first_k: 0,
                 schedule: OneDeviceSchedule::Ooo,

@@ -26,14 +26,15 @@ fn first_k_of(value: &Bound<'_, PyAny>, max_tries: usize) -> PyResult<FirstK> {
 /// reverse first-k (`first_k`: a count, or `"auto"`: the fastest of at most `max_tries`
 /// values simulated) and gradients cut into buckets of at least `bucket_bytes`, over a
 /// network of `network_gbps` Gbit/s and `latency_us` per message (default: the problem's
-/// link between devices). A dict: `first_k`, `buckets` (in the order every rank issues them,
+/// cluster of nodes, or its link between devices), all-reduced by `all_reduce` (`"ring"`,
+/// `"tree"`, `"hierarchical"` or `"nccl"`). A dict: `first_k`, `buckets` (in the order every rank issues them,
 /// each a dict of `layers`, `gradients`, `bytes`, `deferred`) and `predicted` (steady-state
 /// step times in µs: `default` (k = 0), `chosen`, `single` (one device, no communication),
 /// `peak_bytes`, and `tried`: `(k, step µs, peak bytes)` per k simulated).
 #[pyfunction]
 #[pyo3(signature = (
     problem, *, replicas, first_k = None, bucket_bytes = 25 << 20, network_gbps = None,
-    latency_us = 0.0, max_tries = 16
+    latency_us = 0.0, max_tries = 16, all_reduce = "ring"
 ))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments, each with a default.
 pub fn data_parallel_plan<'py>(
@@ -45,6 +46,7 @@ pub fn data_parallel_plan<'py>(
     network_gbps: Option<f64>,
     latency_us: f64,
     max_tries: usize,
+    all_reduce: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
     if max_tries == 0 {
         return Err(usage("max_tries must be at least 1"));
@@ -58,10 +60,12 @@ pub fn data_parallel_plan<'py>(
         Some(value) => first_k_of(value, max_tries)?,
         None => FirstK::Auto { max_tries },
     };
-    let network = match network_gbps {
-        Some(gbps) => ordo::network(gbps, latency_us).map_err(error)?,
-        None => problem.inner.place.devices.comm,
+    let link = match network_gbps {
+        Some(gbps) => Some(ordo::network(gbps, latency_us).map_err(error)?),
+        None => None,
     };
+    let algorithm = ordo::all_reduce_algorithm(all_reduce).map_err(error)?;
+    let network = ordo::data_parallel_network(&problem.inner, replicas, link, algorithm);
     let config = DataParallel {
         replicas,
         network,

@@ -201,11 +201,20 @@ impl PyTarget {
     }
 
     /// The first `devices` devices of a cluster (all of them for `None`), with its memory,
-    /// links and roofline; `memory` overrides every device's memory.
+    /// links and roofline; `memory` overrides every device's memory, `nodes` the node count
+    /// of a cluster of nodes (whose network then links data-parallel replicas).
     #[staticmethod]
-    #[pyo3(signature = (name, *, devices = None, memory = None))]
-    fn cluster(name: &str, devices: Option<usize>, memory: Option<Bytes>) -> PyResult<Self> {
+    #[pyo3(signature = (name, *, devices = None, memory = None, nodes = None))]
+    fn cluster(
+        name: &str,
+        devices: Option<usize>,
+        memory: Option<Bytes>,
+        nodes: Option<usize>,
+    ) -> PyResult<Self> {
         let mut cluster = ordo::cluster(name).map_err(error)?;
+        if let Some(nodes) = nodes {
+            cluster = ordo::with_nodes(cluster, nodes).map_err(error)?;
+        }
         if let Some(memory) = memory {
             cluster = cluster.with_memory(memory.get("memory")?);
         }

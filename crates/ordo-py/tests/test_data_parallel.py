@@ -257,6 +257,7 @@ def test_the_planner_refuses_bad_arguments_naming_them(profiled_convnet):
         (dict(replicas=2, network_gbps=0.0), "network_gbps=0: expected a positive"),
         (dict(replicas=2, network_gbps=1.0, latency_us=float("nan")), "latency_us=NaN"),
         (dict(replicas=2, max_tries=0), "max_tries"),
+        (dict(replicas=2, all_reduce="rng"), 'all_reduce="rng": expected ring, tree'),
     ]
     for kwargs, message in cases:
         with pytest.raises(ordo.OrdoError, match=message):
@@ -264,6 +265,26 @@ def test_the_planner_refuses_bad_arguments_naming_them(profiled_convnet):
     forward = ordo.Problem(profiled_convnet.model(), ordo.Target.uniform(1))
     with pytest.raises(ordo.OrdoError, match="training graph"):
         ordo.data_parallel_plan(forward, replicas=2)
+
+
+def test_replicas_on_a_cluster_of_nodes_reduce_over_its_network(profiled_convnet):
+    model = profiled_convnet.training_model()
+
+    def chosen(target, replicas, all_reduce):
+        problem = ordo.Problem(model, target, mode="training-graph")
+        kwargs = dict(replicas=replicas, first_k=0, all_reduce=all_reduce)
+        return ordo.data_parallel_plan(problem, **kwargs)["predicted"]["chosen"]
+
+    nodes = ordo.Target.cluster("h100x8-ib-ndr", devices=1, nodes=2048)
+    # 16,384 replicas: the ring's 2 (R - 1) latencies dwarf the tree's log2 of the nodes.
+    ring, tree = chosen(nodes, 16384, "ring"), chosen(nodes, 16384, "tree")
+    assert tree * 10 < ring
+    assert chosen(nodes, 16384, "nccl") == min(ring, tree)
+    # Eight replicas share a node: its NVLink, not the network.
+    one_node = ordo.Target.cluster("h100x8-nvlink", devices=1)
+    assert chosen(nodes, 8, "ring") == chosen(one_node, 8, "ring")
+    with pytest.raises(ordo.OrdoError, match='nodes=0: .*"nodes" is 0'):
+        ordo.Target.cluster("h100x8-ib-ndr", nodes=0)
 
 
 def test_data_parallel_refuses_what_it_cannot_run(one_rank, profiled_convnet):

@@ -5,11 +5,15 @@
 
 use std::collections::HashMap;
 
-use ordo_cost::CommModel;
+use ordo_cost::Collectives;
 use ordo_ir::Role;
 use ordo_problem::{PlaceProblem, Placement};
 
 use crate::build::build_plan_on_streams;
+use crate::collectives::{
+    AllReduce, AllReduces, Gradient, bucket_name, buckets, gradients_by, missing_buffer,
+    produced_buffers,
+};
 use crate::error::SchedError;
 use crate::one_device::{
     OneDeviceSchedule, deferral, deferred_nodes, deferred_order, layers_with_weights,
@@ -25,8 +29,9 @@ use crate::validate::validate;
 pub struct DataParallel {
     /// Number of devices, each running one replica.
     pub replicas: usize,
-    /// The link between replicas that an all-reduce's ring uses (latency and bandwidth).
-    pub network: CommModel,
+    /// The links between replicas and the all-reduce algorithm: one node's link for a ring
+    /// (`CommModel::into`), or a cluster's nodes ([`ordo_cost::Cluster::collectives`]).
+    pub network: Collectives,
     /// Gradients are all-reduced in buckets of at least this many bytes (the last bucket of a
     /// group may be smaller); 0 all-reduces each gradient on its own.
     pub bucket_bytes: u64,
@@ -55,8 +60,8 @@ pub struct DataParallel {
 ///   all-reduce is one task on every device's collective stream, in the same position on each;
 ///   it waits for its gradients on every device, reduces them in place (it is one of their
 ///   readers), and every other reader of those gradients (the updates) waits for it. Its
-///   duration is the ring all-reduce time of one device's bytes over
-///   [`DataParallel::network`]. With one replica there is nothing to reduce and no collective.
+///   duration is the all-reduce time of one device's bytes over [`DataParallel::network`]
+///   ([`Collectives::all_reduce_us`]). With one replica there is nothing to reduce and no collective.
 ///
 /// Task names repeat across devices: each device runs the same nodes.
 ///
@@ -181,17 +186,6 @@ fn replica_order(problem: &PlaceProblem, moved: &[bool], steps: usize) -> Vec<us
     order
 }
 
-/// A parameter gradient of the unrolled steps: its tensor, producing node and step, its size,
-/// and whether it is deferred.
-#[derive(Clone, Copy, Debug)]
-struct Gradient {
-    tensor: usize,
-    producer: usize,
-    step: usize,
-    late: bool,
-    bytes: u64,
-}
-
 /// The gradients the updates of `unrolled` (steps of `n` nodes) read, in the order the replica
 /// produces them (`order`), tensors of one node in tensor order; `late(v)` tells whether node
 /// `v` of a step is deferred work.
@@ -205,19 +199,10 @@ fn gradients_in_order(
     for (i, &v) in order.iter().enumerate() {
         position[v] = i;
     }
-    let mut keyed = Vec::new();
-    for u in (0..unrolled.len()).filter(|&u| unrolled.roles[u] == Role::Update) {
-        for &e in &unrolled.in_edges[u] {
-            for &x in &unrolled.edges[e].tensors {
-                keyed.push((position[unrolled.tensors[x].producer], x));
-            }
-        }
-    }
-    keyed.sort_unstable();
-    keyed.dedup();
-    keyed
-        .into_iter()
-        .map(|(_, x)| {
+    gradients_by(
+        unrolled,
+        |producer| position[producer],
+        |x| {
             let tensor = &unrolled.tensors[x];
             Gradient {
                 tensor: x,
@@ -226,8 +211,8 @@ fn gradients_in_order(
                 late: late(tensor.producer % n),
                 bytes: tensor.bytes,
             }
-        })
-        .collect()
+        },
+    )
 }
 
 /// One all-reduce of a data-parallel step: the parameter gradients it sums, in the order the
@@ -275,9 +260,12 @@ pub fn gradient_buckets(
         .collect())
 }
 
-/// `replica` (a one-device plan) run on each of `replicas` devices.
-fn replicate(replica: &Plan, replicas: usize) -> Plan {
-    let (streams, tasks, events, buffers) = (
+/// `replica` run `replicas` times side by side: copy `r` of device `d` is device
+/// `r * replica.devices + d`, its streams, tasks, events and buffers numbered after the copies
+/// before it.
+pub(crate) fn replicate(replica: &Plan, replicas: usize) -> Plan {
+    let (devices, streams, tasks, events, buffers) = (
+        replica.devices,
         replica.streams.len() as u32,
         replica.tasks.len() as u32,
         replica.events.len() as u32,
@@ -285,18 +273,23 @@ fn replicate(replica: &Plan, replicas: usize) -> Plan {
     );
     let mut plan = Plan {
         format: Plan::FORMAT.to_string(),
-        devices: replicas,
-        persistent_bytes: vec![replica.persistent_bytes[0]; replicas],
+        devices: devices * replicas,
+        persistent_bytes: replica.persistent_bytes.repeat(replicas),
         streams: Vec::new(),
         tasks: Vec::new(),
         events: Vec::new(),
         buffers: Vec::new(),
     };
     for r in 0..replicas as u32 {
+        let device = |d: usize| r as usize * devices + d;
         let task = |t: TaskId| TaskId(t.0 + r * tasks);
         plan.streams.extend(replica.streams.iter().map(|s| Stream {
-            device: r as usize,
-            kind: s.kind,
+            device: device(s.device),
+            kind: match s.kind {
+                StreamKind::Tx { peer } => StreamKind::Tx { peer: device(peer) },
+                StreamKind::Rx { peer } => StreamKind::Rx { peer: device(peer) },
+                kind => kind,
+            },
             tasks: s.tasks.iter().map(|&t| task(t)).collect(),
         }));
         plan.tasks.extend(replica.tasks.iter().map(|t| Task {
@@ -305,8 +298,8 @@ fn replicate(replica: &Plan, replicas: usize) -> Plan {
             kind: match &t.kind {
                 TaskKind::Transfer { buffer, from, to } => TaskKind::Transfer {
                     buffer: BufferId(buffer.0 + r * buffers),
-                    from: *from,
-                    to: *to,
+                    from: device(*from),
+                    to: device(*to),
                 },
                 kind => kind.clone(),
             },
@@ -314,7 +307,7 @@ fn replicate(replica: &Plan, replicas: usize) -> Plan {
         }));
         plan.events.extend(replica.events.iter().map(|e| Event { after: task(e.after) }));
         plan.buffers.extend(replica.buffers.iter().map(|b| crate::plan::Buffer {
-            device: r as usize,
+            device: device(b.device),
             producer: task(b.producer),
             readers: b.readers.iter().map(|&t| task(t)).collect(),
             ..b.clone()
@@ -335,105 +328,37 @@ fn add_all_reduces(
     gradients: &[Gradient],
     config: &DataParallel,
 ) -> Result<(), SchedError> {
-    let buffer_of: HashMap<&str, BufferId> = replica
-        .buffers
-        .iter()
-        .enumerate()
-        .map(|(b, buffer)| (buffer.name.as_str(), BufferId(b as u32)))
-        .collect();
+    let buffer_of = produced_buffers(replica);
     let buffer = |g: &Gradient| {
         let tensor = &unrolled.tensors[g.tensor];
-        buffer_of.get(tensor.name.as_str()).copied().ok_or_else(|| {
-            SchedError::Placement(format!("gradient `{}` has no buffer", tensor.name))
-        })
+        let key = (TaskId(g.producer as u32), tensor.name.as_str());
+        buffer_of.get(&key).copied().ok_or_else(|| missing_buffer(unrolled, g))
     };
     // The replicas materialised: every one, or one standing for all (its all-reduces still
     // last what they last among `config.replicas`).
     let replicas = devices as u32;
     let (tasks, buffers) = (replica.tasks.len() as u32, replica.buffers.len() as u32);
-    let mut event_after: HashMap<TaskId, EventId> =
-        plan.events.iter().enumerate().map(|(e, ev)| (ev.after, EventId(e as u32))).collect();
-    let mut event = |plan: &mut Plan, after: TaskId| {
-        *event_after.entry(after).or_insert_with(|| {
-            plan.events.push(Event { after });
-            EventId(plan.events.len() as u32 - 1)
-        })
-    };
-    let first_stream = plan.streams.len() as u32;
-    for r in 0..replicas {
-        plan.streams.push(Stream {
-            device: r as usize,
-            kind: StreamKind::Collective,
-            tasks: Vec::new(),
-        });
-    }
+    let mut reduces = AllReduces::new(plan);
+    let streams: Vec<StreamId> = (0..devices).map(|r| reduces.stream(r)).collect();
     for bucket in buckets(gradients, config.bucket_bytes) {
-        let id = TaskId(plan.tasks.len() as u32);
         let bytes: u64 = bucket.iter().map(|g| g.bytes).sum();
         let bucket_buffers = bucket.iter().map(buffer).collect::<Result<Vec<_>, _>>()?;
-        let mut waits = Vec::new();
-        let mut reduced = Vec::new();
+        let (mut producers, mut reduced) = (Vec::new(), Vec::new());
         for r in 0..replicas {
             for (g, b) in bucket.iter().zip(&bucket_buffers) {
-                waits.push(event(plan, TaskId(g.producer as u32 + r * tasks)));
+                producers.push(TaskId(g.producer as u32 + r * tasks));
                 reduced.push(BufferId(b.0 + r * buffers));
             }
         }
-        waits.sort_unstable();
-        waits.dedup();
-        let first = &unrolled.tensors[bucket[0].tensor].name;
-        let name = match bucket.len() {
-            1 => format!("all-reduce:{first}"),
-            more => format!("all-reduce:{first}+{}", more - 1),
-        };
-        let done = event(plan, id);
-        for &b in &reduced {
-            let buffer = &mut plan.buffers[b.0 as usize];
-            for &reader in &buffer.readers {
-                let waiting = &mut plan.tasks[reader.0 as usize].waits;
-                if !waiting.contains(&done) {
-                    waiting.push(done);
-                }
-            }
-            buffer.readers.push(id);
-            buffer.readers.sort_unstable();
-        }
-        for r in 0..replicas {
-            plan.streams[(first_stream + r) as usize].tasks.push(id);
-        }
-        plan.tasks.push(Task {
-            name,
-            kind: TaskKind::AllReduce {
-                buffers: reduced,
-                // One device standing for the group: the plan is simulated by symmetry.
-                replicas: (devices < config.replicas).then_some(config.replicas),
-            },
-            streams: (0..replicas).map(|r| StreamId(first_stream + r)).collect(),
-            waits,
-            duration_us: config.network.ring_all_reduce_us(config.replicas, bytes),
-            workspace_bytes: 0,
-            occupancy: 1.0,
+        reduces.push(AllReduce {
+            name: bucket_name(unrolled, &bucket),
+            streams: streams.clone(),
+            buffers: reduced,
+            producers,
+            duration_us: config.network.all_reduce_us(config.replicas, bytes),
+            // One device standing for the group: the plan is simulated by symmetry.
+            replicas: (devices < config.replicas).then_some(config.replicas),
         });
     }
     Ok(())
-}
-
-/// `gradients` cut into buckets of at least `bucket_bytes` (0: one each), never mixing steps
-/// or deferred with other gradients.
-fn buckets(gradients: &[Gradient], bucket_bytes: u64) -> Vec<Vec<Gradient>> {
-    let mut out: Vec<Vec<Gradient>> = Vec::new();
-    let mut filled = 0u64;
-    for &g in gradients {
-        let joins = out.last().is_some_and(|last| {
-            let head = last[0];
-            head.step == g.step && head.late == g.late && filled < bucket_bytes
-        });
-        if !joins {
-            out.push(Vec::new());
-            filled = 0;
-        }
-        filled += g.bytes;
-        out.last_mut().expect("pushed above").push(g);
-    }
-    out
 }

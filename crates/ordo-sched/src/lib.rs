@@ -8,6 +8,7 @@
 
 mod build;
 mod check;
+mod collectives;
 mod data_parallel;
 mod error;
 mod graph;
@@ -31,9 +32,10 @@ pub use one_device::{
     OneDeviceSchedule, deferral, layers_with_weights, one_device_plan, steady_plan,
 };
 pub use pipeline::{
-    Action, ActionKind, MicroBatched, Pipeline, PipelinePlan, PipelineSchedule, PipelineUnits,
-    allocate_units, balanced_split, block_of, micro_batch, micro_batch_layout, pipeline_plan,
-    pipeline_units, pytorch_actions, pytorch_csv,
+    Action, ActionKind, MicroBatched, Pipeline, PipelinePlan, PipelineReplicas, PipelineSchedule,
+    PipelineUnits, allocate_units, balanced_split, block_of, materialised_pipeline_plan,
+    micro_batch, micro_batch_layout, pipeline_plan, pipeline_units, pytorch_actions, pytorch_csv,
+    replicated_pipeline_plan,
 };
 pub use plan::{
     Buffer, BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,

@@ -1,6 +1,6 @@
 //! Data-parallel training plans: all-reduces between replicas, buckets, reverse first-k.
 
-use ordo_cost::{Cluster, CommModel, StepMode};
+use ordo_cost::{AllReduceAlgorithm, Cluster, Collectives, CommModel, StepMode};
 use ordo_ir::op::Optimizer;
 use ordo_ir::{OutletId, Role};
 use ordo_place::{Devices, PlaceProblem};
@@ -37,10 +37,10 @@ fn network(gbit: f64, latency_us: f64) -> CommModel {
     CommModel { us_per_byte: 8.0 / (gbit * 1e3), fixed_us: latency_us }
 }
 
-fn config(replicas: usize, network: CommModel) -> DataParallel {
+fn config(replicas: usize, network: impl Into<Collectives>) -> DataParallel {
     DataParallel {
         replicas,
-        network,
+        network: network.into(),
         bucket_bytes: 0,
         first_k: 0,
         schedule: OneDeviceSchedule::InOrder,
@@ -277,21 +277,24 @@ fn gradient_buckets_are_the_plans_all_reduces_in_the_order_issued() {
 /// One replica with the collectives' durations of all simulates every replica's step: the
 /// same step time to the microsecond, the same memory, and the same in its steady state (as
 /// the check asks, for up to 64 replicas, both schedules, with and without reverse
-/// first-k and buckets).
+/// first-k and buckets), on one node's ring and on nodes of eight joined by InfiniBand.
 #[test]
 fn one_replica_by_symmetry_simulates_what_every_replica_materialised_does() {
     let problem = zoo("resnet50", 2);
     let options = SimOptions::default();
-    for replicas in [2, 3, 8, 64] {
+    let nodes = Cluster::builtin("h100x8-ib-ndr").unwrap().collectives(8);
+    let networks = [
+        Collectives::flat(network(100.0, 5.0)),
+        nodes.with_algorithm(AllReduceAlgorithm::Nccl),
+        nodes.with_algorithm(AllReduceAlgorithm::Hierarchical),
+    ];
+    for (replicas, network) in [2, 3, 8, 64].into_iter().flat_map(|r| networks.map(|n| (r, n))) {
         for schedule in [OneDeviceSchedule::InOrder, OneDeviceSchedule::Ooo] {
             for (first_k, bucket_bytes) in [(0, 0), (3, 0), (2, 25 << 20)] {
-                let config = DataParallel {
-                    first_k,
-                    bucket_bytes,
-                    schedule,
-                    ..config(replicas, network(100.0, 5.0))
-                };
-                let label = format!("{replicas} replicas, {schedule:?}, first-k {first_k}");
+                let config =
+                    DataParallel { first_k, bucket_bytes, schedule, ..config(replicas, network) };
+                let label =
+                    format!("{replicas} replicas, {schedule:?}, first-k {first_k}, {network}");
                 for steps in [1, 3] {
                     let all = data_parallel_plan(&problem, &config, steps).unwrap();
                     let one = data_parallel_replica_plan(&problem, &config, steps).unwrap();

@@ -131,7 +131,7 @@ proptest! {
         let schedule = if ooo { OneDeviceSchedule::Ooo } else { OneDeviceSchedule::InOrder };
         let config = DataParallel {
             replicas,
-            network: CommModel { us_per_byte: 0.01, fixed_us: 5.0 },
+            network: CommModel { us_per_byte: 0.01, fixed_us: 5.0 }.into(),
             bucket_bytes,
             first_k,
             schedule,
@@ -156,7 +156,7 @@ fn every_zoo_model_keeps_its_dependencies_under_every_schedule() {
         assert_dependencies_kept(&problem, &ooo, 2, &options).unwrap();
         let config = DataParallel {
             replicas: 2,
-            network: CommModel { us_per_byte: 0.001, fixed_us: 25.0 },
+            network: CommModel { us_per_byte: 0.001, fixed_us: 25.0 }.into(),
             bucket_bytes: 1 << 20,
             first_k: half,
             schedule: OneDeviceSchedule::InOrder,

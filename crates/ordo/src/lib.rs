@@ -81,20 +81,24 @@ pub use model::{
 };
 pub use parameter::{Parameter, ParameterError};
 pub use problem::Problem;
-pub use pytorch::{PytorchSchedule, pytorch_schedule, pytorch_schedule_of, simulate_pipeline};
+pub use pytorch::{
+    PytorchSchedule, pytorch_schedule, pytorch_schedule_of, simulate_pipeline,
+    simulate_replicated_pipeline,
+};
 pub use run::{Runner, StepResult, measured_report, predict, program};
 pub use spec::{Schedule, StrategyKind, StrategyParams, StrategySpec};
 pub use steady::{
-    DataParallelSteady, FirstK, OneDeviceSchedules, data_parallel_buckets, data_parallel_steady,
-    network, one_device_schedules, one_device_steady,
+    DataParallelSteady, FirstK, OneDeviceSchedules, all_reduce_algorithm, data_parallel_buckets,
+    data_parallel_network, data_parallel_steady, network, one_device_schedules, one_device_steady,
+    stage_network,
 };
 pub use strategy::{Placed, Placer, Planned, Strategy, TaskOrder, place, place_reporting, plan};
-pub use target::{Target, cluster};
+pub use target::{Target, cluster, with_nodes};
 
 // The stages' plain-data types that the facade's API hands out, and the drawings of them.
 pub use ordo_cost::{
-    Cluster, CommModel, CostGraph, MAX_DEVICES, Optimizer, Profile, ProfileLink, ProfileNode,
-    StepMode, parse_bytes,
+    AllReduceAlgorithm, Cluster, Collectives, CommModel, CostGraph, MAX_DEVICES, Optimizer,
+    Profile, ProfileLink, ProfileNode, StepMode, parse_bytes,
 };
 pub use ordo_exec::cpu::Hyper;
 pub use ordo_exec::{EngineOptions, RunSettings, StepRun, Sync, TrainState};
@@ -106,8 +110,8 @@ pub use ordo_place::{
 };
 pub use ordo_problem::{Devices, PlaceProblem, Placement};
 pub use ordo_sched::{
-    DataParallel, GradientBucket, OneDeviceSchedule, Pipeline, PipelinePlan, PipelineSchedule,
-    Plan, StreamKind, TaskKind,
+    DataParallel, GradientBucket, OneDeviceSchedule, Pipeline, PipelinePlan, PipelineReplicas,
+    PipelineSchedule, Plan, StreamKind, TaskKind,
 };
 pub use ordo_sim::{
     Channel, CompareBar, Deferral, PipelineReport, Report, SimOptions, Steady, chrome_trace_json,

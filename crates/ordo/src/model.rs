@@ -43,15 +43,37 @@ impl Size {
     /// [`Error::Parameter`] for zero micro-batches, an ONNX file (imported at one batch), or a
     /// batch that the micro-batches do not divide; [`Error::Model`] for an unknown model.
     pub fn micro_batch(self, model: &str, micro_batches: usize) -> Result<Self> {
-        if micro_batches == 0 {
-            refuse!(Parameter::MicroBatches, " must be at least 1");
+        let splitting = (Parameter::Stages, "into micro-batches");
+        self.divided(model, micro_batches, Parameter::MicroBatches, splitting)
+    }
+
+    /// The size of one of `replicas` data-parallel replicas' share of zoo model `model`'s batch
+    /// at this size (the global batch).
+    ///
+    /// # Errors
+    /// As [`Size::micro_batch`], naming [`Parameter::Replicas`].
+    pub fn replica_share(self, model: &str, replicas: usize) -> Result<Self> {
+        self.divided(model, replicas, Parameter::Replicas, (Parameter::Replicas, "among replicas"))
+    }
+
+    /// The batch divided into `parts`, which `parameter` sets; an ONNX model's fixed batch
+    /// refused naming `splitting` (what asks for the split, and how it splits).
+    fn divided(
+        self,
+        model: &str,
+        parts: usize,
+        parameter: Parameter,
+        (splitting, how): (Parameter, &str),
+    ) -> Result<Self> {
+        if parts == 0 {
+            refuse!(parameter, " must be at least 1");
         }
         if is_onnx(model) {
             refuse!(
-                Parameter::Stages,
+                splitting,
                 format!(
-                    " splits the batch of a zoo model into micro-batches; {model} fixes its \
-                     batch (an ONNX model is imported at one batch, the file's or --batch)"
+                    " splits the batch of a zoo model {how}; {model} fixes its batch (an ONNX \
+                     model is imported at one batch, the file's or --batch)"
                 )
             );
         }
@@ -59,15 +81,15 @@ impl Size {
             Some(batch) => batch,
             None => ordo_models::spec(model)?.config(self.variant).batch,
         };
-        if batch % micro_batches != 0 {
+        if batch % parts != 0 {
             let error = ParameterError::about(
-                Parameter::MicroBatches,
+                parameter,
                 format!("the batch ({batch}) must be a multiple of "),
             );
-            let error = error.then(Parameter::MicroBatches).text(format!(" ({micro_batches})"));
+            let error = error.then(parameter).text(format!(" ({parts})"));
             return Err(Error::Parameter(error));
         }
-        Ok(self.with_batch(batch / micro_batches))
+        Ok(self.with_batch(batch / parts))
     }
 }
 

@@ -33,6 +33,10 @@ pub enum Parameter {
     NetworkGbps,
     /// The network's latency per message, µs.
     NetworkLatencyUs,
+    /// The data-parallel all-reduce's algorithm.
+    AllReduce,
+    /// The nodes of a cluster.
+    Nodes,
     /// The loss added to a forward graph to train it.
     Loss,
     /// A zoo model's small variant.
@@ -62,6 +66,8 @@ impl Parameter {
             Parameter::Order => "order",
             Parameter::NetworkGbps => "network_gbps",
             Parameter::NetworkLatencyUs => "latency_us",
+            Parameter::AllReduce => "all_reduce",
+            Parameter::Nodes => "nodes",
             Parameter::Loss => "loss",
             Parameter::Small => "small",
             Parameter::Rtol => "rtol",

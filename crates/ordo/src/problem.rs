@@ -26,6 +26,9 @@ pub struct Problem {
     /// Where the node times came from, in words: a profile (measured), a cost graph's own
     /// times, or a roofline (estimated, not measured), for every output to state.
     pub costs: String,
+    /// The cluster the target describes, where it has one: its nodes and network cost
+    /// data-parallel all-reduces.
+    pub cluster: Option<ordo_cost::Cluster>,
 }
 
 impl Problem {
@@ -62,6 +65,7 @@ impl Problem {
             concurrency_slowdown,
             cost_spread,
             costs,
+            cluster: target.cluster.clone(),
         })
     }
 

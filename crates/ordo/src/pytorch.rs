@@ -2,11 +2,14 @@
 //! (`torch.distributed.pipelining`): each rank's actions, and which of the model's blocks
 //! make each of PyTorch's stages.
 
-use ordo_sched::{Pipeline, PipelinePlan, PipelineSchedule, pytorch_actions, pytorch_csv};
+use ordo_sched::{
+    Pipeline, PipelinePlan, PipelineReplicas, PipelineSchedule, pytorch_actions, pytorch_csv,
+};
 use ordo_sim::{PipelineReport, SimOptions};
 
 use crate::Problem;
 use crate::error::Result;
+use crate::parameter::{Parameter, refuse};
 
 /// A pipeline schedule for PyTorch's `_PipelineScheduleRuntime`.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,6 +36,27 @@ pub fn simulate_pipeline(
     options: &SimOptions,
 ) -> Result<(PipelinePlan, PipelineReport)> {
     let planned = ordo_sched::pipeline_plan(&problem.place, pipeline)?;
+    let report = ordo_sim::pipeline_report(&planned, options)?;
+    Ok((planned, report))
+}
+
+/// `replicas` copies of `pipeline` (data parallelism over pipelines), each stage's gradients
+/// all-reduced among its copies, planned for the one-micro-batch training problem `problem`
+/// and simulated by symmetry: one pipeline stands for all copies
+/// ([`ordo_sched::replicated_pipeline_plan`]).
+///
+/// # Errors
+/// As [`simulate_pipeline`]; [`crate::Error::Parameter`] for zero copies.
+pub fn simulate_replicated_pipeline(
+    problem: &Problem,
+    pipeline: &Pipeline,
+    replicas: &PipelineReplicas,
+    options: &SimOptions,
+) -> Result<(PipelinePlan, PipelineReport)> {
+    if replicas.replicas == 0 {
+        refuse!(Parameter::Replicas => 0, ": data parallelism needs at least one replica");
+    }
+    let planned = ordo_sched::replicated_pipeline_plan(&problem.place, pipeline, replicas)?;
     let report = ordo_sim::pipeline_report(&planned, options)?;
     Ok((planned, report))
 }

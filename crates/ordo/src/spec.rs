@@ -4,7 +4,7 @@
 
 use std::str::FromStr;
 
-use ordo_cost::CommModel;
+use ordo_cost::{AllReduceAlgorithm, CommModel};
 use ordo_sched::{DataParallel, OneDeviceSchedule, Pipeline, PipelineSchedule};
 
 use crate::error::{Error, Result};
@@ -174,8 +174,11 @@ pub struct StrategyParams {
     pub action_overhead_us: u64,
     /// Data-parallel replicas (at least 1).
     pub replicas: Option<usize>,
-    /// The network between replicas (default: the problem's link between devices).
+    /// The network between replicas, as one node's link (default: the problem's cluster of
+    /// nodes, or its link between devices).
     pub network: Option<CommModel>,
+    /// The data-parallel all-reduce's algorithm (default: ring).
+    pub all_reduce: Option<AllReduceAlgorithm>,
     /// Reverse first-k: layers with weights whose gradient work is deferred.
     pub first_k: usize,
     /// Gradient buckets of at least this many bytes (0: one gradient each).
@@ -249,8 +252,11 @@ pub enum StrategySpec {
         first_k: usize,
         /// Bucket size in bytes.
         bucket_bytes: u64,
-        /// The network between replicas (`None`: the problem's link).
+        /// The network between replicas (`None`: the problem's cluster of nodes, or its
+        /// link).
         network: Option<CommModel>,
+        /// The all-reduce's algorithm.
+        all_reduce: AllReduceAlgorithm,
         /// Training steps in one plan (at least 1).
         steps: usize,
     },
@@ -305,6 +311,7 @@ impl StrategySpec {
             (Parameter::Replicas, p.replicas.is_some()),
             (Parameter::FirstK, p.first_k > 0),
             (Parameter::BucketBytes, p.bucket_bytes > 0),
+            (Parameter::AllReduce, p.all_reduce.is_some()),
         ];
         if kind != StrategyKind::DataParallel
             && let Some((parameter, _)) = data_parallel_only.iter().find(|(_, given)| *given)
@@ -336,6 +343,7 @@ impl StrategySpec {
                     first_k: p.first_k,
                     bucket_bytes: p.bucket_bytes,
                     network: p.network,
+                    all_reduce: p.all_reduce.unwrap_or_default(),
                     steps,
                 }
             }
@@ -416,11 +424,14 @@ impl StrategySpec {
                 first_k,
                 bucket_bytes,
                 network,
+                all_reduce,
                 steps,
             } => {
+                let network =
+                    crate::data_parallel_network(problem, *replicas, *network, *all_reduce);
                 let config = DataParallel {
                     replicas: *replicas,
-                    network: network.unwrap_or(problem.place.devices.comm),
+                    network,
                     bucket_bytes: *bucket_bytes,
                     first_k: *first_k,
                     schedule: *schedule,

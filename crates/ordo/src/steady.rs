@@ -51,6 +51,61 @@ pub fn network(gbps: f64, latency_us: f64) -> Result<ordo_cost::CommModel> {
     Ok(ordo_cost::CommModel { us_per_byte: 8.0 / (gbps * 1e3), fixed_us: latency_us })
 }
 
+/// The all-reduce algorithm called `name` (`ring`, `tree`, `hierarchical`, `nccl`).
+///
+/// # Errors
+/// [`crate::Error::Parameter`] naming [`Parameter::AllReduce`] for another name.
+pub fn all_reduce_algorithm(name: &str) -> Result<ordo_cost::AllReduceAlgorithm> {
+    match ordo_cost::AllReduceAlgorithm::from_name(name) {
+        Some(algorithm) => Ok(algorithm),
+        None => refuse!(
+            Parameter::AllReduce => format!("{name:?}"),
+            ": expected ring, tree, hierarchical or nccl"
+        ),
+    }
+}
+
+/// The links and algorithm of an all-reduce among `replicas` data-parallel replicas of
+/// `problem`: one node's `link` when given; otherwise the problem's cluster, whose replicas fill
+/// a node before the next ([`ordo_cost::Cluster::collectives`]); otherwise the problem's link
+/// between devices.
+pub fn data_parallel_network(
+    problem: &Problem,
+    replicas: usize,
+    link: Option<ordo_cost::CommModel>,
+    algorithm: ordo_cost::AllReduceAlgorithm,
+) -> ordo_cost::Collectives {
+    stage_network(problem, replicas, 1, link, algorithm)
+}
+
+/// [`data_parallel_network`] for the copies of one stage of a pipeline of `stages` devices:
+/// each copy of the pipeline takes `stages` consecutive devices, so `G / stages` copies of a
+/// stage share a node of `G` devices (1 when a pipeline spans nodes).
+pub fn stage_network(
+    problem: &Problem,
+    replicas: usize,
+    stages: usize,
+    link: Option<ordo_cost::CommModel>,
+    algorithm: ordo_cost::AllReduceAlgorithm,
+) -> ordo_cost::Collectives {
+    use ordo_cost::Collectives;
+    let network = match (link, &problem.cluster) {
+        (Some(link), _) => Collectives::flat(link),
+        (None, Some(cluster)) => {
+            let per_node = (cluster.devices_per_node() / stages.max(1)).max(1);
+            let collectives = cluster.collectives(replicas.min(per_node));
+            // A group within one node never touches the network.
+            if replicas <= per_node && cluster.devices_per_node() >= stages {
+                Collectives { inter: None, ..collectives }
+            } else {
+                collectives
+            }
+        }
+        (None, None) => Collectives::flat(problem.place.devices.comm),
+    };
+    network.with_algorithm(algorithm)
+}
+
 /// Simulates `config` (its `first_k` ignored) on `problem`'s device 0 with `first_k`, the
 /// default order and one device alone, each in its steady state.
 ///

@@ -39,7 +39,8 @@ impl Target {
     /// between devices 0 and 1, nodes costed by device 0's roofline.
     ///
     /// # Errors
-    /// [`crate::Error::Parameter`] for zero devices or more than the cluster has.
+    /// [`crate::Error::Parameter`] for zero devices, more than the cluster has, or more than
+    /// [`crate::MAX_DEVICES`].
     pub fn cluster(cluster: Cluster, n: Option<usize>) -> Result<Self> {
         let n = match n {
             Some(0) => refuse!(Parameter::Devices, " must be at least 1"),
@@ -51,7 +52,20 @@ impl Target {
                     cluster.device_count()
                 )
             ),
+            Some(n) if n > crate::MAX_DEVICES => refuse!(
+                Parameter::Devices => n,
+                format!(": a placement uses at most {} devices", crate::MAX_DEVICES)
+            ),
             Some(n) => n,
+            None if cluster.device_count() > crate::MAX_DEVICES => refuse!(
+                Parameter::Devices,
+                format!(
+                    ": cluster `{}` has {} devices and a placement uses at most {}; give how many",
+                    cluster.name,
+                    cluster.device_count(),
+                    crate::MAX_DEVICES
+                )
+            ),
             None => cluster.device_count(),
         };
         let comm = if n > 1 { cluster.comm(0, 1) } else { CommModel::baechi_default() };
@@ -121,6 +135,18 @@ impl Target {
             ordo_cost::apply_profile(&mut costed, profile)?;
         }
         Ok(costed)
+    }
+}
+
+/// `cluster` resized to `nodes` nodes, its network unchanged ([`Cluster::with_nodes`]).
+///
+/// # Errors
+/// [`crate::Error::Parameter`] naming [`Parameter::Nodes`]: zero nodes, more devices than a
+/// cluster holds, or several nodes of a cluster without a network.
+pub fn with_nodes(cluster: Cluster, nodes: usize) -> Result<Cluster> {
+    match cluster.with_nodes(nodes, None) {
+        Ok(cluster) => Ok(cluster),
+        Err(e) => refuse!(Parameter::Nodes => nodes, format!(": {e}")),
     }
 }
 

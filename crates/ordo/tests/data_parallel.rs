@@ -30,7 +30,7 @@ fn reverse_first_k_and_buckets_train_bitwise_as_the_default_order() {
         let layers = ordo_sched::layers_with_weights(&problem.place).len();
         let base = DataParallel {
             replicas: 3,
-            network: CommModel::baechi_default(),
+            network: CommModel::baechi_default().into(),
             bucket_bytes: 0,
             first_k: 0,
             schedule: OneDeviceSchedule::InOrder,
@@ -71,7 +71,7 @@ fn the_steady_state_comparison_is_consistent_and_refuses_bad_networks() {
     let problem = Problem::new(&training, &target, StepMode::TrainingGraph).expect("problem");
     let config = DataParallel {
         replicas: 4,
-        network: ordo::network(10.0, 25.0).expect("10 Gb/s"),
+        network: ordo::network(10.0, 25.0).expect("10 Gb/s").into(),
         bucket_bytes: 0,
         first_k: 0,
         schedule: OneDeviceSchedule::InOrder,

@@ -103,7 +103,7 @@ fn every_deferral_of_a_model_with_tied_weights_plans() {
         for first_k in 0..=layers.len() {
             let config = ordo_sched::DataParallel {
                 replicas: 2,
-                network: problem.place.devices.comm,
+                network: problem.place.devices.comm.into(),
                 bucket_bytes: 0,
                 first_k,
                 schedule: OneDeviceSchedule::Ooo,

@@ -77,12 +77,15 @@ impl Row {
 
 /// Runs every algorithm and prints one row each.
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    if args.pipeline.pipeline.is_some() {
-        let loaded = args.pipeline.micro_batch_problem(&args.problem)?.load()?;
+    if let Some(stages) = args.pipeline.pipeline {
+        let dp = &args.data_parallel;
+        let loaded = args.pipeline.micro_batch_problem(&args.problem, dp.data_parallel)?.load()?;
+        let replicas = dp.pipeline_replicas(&loaded, stages)?;
         let options = ordo::SimOptions { channel: args.channel.into(), ..Default::default() };
         return pipeline::compare(
             &loaded,
             &args.pipeline,
+            replicas.as_ref(),
             &options,
             args.json,
             args.svg.as_deref(),

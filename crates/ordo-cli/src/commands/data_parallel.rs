@@ -13,6 +13,30 @@ use crate::placing::{Loaded, ProblemArgs};
 /// Most values of k the reverse first-k search simulates.
 const MAX_TRIES: usize = 16;
 
+/// `--all-reduce`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum AllReduceArg {
+    /// NCCL's ring.
+    Ring,
+    /// NCCL's double binary tree across nodes, a chain inside each.
+    Tree,
+    /// Reduce-scatter inside each node, all-reduce across nodes, all-gather inside each.
+    Hierarchical,
+    /// The faster of ring and tree for each size.
+    Nccl,
+}
+
+impl From<AllReduceArg> for ordo::AllReduceAlgorithm {
+    fn from(arg: AllReduceArg) -> Self {
+        match arg {
+            AllReduceArg::Ring => Self::Ring,
+            AllReduceArg::Tree => Self::Tree,
+            AllReduceArg::Hierarchical => Self::Hierarchical,
+            AllReduceArg::Nccl => Self::Nccl,
+        }
+    }
+}
+
 /// How the replicas are linked and how gradients are reduced.
 #[derive(clap::Args, Clone, Debug)]
 pub struct DataParallelArgs {
@@ -45,6 +69,11 @@ pub struct DataParallelArgs {
     /// between devices 0 and 1).
     #[arg(allow_negative_numbers = true, long, value_name = "GBIT/S", requires = "data_parallel")]
     pub network_gbps: Option<f64>,
+    /// The all-reduce's algorithm: NCCL's `ring` or `tree`, `hierarchical` (reduce-scatter in
+    /// each node, all-reduce across nodes, all-gather), or `nccl` (the faster of ring and tree
+    /// for each bucket, as NCCL's tuner picks).
+    #[arg(long, value_enum, default_value = "ring", requires = "data_parallel")]
+    pub all_reduce: AllReduceArg,
     /// Latency of one message on that network, in µs.
     #[arg(
         allow_negative_numbers = true,
@@ -57,14 +86,41 @@ pub struct DataParallelArgs {
 }
 
 impl DataParallelArgs {
-    /// `problem` with one device when data parallelism is asked for and no device count or
-    /// cluster is given: a replica's problem needs only device 0.
+    /// `problem` with one device when data parallelism is asked for and no device count is
+    /// given: a replica's problem needs only device 0 (the cluster, where there is one, links
+    /// the replicas).
     pub fn replica_problem(&self, problem: &ProblemArgs) -> ProblemArgs {
         let mut problem = problem.clone();
-        if self.data_parallel.is_some() && problem.devices.is_none() && problem.cluster.is_none() {
+        if self.data_parallel.is_some() && problem.devices.is_none() {
             problem.devices = Some(1);
         }
         problem
+    }
+
+    /// The copies of a pipeline of `stages` that `--data-parallel` asks for, and how each
+    /// stage's copies reduce their gradients; `None` without `--data-parallel`.
+    pub fn pipeline_replicas(
+        &self,
+        loaded: &Loaded,
+        stages: usize,
+    ) -> anyhow::Result<Option<ordo::PipelineReplicas>> {
+        let Some(replicas) = self.data_parallel else { return Ok(None) };
+        if !matches!(self.first_k.as_str(), "auto" | "0") {
+            bail!(
+                "--first-k {}: reverse first-k across the steps of a pipeline is not modelled \
+                 yet; leave --first-k out (or give 0) with --pipeline",
+                self.first_k
+            );
+        }
+        let bucket_bytes =
+            ordo::parse_bytes(&self.bucket).with_context(|| format!("--bucket {}", self.bucket))?;
+        let link = match self.network_gbps {
+            Some(gbps) => Some(ordo::network(gbps, self.network_latency_us)?),
+            None => None,
+        };
+        let algorithm = self.all_reduce.into();
+        let network = ordo::stage_network(&loaded.problem, replicas, stages, link, algorithm);
+        Ok(Some(ordo::PipelineReplicas { replicas, network, bucket_bytes }))
     }
 
     /// The configuration (its `first_k` 0) and the choice of k, for `loaded`'s links.
@@ -82,10 +138,12 @@ impl DataParallelArgs {
         };
         let bucket_bytes =
             ordo::parse_bytes(&self.bucket).with_context(|| format!("--bucket {}", self.bucket))?;
-        let network = match self.network_gbps {
-            Some(gbps) => ordo::network(gbps, self.network_latency_us)?,
-            None => loaded.problem.place.devices.comm,
+        let link = match self.network_gbps {
+            Some(gbps) => Some(ordo::network(gbps, self.network_latency_us)?),
+            None => None,
         };
+        let algorithm = self.all_reduce.into();
+        let network = ordo::data_parallel_network(&loaded.problem, replicas, link, algorithm);
         Ok((DataParallel { replicas, network, bucket_bytes, first_k: 0, schedule }, first_k))
     }
 }
@@ -221,10 +279,7 @@ fn outcome_json(loaded: &Loaded, outcome: &Outcome) -> serde_json::Value {
         "target": loaded.label,
         "replicas": outcome.config.replicas,
         "schedule": outcome.config.schedule.name(),
-        "network": {
-            "us_per_byte": outcome.config.network.us_per_byte,
-            "latency_us": outcome.config.network.fixed_us,
-        },
+        "network": network_json(&outcome.config.network),
         "bucket_bytes": outcome.config.bucket_bytes,
         "step_time_us": outcome.chosen.step_time_us,
         "peak_memory_bytes": outcome.chosen.peak_memory_bytes,
@@ -234,4 +289,22 @@ fn outcome_json(loaded: &Loaded, outcome: &Outcome) -> serde_json::Value {
         "one_device": steady(&outcome.single),
         "first_k_search": tried,
     })
+}
+
+/// The links the all-reduces use: one node's link, and the network and the algorithm where the
+/// replicas span nodes or do not reduce by ring.
+pub fn network_json(network: &ordo::Collectives) -> serde_json::Value {
+    let mut value = json!({
+        "us_per_byte": network.intra.us_per_byte,
+        "latency_us": network.intra.fixed_us,
+    });
+    if let Some(inter) = network.inter {
+        value["replicas_per_node"] = json!(inter.per_node);
+        value["between_nodes"] =
+            json!({"us_per_byte": inter.link.us_per_byte, "latency_us": inter.link.fixed_us});
+    }
+    if network.algorithm != ordo::AllReduceAlgorithm::Ring || network.inter.is_some() {
+        value["all_reduce"] = json!(network.algorithm.as_str());
+    }
+    value
 }

@@ -50,7 +50,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         pytorch_schedule: Some(args.output.clone()),
     };
     let schedule = args.schedule.0.pipeline()?;
-    let loaded = pipeline_args.micro_batch_problem(&problem)?.load()?;
+    let loaded = pipeline_args.micro_batch_problem(&problem, None)?.load()?;
     let drawings = Drawings { trace: None, svg: None };
-    pipeline::simulate(&loaded, &pipeline_args, schedule, &SimOptions::default(), false, &drawings)
+    pipeline::simulate(
+        &loaded,
+        &pipeline_args,
+        schedule,
+        None,
+        &SimOptions::default(),
+        false,
+        &drawings,
+    )
 }

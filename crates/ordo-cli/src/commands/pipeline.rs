@@ -2,7 +2,7 @@
 //! a zoo model split into S stages over M micro-batches.
 
 use anyhow::{Context, bail};
-use ordo::{Pipeline, PipelineSchedule};
+use ordo::{Pipeline, PipelineReplicas, PipelineSchedule};
 use ordo::{PipelineReport, SimOptions};
 use serde_json::json;
 
@@ -13,14 +13,10 @@ use crate::source::SizeArgs;
 /// How the pipeline is cut.
 #[derive(clap::Args, Clone, Debug)]
 pub struct PipelineArgs {
-    /// With `--train`: split the model's blocks into S pipeline stages, one per device.
-    #[arg(
-        allow_negative_numbers = true,
-        long,
-        value_name = "S",
-        requires = "train",
-        conflicts_with = "data_parallel"
-    )]
+    /// With `--train`: split the model's blocks into S pipeline stages, one per device. With
+    /// `--data-parallel D`: D copies of the pipeline, each stage's gradients all-reduced among
+    /// its D copies (simulated by symmetry: one pipeline stands for all).
+    #[arg(allow_negative_numbers = true, long, value_name = "S", requires = "train")]
     pub pipeline: Option<usize>,
     /// Micro-batches per step; `--batch` (the global batch) must be a multiple.
     #[arg(
@@ -43,28 +39,45 @@ pub struct PipelineArgs {
 }
 
 impl PipelineArgs {
-    /// `problem` for one micro-batch: the global batch divided by M, and S devices unless a
-    /// device count or cluster is given.
-    pub fn micro_batch_problem(&self, problem: &ProblemArgs) -> anyhow::Result<ProblemArgs> {
+    /// `problem` for one micro-batch: the global batch divided by M (and by the data-parallel
+    /// copies `replicas`), and S devices unless a device count or a cluster of one node is
+    /// given.
+    pub fn micro_batch_problem(
+        &self,
+        problem: &ProblemArgs,
+        replicas: Option<usize>,
+    ) -> anyhow::Result<ProblemArgs> {
         let mut problem = problem.clone();
         let Some(stages) = self.pipeline else { return Ok(problem) };
-        problem.size = self.micro_batch_size(&problem.target, problem.size)?;
-        if problem.devices.is_none() && problem.cluster.is_none() {
+        problem.size = self.micro_batch_size(&problem.target, problem.size, replicas)?;
+        // A cluster of nodes has more devices than a placement problem holds: the pipeline's
+        // S stand for it.
+        if problem.devices.is_none() && (problem.cluster.is_none() || problem.nodes.is_some()) {
             problem.devices = Some(stages);
         }
         Ok(problem)
     }
 
-    /// The size of one micro-batch of `target` at `size` (the global batch).
-    /// Also checks that `--pipeline` asks for at least two stages.
-    pub fn micro_batch_size(&self, target: &str, size: SizeArgs) -> anyhow::Result<SizeArgs> {
+    /// The size of one micro-batch of `target` at `size` (the global batch, shared by
+    /// `replicas` copies of the pipeline). Also checks that `--pipeline` asks for at least two
+    /// stages.
+    pub fn micro_batch_size(
+        &self,
+        target: &str,
+        size: SizeArgs,
+        replicas: Option<usize>,
+    ) -> anyhow::Result<SizeArgs> {
         if let Some(stages) = self.pipeline.filter(|&s| s < 2) {
             bail!(
                 "--pipeline {stages}: a pipeline needs at least 2 stages (on one device, use \
                  --schedule inorder or ooo)"
             );
         }
-        let micro = size.size().micro_batch(target, self.micro_batches)?;
+        let mut share = size.size();
+        if let Some(replicas) = replicas {
+            share = share.replica_share(target, replicas)?;
+        }
+        let micro = share.micro_batch(target, self.micro_batches)?;
         Ok(SizeArgs { batch: micro.batch, ..size })
     }
 
@@ -78,43 +91,44 @@ impl PipelineArgs {
     }
 }
 
+/// `pipeline` planned and simulated, in `replicas` copies where given.
 fn simulate_one(
     loaded: &Loaded,
     pipeline: &Pipeline,
+    replicas: Option<&PipelineReplicas>,
     options: &SimOptions,
-) -> anyhow::Result<PipelineReport> {
-    let simulated = ordo::simulate_pipeline(&loaded.problem, pipeline, options);
-    let (_, report) = simulated.with_context(|| {
+) -> anyhow::Result<(ordo::PipelinePlan, PipelineReport)> {
+    let simulated = match replicas {
+        Some(replicas) => {
+            ordo::simulate_replicated_pipeline(&loaded.problem, pipeline, replicas, options)
+        }
+        None => ordo::simulate_pipeline(&loaded.problem, pipeline, options),
+    };
+    simulated.with_context(|| {
+        let copies = replicas.map_or(String::new(), |r| format!(" x {} copies", r.replicas));
         format!(
-            "simulating `{}` on a {}-stage pipeline, {}",
+            "simulating `{}` on a {}-stage pipeline{copies}, {}",
             loaded.label,
             pipeline.stages,
             pipeline.schedule.name()
         )
-    })?;
-    Ok(report)
+    })
 }
 
 /// `ordo simulate MODEL --train --pipeline S --micro-batches M --schedule ...`; the step
 /// drawn where `drawings` asks.
+#[allow(clippy::too_many_arguments)] // the command's settings, each its own
 pub fn simulate(
     loaded: &Loaded,
     args: &PipelineArgs,
     schedule: PipelineSchedule,
+    replicas: Option<&PipelineReplicas>,
     options: &SimOptions,
     as_json: bool,
     drawings: &crate::commands::simulate::Drawings,
 ) -> anyhow::Result<()> {
     let pipeline = args.pipeline(schedule);
-    let planned = ordo::simulate_pipeline(&loaded.problem, &pipeline, options).with_context(|| {
-        format!(
-            "simulating `{}` on a {}-stage pipeline, {}",
-            loaded.label,
-            pipeline.stages,
-            schedule.name()
-        )
-    });
-    let (planned, result) = planned?;
+    let (planned, result) = simulate_one(loaded, &pipeline, replicas, options)?;
     check_memory(loaded, &result)?;
     let mut written = Vec::new();
     if let Some(path) = &args.pytorch_schedule {
@@ -137,7 +151,7 @@ pub fn simulate(
         &loaded.problem.place.devices.memory,
     )?);
     if as_json {
-        println!("{:#}", row_json(schedule, &result, None));
+        println!("{:#}", row_json(schedule, &result, None, replicas));
         return Ok(());
     }
     println!(
@@ -148,6 +162,12 @@ pub fn simulate(
         schedule.name(),
         args.modulo.map_or(String::new(), |m| format!(", modulo {m}"))
     );
+    if let Some(replicas) = replicas {
+        println!(
+            "data parallel {} copies of the pipeline (simulated by symmetry); network {}",
+            replicas.replicas, replicas.network
+        );
+    }
     println!("step time     {:.2} ms", result.step_time_us / 1e3);
     println!("bubble        {:.1}% of the stages' time idle", result.bubble_fraction * 100.0);
     println!("stage of each block {:?}", result.stage_of_unit);
@@ -164,6 +184,7 @@ pub fn simulate(
 pub fn compare(
     loaded: &Loaded,
     args: &PipelineArgs,
+    replicas: Option<&PipelineReplicas>,
     options: &SimOptions,
     as_json: bool,
     svg: Option<&std::path::Path>,
@@ -173,7 +194,7 @@ pub fn compare(
     }
     let mut results = Vec::new();
     for schedule in PipelineSchedule::ALL {
-        let result = simulate_one(loaded, &args.pipeline(schedule), options)?;
+        let (_, result) = simulate_one(loaded, &args.pipeline(schedule), replicas, options)?;
         results.push((schedule, result));
     }
     let gpipe = results[0].1.step_time_us;
@@ -198,7 +219,8 @@ pub fn compare(
         crate::format::write_file(path, ordo::compare_svg(&title, &bars, 0.0, limit).as_bytes())?;
     }
     if as_json {
-        let rows: Vec<_> = results.iter().map(|(s, r)| row_json(*s, r, Some(gpipe))).collect();
+        let rows: Vec<_> =
+            results.iter().map(|(s, r)| row_json(*s, r, Some(gpipe), replicas)).collect();
         let out = json!({
             "target": loaded.label,
             "stages": args.pipeline,
@@ -256,6 +278,7 @@ fn row_json(
     schedule: PipelineSchedule,
     result: &PipelineReport,
     baseline_us: Option<f64>,
+    replicas: Option<&PipelineReplicas>,
 ) -> serde_json::Value {
     let mut row = json!({
         "schedule": schedule.name(),
@@ -266,6 +289,11 @@ fn row_json(
     });
     if let Some(base) = baseline_us {
         row["speedup"] = json!(base / result.step_time_us.max(1e-9));
+    }
+    if let Some(replicas) = replicas {
+        row["replicas"] = json!(replicas.replicas);
+        row["bucket_bytes"] = json!(replicas.bucket_bytes);
+        row["network"] = crate::commands::data_parallel::network_json(&replicas.network);
     }
     row
 }

@@ -73,7 +73,7 @@ pub struct Args {
         long,
         value_name = "N",
         requires = "train",
-        conflicts_with = "devices"
+        conflicts_with_all = ["devices", "pipeline"]
     )]
     pub data_parallel: Option<usize>,
     /// With `--data-parallel`: reverse first-k, the weight gradients and updates of the first
@@ -268,7 +268,7 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     }
     // A pipeline runs the model built for one micro-batch, copied once per micro-batch.
     let size = match args.pipeline.pipeline {
-        Some(_) => args.pipeline.micro_batch_size(&args.target, args.size.clone())?,
+        Some(_) => args.pipeline.micro_batch_size(&args.target, args.size.clone(), None)?,
         None => args.size.clone(),
     };
     let forward = source::load(&args.target, size.clone())?;

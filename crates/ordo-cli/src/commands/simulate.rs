@@ -117,7 +117,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let options =
         SimOptions { concurrent_kernels: args.concurrent_kernels, channel: args.channel.into() };
     let drawings = Drawings { trace: args.trace.clone(), svg: args.svg.clone() };
-    if let Some(replicas) = args.data_parallel.data_parallel {
+    if let Some(replicas) = args.data_parallel.data_parallel
+        && args.pipeline.pipeline.is_none()
+    {
         let loaded = args.data_parallel.replica_problem(&args.problem).load()?;
         let schedule = match args.schedule {
             Some(schedule) => schedule.0.one_device()?,
@@ -131,11 +133,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.pipeline.pipeline.is_some() {
         let schedule =
             args.schedule.map_or(Ok(PipelineSchedule::FastForward), |arg| arg.0.pipeline())?;
-        let loaded = args.pipeline.micro_batch_problem(&args.problem)?.load()?;
+        let dp = &args.data_parallel;
+        let loaded = args.pipeline.micro_batch_problem(&args.problem, dp.data_parallel)?.load()?;
+        let stages = args.pipeline.pipeline.unwrap_or(0);
+        let replicas = dp.pipeline_replicas(&loaded, stages)?;
         return pipeline::simulate(
             &loaded,
             &args.pipeline,
             schedule,
+            replicas.as_ref(),
             &options,
             args.json,
             &drawings,

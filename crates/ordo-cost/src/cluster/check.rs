@@ -1,7 +1,10 @@
 //! The checks every cluster passes, however it is built.
 
 use super::schema::LinkOverride;
-use super::{Cluster, ClusterError, DeviceSpec, LinkSpec, MAX_DEVICES};
+use super::{
+    Cluster, ClusterError, DeviceSpec, LinkSpec, MAX_CLUSTER_DEVICES, MAX_DEVICES, NetworkSpec,
+    Topology,
+};
 
 /// Checks the devices (numbers, unique names) and links (the default, then `overrides`, then
 /// that every ordered pair has one) and builds the cluster.
@@ -48,7 +51,15 @@ pub(super) fn assemble(
             }
         });
     }
-    Ok(Cluster { name, description: None, source: None, devices, links: full })
+    Ok(Cluster {
+        name,
+        description: None,
+        source: None,
+        devices,
+        links: full,
+        nodes: 1,
+        network: None,
+    })
 }
 
 /// Sets the links of a file's `links` list, checking each.
@@ -126,6 +137,53 @@ pub(super) fn check_device(d: &DeviceSpec, origin: &str, label: &str) -> Result<
             Err(ClusterError::Device { origin: origin.into(), device: label.into(), problem })
         }
     }
+}
+
+/// Checks a node count and the network: more than one node needs a network, and the devices of
+/// all nodes are at most [`MAX_CLUSTER_DEVICES`].
+pub(super) fn check_nodes(
+    nodes: usize,
+    network: Option<&NetworkSpec>,
+    per_node: usize,
+    origin: &str,
+) -> Result<(), ClusterError> {
+    let whole = |problem: String| ClusterError::Cluster { origin: origin.into(), problem };
+    if nodes == 0 {
+        return Err(whole("\"nodes\" is 0; a cluster has at least one node".into()));
+    }
+    if nodes.saturating_mul(per_node) > MAX_CLUSTER_DEVICES {
+        return Err(whole(format!(
+            "{nodes} nodes of {per_node} devices: {} devices; at most {MAX_CLUSTER_DEVICES}",
+            nodes as u128 * per_node as u128
+        )));
+    }
+    let Some(network) = network else {
+        if nodes > 1 {
+            return Err(whole(format!(
+                "{nodes} nodes but no \"network\": give the network between them (topology, \
+                 latency_us, bandwidth_bytes_per_s of one device's card)"
+            )));
+        }
+        return Ok(());
+    };
+    let link = LinkSpec {
+        latency_us: network.latency_us,
+        bandwidth_bytes_per_s: network.bandwidth_bytes_per_s,
+    };
+    check_link(&link, origin, "\"network\"")?;
+    let Topology::FatTree { oversubscription } = network.topology;
+    if !(oversubscription.is_finite() && (1.0..=1000.0).contains(&oversubscription)) {
+        let problem = format!(
+            "\"oversubscription\" is {}; it must be a number from 1 (non-blocking) to 1000",
+            crate::readable(oversubscription)
+        );
+        return Err(ClusterError::Link {
+            origin: origin.into(),
+            link: "\"network\"".into(),
+            problem,
+        });
+    }
+    Ok(())
 }
 
 /// Checks one link's numbers.

@@ -18,7 +18,7 @@
 //!   "interconnect": {"latency_us": 10, "bandwidth_bytes_per_s": 12e9}}"#;
 //! let cluster = Cluster::parse(text, "two.json")?;
 //! assert_eq!(cluster.memory_limits(), [16 << 30, 16 << 30]);
-//! assert_eq!(cluster.devices()[1].name, "gpu1");
+//! assert_eq!(cluster.device(1).name, "gpu1");
 //! // 10 µs + 12e6 bytes / 12e9 bytes/s = 1010 µs.
 //! assert_eq!(cluster.comm(0, 1).time_us(12_000_000), 1010);
 //! # Ok::<(), ordo_cost::ClusterError>(())
@@ -39,15 +39,25 @@ use serde_json::Value;
 use crate::model::{CommModel, Roofline};
 pub use error::ClusterError;
 use schema::ClusterFile;
-pub use spec::{DeviceKind, DeviceSpec, LinkSpec};
+pub use spec::{DeviceKind, DeviceSpec, LinkSpec, NetworkSpec, Topology};
+
+use crate::collective::{Collectives, InterNode};
 
 /// The `format` of cluster files this build reads and writes.
 pub(crate) const FORMAT: &str = "ordo.cluster/1";
 
-/// The most devices a cluster may have (its link table has one entry per ordered pair).
+/// The most devices a node may have (its link table has one entry per ordered pair), and the
+/// most devices a placement may use.
 pub const MAX_DEVICES: usize = 1024;
 
-/// A cluster: devices and the link between every ordered pair of them.
+/// The most devices a cluster of nodes may have in all: 2^20 (1,048,576).
+pub const MAX_CLUSTER_DEVICES: usize = 1 << 20;
+
+/// A cluster: nodes of identical devices, the link between every ordered pair of a node's
+/// devices, and the network between nodes.
+///
+/// Devices are numbered node by node: device `d` is device `d % G` of node `d / G`, where `G`
+/// is [`Cluster::devices_per_node`]. A cluster without `nodes` is one node.
 ///
 /// Built by reading a description ([`Cluster::read`], [`Cluster::parse`], serde), from a
 /// shipped one ([`Cluster::builtin`]), or in code ([`Cluster::new`], [`Cluster::uniform`],
@@ -60,9 +70,14 @@ pub struct Cluster {
     pub description: Option<String>,
     /// Where the numbers come from (data sheets, measurements).
     pub source: Option<String>,
+    /// One node's devices.
     devices: Vec<DeviceSpec>,
-    /// `links[from * n + to]`; the diagonal holds [`LinkSpec::LOCAL`].
+    /// `links[from * n + to]` inside a node; the diagonal holds [`LinkSpec::LOCAL`].
     links: Vec<LinkSpec>,
+    /// Nodes, at least 1.
+    nodes: usize,
+    /// The network between nodes (required for more than one node).
+    network: Option<NetworkSpec>,
 }
 
 impl Cluster {
@@ -151,19 +166,40 @@ impl Cluster {
             ),
             devices,
             links,
+            nodes: 1,
+            network: None,
         }
     }
 
-    /// Replaces the link from device `from` to device `to` (one direction).
+    /// The same node `nodes` times, joined by `network` (the cluster's network for `None`).
+    /// Errors name the cluster as the origin.
+    ///
+    /// # Errors
+    /// No nodes, more than [`MAX_CLUSTER_DEVICES`] devices in all, several nodes and no
+    /// network, or a network number out of range.
+    pub fn with_nodes(
+        mut self,
+        nodes: usize,
+        network: Option<NetworkSpec>,
+    ) -> Result<Self, ClusterError> {
+        let network = network.or(self.network);
+        check::check_nodes(nodes, network.as_ref(), self.devices.len(), &self.name)?;
+        self.nodes = nodes;
+        self.network = network;
+        Ok(self)
+    }
+
+    /// Replaces the link from device `from` to device `to` of every node (one direction;
+    /// indices within a node).
     ///
     /// # Errors
     /// `from == to`, or a number out of range.
     ///
     /// # Panics
-    /// If either index is not a device.
+    /// If either index is not a device of a node.
     pub fn set_link(&mut self, from: usize, to: usize, link: LinkSpec) -> Result<(), ClusterError> {
-        let n = self.device_count();
-        assert!(from < n && to < n, "link {from} -> {to} in a cluster of {n} devices");
+        let n = self.devices.len();
+        assert!(from < n && to < n, "link {from} -> {to} in a node of {n} devices");
         let label = format!("link {} -> {}", self.devices[from].name, self.devices[to].name);
         if from == to {
             let problem = "joins a device to itself".to_string();
@@ -245,34 +281,97 @@ impl Cluster {
         Ok(())
     }
 
-    /// Number of devices (at least 1).
+    /// Number of devices on all nodes (at least 1).
     pub fn device_count(&self) -> usize {
+        self.devices.len() * self.nodes
+    }
+
+    /// Number of nodes (at least 1).
+    pub fn node_count(&self) -> usize {
+        self.nodes
+    }
+
+    /// Devices on each node (at least 1).
+    pub fn devices_per_node(&self) -> usize {
         self.devices.len()
     }
 
-    /// The devices, in order.
-    pub fn devices(&self) -> &[DeviceSpec] {
+    /// The network between nodes, where the cluster has one.
+    pub fn network(&self) -> Option<&NetworkSpec> {
+        self.network.as_ref()
+    }
+
+    /// One node's devices, in order (every node's are alike).
+    pub fn node_devices(&self) -> &[DeviceSpec] {
         &self.devices
     }
 
-    /// The index of the device called `name`.
+    /// Device `d` of the cluster: device `d % G` of node `d / G`, named as on its node in a
+    /// one-node cluster and `node<k>.<name>` otherwise.
+    ///
+    /// # Panics
+    /// If `d` is not a device.
+    pub fn device(&self, d: usize) -> DeviceSpec {
+        let n = self.device_count();
+        assert!(d < n, "device {d} in a cluster of {n} devices");
+        let (node, local) = (d / self.devices.len(), d % self.devices.len());
+        let spec = self.devices[local].clone();
+        if self.nodes == 1 {
+            spec
+        } else {
+            DeviceSpec { name: format!("node{node}.{}", spec.name), ..spec }
+        }
+    }
+
+    /// The index of the device called `name` ([`Cluster::device`]'s names).
     pub fn device_index(&self, name: &str) -> Option<usize> {
-        self.devices.iter().position(|d| d.name == name)
+        let (node, local) = match name.strip_prefix("node").and_then(|rest| rest.split_once('.')) {
+            Some((node, local)) if self.nodes > 1 => (node.parse::<usize>().ok()?, local),
+            _ if self.nodes == 1 => (0, name),
+            _ => return None,
+        };
+        let local = self.devices.iter().position(|d| d.name == local)?;
+        (node < self.nodes).then(|| node * self.devices.len() + local)
     }
 
-    /// Each device's memory in bytes (`u64::MAX` for unlimited).
+    /// Each device's memory in bytes (`u64::MAX` for unlimited), all nodes'.
     pub fn memory_limits(&self) -> Vec<u64> {
-        self.devices.iter().map(|d| d.memory_bytes).collect()
+        let node: Vec<u64> = self.devices.iter().map(|d| d.memory_bytes).collect();
+        node.repeat(self.nodes)
     }
 
-    /// The link from device `from` to device `to`; [`LinkSpec::LOCAL`] when they are the same.
+    /// The link from device `from` to device `to`: the node's link between them when they
+    /// share a node ([`LinkSpec::LOCAL`] when they are the same), the network's
+    /// ([`NetworkSpec::link`]) otherwise.
     ///
     /// # Panics
     /// If either index is not a device.
     pub fn link(&self, from: usize, to: usize) -> LinkSpec {
         let n = self.device_count();
         assert!(from < n && to < n, "link {from} -> {to} in a cluster of {n} devices");
-        self.links[from * n + to]
+        let g = self.devices.len();
+        match &self.network {
+            Some(network) if from / g != to / g => network.link(),
+            _ => self.links[(from % g) * g + to % g],
+        }
+    }
+
+    /// The links a collective group uses when it has `per_node` ranks on each node it spans
+    /// (and [`crate::AllReduceAlgorithm::Ring`]): a rank's link to the next on its node
+    /// (device 0 to device 1), and the network where there is one.
+    pub fn collectives(&self, per_node: usize) -> Collectives {
+        let intra = if self.devices.len() > 1 { self.comm(0, 1) } else { self.network_comm() };
+        let inter = self.network.map(|network| InterNode {
+            per_node: per_node.clamp(1, self.devices.len()),
+            link: network.link().comm(),
+        });
+        Collectives { inter, ..Collectives::flat(intra) }
+    }
+
+    /// The network's link as a [`CommModel`], or Baechi's default link for a cluster of one
+    /// device and no network.
+    fn network_comm(&self) -> CommModel {
+        self.network.map_or_else(CommModel::baechi_default, |network| network.link().comm())
     }
 
     /// Transfer time model from device `from` to device `to` ([`LinkSpec::comm`]); free from a
@@ -289,13 +388,17 @@ impl Cluster {
     /// # Panics
     /// If `device` is not a device.
     pub fn roofline(&self, device: usize) -> Roofline {
-        self.devices[device].roofline()
+        let n = self.device_count();
+        assert!(device < n, "device {device} in a cluster of {n} devices");
+        self.devices[device % self.devices.len()].roofline()
     }
 
-    /// Whether every link between two different devices is the same.
+    /// Whether every link between two different devices is the same (the network's too).
     pub fn is_uniform_links(&self) -> bool {
-        let n = self.device_count();
-        let mut others = (0..n * n).filter(|k| k / n != k % n).map(|k| self.links[k]);
+        let n = self.devices.len();
+        let network = self.network.filter(|_| self.nodes > 1).map(|network| network.link());
+        let mut others =
+            (0..n * n).filter(|k| k / n != k % n).map(|k| self.links[k]).chain(network);
         match others.next() {
             Some(first) => others.all(|l| l == first),
             None => true,

@@ -5,8 +5,11 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
-use super::check::{assemble, check_device};
-use super::{Cluster, ClusterError, DeviceKind, DeviceSpec, FORMAT, LinkSpec, MAX_DEVICES};
+use super::check::{assemble, check_device, check_nodes};
+use super::{
+    Cluster, ClusterError, DeviceKind, DeviceSpec, FORMAT, LinkSpec, MAX_DEVICES, NetworkSpec,
+    Topology,
+};
 use crate::bytes::{exact_bytes_text, parse_bytes};
 
 /// Launch overhead of a device whose spec leaves it out: Baechi's 5 µs per op.
@@ -36,6 +39,49 @@ pub(super) struct ClusterFile {
     interconnect: Option<LinkEntry>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     links: Vec<LinkOverride>,
+    /// Nodes like the one the devices above make (1 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nodes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    network: Option<NetworkEntry>,
+}
+
+/// The network between nodes: `"topology": "fat-tree"`, with an optional oversubscription.
+#[derive(Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NetworkEntry {
+    topology: TopologyName,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    oversubscription: Option<f64>,
+    latency_us: f64,
+    bandwidth_bytes_per_s: f64,
+}
+
+#[derive(Clone, Copy, Serialize, Deserialize)]
+enum TopologyName {
+    #[serde(rename = "fat-tree")]
+    FatTree,
+}
+
+impl NetworkEntry {
+    fn spec(self) -> NetworkSpec {
+        let TopologyName::FatTree = self.topology;
+        NetworkSpec {
+            topology: Topology::FatTree { oversubscription: self.oversubscription.unwrap_or(1.0) },
+            latency_us: self.latency_us,
+            bandwidth_bytes_per_s: self.bandwidth_bytes_per_s,
+        }
+    }
+
+    fn from_spec(network: &NetworkSpec) -> Self {
+        let Topology::FatTree { oversubscription } = network.topology;
+        NetworkEntry {
+            topology: TopologyName::FatTree,
+            oversubscription: (oversubscription != 1.0).then_some(oversubscription),
+            latency_us: network.latency_us,
+            bandwidth_bytes_per_s: network.bandwidth_bytes_per_s,
+        }
+    }
 }
 
 #[derive(Clone, Serialize, Deserialize)]
@@ -144,13 +190,18 @@ impl ClusterFile {
         let mut cluster = assemble(self.name, devices, default, self.links, origin)?;
         cluster.description = self.description;
         cluster.source = self.source;
+        let nodes = usize::try_from(self.nodes.unwrap_or(1)).unwrap_or(usize::MAX);
+        let network = self.network.map(NetworkEntry::spec);
+        check_nodes(nodes, network.as_ref(), cluster.devices.len(), origin)?;
+        cluster.nodes = nodes;
+        cluster.network = network;
         Ok(cluster)
     }
 
     /// The file form of `cluster`: compact when its devices are alike and named `<prefix><i>`,
     /// the most common link as `interconnect` and the others as `links`.
     pub(super) fn from_cluster(cluster: &Cluster) -> Self {
-        let devices = cluster.devices();
+        let devices = cluster.node_devices();
         let first = &devices[0];
         let prefix = first.name.strip_suffix('0').filter(|prefix| {
             devices.iter().enumerate().all(|(i, d)| {
@@ -206,14 +257,16 @@ impl ClusterFile {
                 bandwidth_bytes_per_s: l.bandwidth_bytes_per_s,
             }),
             links,
+            nodes: (cluster.node_count() > 1).then_some(cluster.node_count() as u64),
+            network: cluster.network().map(NetworkEntry::from_spec),
         }
     }
 }
 
-/// The link between the most ordered pairs (the first such in row order on a tie); `None`
-/// for one device.
+/// The link between the most ordered pairs of a node's devices (the first such in row order on
+/// a tie); `None` for one device.
 fn most_common_link(cluster: &Cluster) -> Option<LinkSpec> {
-    let n = cluster.device_count();
+    let n = cluster.devices_per_node();
     let mut tally: Vec<(LinkSpec, usize)> = Vec::new();
     for i in 0..n {
         for j in (0..n).filter(|&j| j != i) {

@@ -109,3 +109,52 @@ impl LinkSpec {
         CommModel { us_per_byte, fixed_us: self.latency_us }
     }
 }
+
+/// How a cluster's nodes are joined.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Topology {
+    /// A fat tree (folded Clos) of switches: every device's network card reaches every other
+    /// at its full bandwidth divided by `oversubscription` (1 for a non-blocking tree, 2 for
+    /// 2:1 at the leaves). ordo charges the oversubscription to every transfer between nodes,
+    /// not only to those that leave a leaf switch: a bound for large jobs, which span leaves.
+    FatTree {
+        /// Bandwidth into a switch layer over bandwidth out of it, from 1 to 1000.
+        oversubscription: f64,
+    },
+}
+
+impl Topology {
+    /// A non-blocking fat tree.
+    pub const NON_BLOCKING: Topology = Topology::FatTree { oversubscription: 1.0 };
+
+    /// The share of a card's bandwidth a transfer between nodes gets.
+    pub fn bandwidth_share(&self) -> f64 {
+        match *self {
+            Topology::FatTree { oversubscription } => 1.0 / oversubscription,
+        }
+    }
+}
+
+/// The network between a cluster's nodes, seen from one device: every device has its own
+/// network card (InfiniBand or RoCE, as on DGX and HGX servers), so a node's bandwidth into
+/// the network is its devices' sum.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NetworkSpec {
+    /// The switches between the cards.
+    pub topology: Topology,
+    /// Fixed time of every message between nodes, in µs.
+    pub latency_us: f64,
+    /// One device's card, bytes per second in each direction (a 400 Gb/s card: 50e9).
+    pub bandwidth_bytes_per_s: f64,
+}
+
+impl NetworkSpec {
+    /// The path from a device to a device on another node: the network's latency and the card's
+    /// share of the topology.
+    pub fn link(&self) -> LinkSpec {
+        LinkSpec {
+            latency_us: self.latency_us,
+            bandwidth_bytes_per_s: self.bandwidth_bytes_per_s * self.topology.bandwidth_share(),
+        }
+    }
+}

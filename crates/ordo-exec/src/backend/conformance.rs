@@ -519,7 +519,7 @@ fn data_parallel<B: Backend>(make: &impl Fn(usize) -> B, numerics: Numerics) -> 
         crate::program::scale_backward_seed(&mut scaled, 1.0 / replicas as f64);
         let config = DataParallel {
             replicas,
-            network: CommModel::baechi_default(),
+            network: CommModel::baechi_default().into(),
             bucket_bytes,
             first_k,
             schedule: OneDeviceSchedule::Ooo,

@@ -93,7 +93,11 @@ class Target:
     ) -> Target: ...
     @staticmethod
     def cluster(
-        name: str, *, devices: int | None = None, memory: int | str | None = None
+        name: str,
+        *,
+        devices: int | None = None,
+        memory: int | str | None = None,
+        nodes: int | None = None,
     ) -> Target: ...
     def with_profile(self, path: str) -> Target: ...
     @property
@@ -238,6 +242,7 @@ def data_parallel_plan(
     network_gbps: float | None = None,
     latency_us: float = 0.0,
     max_tries: int = 16,
+    all_reduce: str = "ring",
 ) -> dict:
     """The data-parallel step of one replica's training problem: ``first_k`` (reverse
     first-k; ``"auto"`` or None: chosen by simulation), ``buckets`` (in issue order: ``layers``,

@@ -55,10 +55,12 @@ mod actions;
 mod interleaved;
 mod microbatch;
 mod order;
+mod replicated;
 mod units;
 
 pub use actions::{Action, ActionKind, pytorch_actions, pytorch_csv};
 pub use microbatch::{MicroBatched, micro_batch, micro_batch_layout};
+pub use replicated::{PipelineReplicas, materialised_pipeline_plan, replicated_pipeline_plan};
 pub use units::{PipelineUnits, balanced_split, block_of, pipeline_units};
 
 use ordo_problem::{PlaceProblem, Placement};

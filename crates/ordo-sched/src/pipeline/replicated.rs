@@ -1,0 +1,168 @@
+//! Data parallelism over pipelines: `D` copies of a `P`-stage pipeline, each stage's parameter
+//! gradients all-reduced among the stage's `D` copies, by symmetry.
+//!
+//! Every copy runs the same schedule at the same costs, so one pipeline stands for all of them:
+//! each stage gets a collective stream, and each of its all-reduces lasts what it lasts among
+//! the `D` copies of the stage ([`ordo_cost::Collectives::all_reduce_us`]). The gradients are
+//! reduced in the order the stage produces them, in buckets, as soon as the stage's last
+//! micro-batch has accumulated them: a stage whose weight-gradient work ends early (the last
+//! stage in 1F1B, or any stage whose W actions a zero-bubble schedule runs early) reduces early
+//! and overlaps its all-reduces with the other stages' work. Each update waits for its
+//! gradient's all-reduce. The plan's size, and the simulation's time and memory, do not
+//! depend on `D`.
+
+use std::collections::HashMap;
+
+use ordo_cost::Collectives;
+use ordo_problem::PlaceProblem;
+
+use super::{Pipeline, PipelinePlan, pipeline_plan};
+use crate::collectives::{
+    AllReduce, AllReduces, Gradient, bucket_name, buckets, gradients_by, missing_buffer,
+    produced_buffers,
+};
+use crate::data_parallel::replicate;
+use crate::error::SchedError;
+use crate::plan::{BufferId, Plan, StreamId, TaskId};
+use crate::validate::validate;
+
+/// How the copies of a pipeline reduce their gradients.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PipelineReplicas {
+    /// Copies of the pipeline `D` (at least 1).
+    pub replicas: usize,
+    /// The links among a stage's copies and the all-reduce algorithm.
+    pub network: Collectives,
+    /// Gradients are all-reduced in buckets of at least this many bytes (0: one each).
+    pub bucket_bytes: u64,
+}
+
+/// The plan of `pipeline` for `problem` (as [`pipeline_plan`]) with each stage's gradients
+/// all-reduced among `replicas.replicas` copies of the stage (see the module documentation of
+/// `pipeline/replicated.rs`); with one copy, [`pipeline_plan`]'s plan.
+///
+/// # Errors
+/// Those of [`pipeline_plan`]; [`SchedError::Pipeline`] for zero copies.
+pub fn replicated_pipeline_plan(
+    problem: &PlaceProblem,
+    pipeline: &Pipeline,
+    replicas: &PipelineReplicas,
+) -> Result<PipelinePlan, SchedError> {
+    if replicas.replicas == 0 {
+        return Err(SchedError::Pipeline("zero copies of the pipeline".into()));
+    }
+    let mut planned = pipeline_plan(problem, pipeline)?;
+    if replicas.replicas > 1 {
+        planned.plan = with_stage_all_reduces(&planned, replicas, 1)?;
+    }
+    Ok(planned)
+}
+
+/// [`replicated_pipeline_plan`] with every copy of the pipeline in the plan: copy `r`'s stage
+/// `s` on device `r P + s` (`P` the pipeline's devices), each all-reduce on the collective
+/// streams of the `D` copies of its stage. What the symmetric plan stands for; for checking
+/// it, and for a runtime.
+///
+/// # Errors
+/// As [`replicated_pipeline_plan`]; [`SchedError::Pipeline`] for more than
+/// [`ordo_cost::MAX_DEVICES`] devices in all.
+pub fn materialised_pipeline_plan(
+    problem: &PlaceProblem,
+    pipeline: &Pipeline,
+    replicas: &PipelineReplicas,
+) -> Result<Plan, SchedError> {
+    if replicas.replicas == 0 {
+        return Err(SchedError::Pipeline("zero copies of the pipeline".into()));
+    }
+    let planned = pipeline_plan(problem, pipeline)?;
+    let devices = planned.plan.devices.saturating_mul(replicas.replicas);
+    if devices > ordo_cost::MAX_DEVICES {
+        return Err(SchedError::Pipeline(format!(
+            "{} copies of a {}-device pipeline need {devices} devices; a plan holds at most {}",
+            replicas.replicas,
+            planned.plan.devices,
+            ordo_cost::MAX_DEVICES
+        )));
+    }
+    with_stage_all_reduces(&planned, replicas, replicas.replicas)
+}
+
+/// `planned`'s plan with `copies` of it (all `D`, or one standing for them), a collective
+/// stream for each stage with gradients in each copy, and the stages' all-reduces.
+fn with_stage_all_reduces(
+    planned: &PipelinePlan,
+    replicas: &PipelineReplicas,
+    copies: usize,
+) -> Result<Plan, SchedError> {
+    let problem = &planned.split.problem;
+    let device_of = &planned.placement.device_of;
+    let mut position = vec![0usize; problem.len()];
+    for order in &planned.placement.order {
+        for (i, &v) in order.iter().enumerate() {
+            position[v] = i;
+        }
+    }
+    // Grouped by stage, each stage's in the order it produces them.
+    let gradients = gradients_by(
+        problem,
+        |producer| (device_of[producer], position[producer]),
+        |x| {
+            let tensor = &problem.tensors[x];
+            Gradient {
+                tensor: x,
+                producer: tensor.producer,
+                step: 0,
+                late: false,
+                bytes: tensor.bytes,
+            }
+        },
+    );
+    let buffer_of = produced_buffers(&planned.plan);
+    let mut reduced = Vec::new();
+    for (stage, grads) in gradients
+        .chunk_by(|a, b| device_of[a.producer] == device_of[b.producer])
+        .map(|grads| (device_of[grads[0].producer], grads))
+    {
+        for bucket in buckets(grads, replicas.bucket_bytes) {
+            let mut buffers = Vec::with_capacity(bucket.len());
+            for g in &bucket {
+                let key = (TaskId(g.producer as u32), problem.tensors[g.tensor].name.as_str());
+                buffers
+                    .push(buffer_of.get(&key).copied().ok_or_else(|| missing_buffer(problem, g))?);
+            }
+            reduced.push((stage, bucket, buffers));
+        }
+    }
+    let one = &planned.plan;
+    let (devices, tasks, buffers) =
+        (one.devices as u32, one.tasks.len() as u32, one.buffers.len() as u32);
+    let mut plan = replicate(one, copies);
+    let mut reduces = AllReduces::new(&mut plan);
+    let mut streams_of: HashMap<usize, Vec<StreamId>> = HashMap::new();
+    for (stage, bucket, stage_buffers) in reduced {
+        let streams = streams_of
+            .entry(stage)
+            .or_insert_with(|| {
+                (0..copies as u32).map(|r| reduces.stream((r * devices) as usize + stage)).collect()
+            })
+            .clone();
+        let (mut producers, mut copied) = (Vec::new(), Vec::new());
+        for r in 0..copies as u32 {
+            for (g, b) in bucket.iter().zip(&stage_buffers) {
+                producers.push(TaskId(g.producer as u32 + r * tasks));
+                copied.push(BufferId(b.0 + r * buffers));
+            }
+        }
+        let bytes = bucket.iter().map(|g| g.bytes).sum();
+        reduces.push(AllReduce {
+            name: bucket_name(problem, &bucket),
+            streams,
+            buffers: copied,
+            producers,
+            duration_us: replicas.network.all_reduce_us(replicas.replicas, bytes),
+            replicas: (copies < replicas.replicas).then_some(replicas.replicas),
+        });
+    }
+    validate(&plan)?;
+    Ok(plan)
+}
