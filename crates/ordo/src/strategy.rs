@@ -246,7 +246,8 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
             Planned { steps: *steps, ..Planned::new(plan, description) }
         }
         Strategy::Pipeline(pipeline) => {
-            let planned = ordo_sched::pipeline_plan(p, pipeline)?;
+            let mut planned = ordo_sched::pipeline_plan(p, pipeline)?;
+            crate::pytorch::cost_transfers_between_nodes(&mut planned.plan, problem);
             let description = format!(
                 "{} pipeline stages, {} micro-batches, {}",
                 pipeline.stages,
