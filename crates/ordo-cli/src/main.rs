@@ -42,6 +42,9 @@ enum Command {
     Compare(commands::compare::Args),
     /// Place, then schedule: per-device streams, transfers, events and buffer lifetimes.
     Plan(commands::plan::Args),
+    /// Search the data and pipeline degrees, micro-batches and schedule that train a model
+    /// fastest on a cluster's GPUs, each simulated, within each GPU's memory.
+    PlanParallel(commands::plan_parallel::Args),
     /// Predict a step: time, utilisation, memory, critical path; Chrome trace and SVG charts.
     Simulate(commands::simulate::Args),
     /// Execute training (or forward) steps on CPU devices with real kernels, next to the
@@ -120,6 +123,9 @@ fn flag(parameter: ordo::Parameter) -> &'static str {
         P::NetworkLatencyUs => "--network-latency-us",
         P::AllReduce => "--all-reduce",
         P::Nodes => "--nodes",
+        P::Batch => "--batch",
+        P::Gpus => "--gpus",
+        P::MaxMicroBatches => "--max-micro-batches",
         P::Loss => "--loss",
         P::Small => "--small",
         P::Rtol => "--rtol",
@@ -139,6 +145,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(args) => commands::compare::run(&args),
         Command::Plan(args) => commands::plan::run(&args),
         Command::Simulate(args) => commands::simulate::run(&args),
+        Command::PlanParallel(args) => commands::plan_parallel::run(&args),
         Command::Run(args) => commands::run::run(&args),
         Command::Profile(args) => commands::profile::run(&args),
         Command::Conformance(args) => commands::onnx_conformance::run(&args),

@@ -749,6 +749,12 @@ fn option_cases(graph: &str) -> Vec<Case> {
         let base = ["--small", "--batch", "8", "--train", "--pipeline", "2"];
         [&[command, "transformer"][..], &base, &["--pytorch-schedule", csv]].concat()
     };
+    // The planner on a tiny LLaMA and one node of eight H100s, with `extra`.
+    let planner = |extra: &[&'static str]| {
+        let model = "llama:layers=2,hidden=32,heads=2,intermediate=64,vocab=64";
+        let base = ["plan-parallel", model, "--cluster", "h100x8-ib-ndr", "--nodes", "1"];
+        [&base[..], &["--seq-len", "8"], extra].concat()
+    };
     // A small transformer's 2-stage pipeline in copies: `--data-parallel` and `extra`.
     let pipeline_copies = |extra: &[&'static str]| {
         let base = ["simulate", "transformer", "--small", "--train", "--batch", "8"];
@@ -782,6 +788,18 @@ fn option_cases(graph: &str) -> Vec<Case> {
         (train(&["--pipeline", "2", "--micro-batches", "0"]), "micro-batches"),
         (train(&["--pipeline", "2", "--micro-batches", "3"]), "micro-batches"),
         (train(&["--pipeline", "9999"]), "pipeline"),
+        (planner(&["--batch", "0"]), "batch"),
+        (planner(&["--batch", "-3"]), "batch"),
+        (planner(&["--batch", "8", "--gpus", "0"]), "gpus"),
+        (planner(&["--batch", "8", "--gpus", "100000"]), "gpus"),
+        (planner(&["--batch", "8", "--nodes", "0"]), "nodes"),
+        (planner(&["--batch", "8", "--max-micro-batches", "0"]), "micro"),
+        (planner(&["--batch", "8", "--precision", "fp8"]), "fp8"),
+        (
+            vec!["plan-parallel", "no_such_model", "--cluster", "h100x8-ib-ndr", "--batch", "8"],
+            "no_such_model",
+        ),
+        (vec!["plan-parallel", "resnet50", "--cluster", "no-such", "--batch", "8"], "no-such"),
         (pipeline_copies(&["0"]), "data-parallel"),
         (pipeline_copies(&["3"]), "data-parallel"),
         (pipeline_copies(&["100000000000"]), "data-parallel"),

@@ -12,6 +12,7 @@ mod host_step;
 mod layer_call;
 mod layers;
 mod model;
+mod parallel;
 mod planning;
 mod run;
 
@@ -72,5 +73,6 @@ fn _ordo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(planning::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(assign::reorder_threads, m)?)?;
     m.add_function(wrap_pyfunction!(data_parallel::data_parallel_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::plan_parallel, m)?)?;
     Ok(())
 }

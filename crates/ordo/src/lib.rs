@@ -62,6 +62,7 @@ mod layers;
 mod loss;
 mod model;
 pub mod onnx_node_tests;
+mod parallel;
 mod parameter;
 mod problem;
 pub mod profiling;
@@ -78,6 +79,9 @@ pub use layers::{LayerGraph, ProfileInfo, ProfiledLayer, SplitBackward};
 pub use loss::{Loss, with_loss};
 pub use model::{
     Model, ModelKind, OnnxSettings, Precision, Size, Variant, is_file, is_onnx, zoo, zoo_batch,
+};
+pub use parallel::{
+    ParallelCandidate, ParallelConfig, ParallelPlans, ParallelSearch, plan_parallel,
 };
 pub use parameter::{Parameter, ParameterError};
 pub use problem::Problem;

@@ -37,6 +37,12 @@ pub enum Parameter {
     AllReduce,
     /// The nodes of a cluster.
     Nodes,
+    /// A batch size.
+    Batch,
+    /// The GPUs a parallel plan uses.
+    Gpus,
+    /// The most micro-batches the parallel planner tries.
+    MaxMicroBatches,
     /// The loss added to a forward graph to train it.
     Loss,
     /// A zoo model's small variant.
@@ -68,6 +74,9 @@ impl Parameter {
             Parameter::NetworkLatencyUs => "latency_us",
             Parameter::AllReduce => "all_reduce",
             Parameter::Nodes => "nodes",
+            Parameter::Batch => "batch",
+            Parameter::Gpus => "gpus",
+            Parameter::MaxMicroBatches => "max_micro_batches",
             Parameter::Loss => "loss",
             Parameter::Small => "small",
             Parameter::Rtol => "rtol",

@@ -10,6 +10,7 @@ pub mod onnx_conformance;
 pub mod pipeline;
 pub mod place;
 pub mod plan;
+pub mod plan_parallel;
 pub mod profile;
 pub mod run;
 pub mod schedules;

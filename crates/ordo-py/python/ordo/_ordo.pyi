@@ -248,6 +248,25 @@ def data_parallel_plan(
     first-k; ``"auto"`` or None: chosen by simulation), ``buckets`` (in issue order: ``layers``,
     ``gradients``, ``bytes``, ``deferred``) and ``predicted`` step times in µs."""
 
+def plan_parallel(
+    model: str,
+    *,
+    cluster: str,
+    batch: int,
+    gpus: int | None = None,
+    nodes: int | None = None,
+    seq_len: int | None = None,
+    small: bool = False,
+    precision: str = "fp32",
+    optimizer: str = "adam",
+    max_micro_batches: int = 64,
+    all_reduce: str = "nccl",
+    exhaustive: bool = False,
+) -> dict:
+    """The best data x pipeline plans of ``model`` on ``gpus`` GPUs of ``cluster`` for a
+    global ``batch``, each simulated: ``candidates`` (fastest first), ``rejected`` (with a
+    ``reason``), ``simulated`` and ``pruned``."""
+
 def simulate(
     planned: Planned,
     *,

@@ -1,0 +1,88 @@
+//! `ordo.plan_parallel`: the facade's parallel planner for Python.
+
+use ordo::{Model, ParallelConfig, ParallelSearch, Size};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::error;
+use crate::model::optimizer;
+
+/// The best data x pipeline plans of `model` (a zoo name, a Hugging Face `config.json` path or
+/// `family:field=value,...`) on `gpus` GPUs (default: all) of `cluster` (a shipped name or a
+/// file; `nodes` resizes it) for a global batch of `batch` samples, each simulated: a dict of
+/// `candidates` (fastest first: `data`, `stages`, `micro_batches`, `schedule`,
+/// `step_time_us`, `samples_per_s`, `mfu`, `bubble_fraction`, `peak_memory_bytes` per
+/// stage), `rejected` (`config` dicts with a `reason`), `simulated` and `pruned`.
+#[pyfunction]
+#[pyo3(signature = (
+    model, *, cluster, batch, gpus = None, nodes = None, seq_len = None, small = false,
+    precision = "fp32", optimizer = "adam", max_micro_batches = 64, all_reduce = "nccl",
+    exhaustive = false
+))]
+#[allow(clippy::too_many_arguments)] // Python keyword arguments, each with a default.
+pub fn plan_parallel<'py>(
+    py: Python<'py>,
+    model: &str,
+    cluster: &str,
+    batch: usize,
+    gpus: Option<usize>,
+    nodes: Option<usize>,
+    seq_len: Option<usize>,
+    small: bool,
+    precision: &str,
+    optimizer: &str,
+    max_micro_batches: usize,
+    all_reduce: &str,
+    exhaustive: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let mut cluster = ordo::cluster(cluster).map_err(error)?;
+    if let Some(nodes) = nodes {
+        cluster = ordo::with_nodes(cluster, nodes).map_err(error)?;
+    }
+    let precision = precision.parse::<ordo::Precision>().map_err(error)?;
+    let optimizer = self::optimizer(optimizer)?;
+    let search = ParallelSearch {
+        max_micro_batches,
+        all_reduce: ordo::all_reduce_algorithm(all_reduce).map_err(error)?,
+        exhaustive,
+        ..ParallelSearch::new(gpus.unwrap_or(cluster.device_count()), batch)
+    };
+    let variant = if small { ordo::Variant::Small } else { ordo::Variant::Full };
+    let model_at = |micro: usize| -> ordo::Result<Model> {
+        let size = Size { batch: Some(micro), seq_len, variant };
+        Model::load(model, size)?.training(optimizer, None)?.in_precision(precision)
+    };
+    let plans = py
+        .detach(|| ordo::plan_parallel(&model_at, &cluster, &search, |_, _| {}))
+        .map_err(error)?;
+    let config = |c: &ParallelConfig| -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        dict.set_item("data", c.data)?;
+        dict.set_item("stages", c.stages)?;
+        dict.set_item("micro_batches", c.micro_batches)?;
+        dict.set_item("schedule", c.schedule.name())?;
+        Ok(dict)
+    };
+    let candidates = PyList::empty(py);
+    for c in &plans.candidates {
+        let item = config(&c.config)?;
+        item.set_item("step_time_us", c.step_time_us)?;
+        item.set_item("samples_per_s", c.samples_per_s)?;
+        item.set_item("mfu", c.mfu)?;
+        item.set_item("bubble_fraction", c.bubble_fraction)?;
+        item.set_item("peak_memory_bytes", c.peak_memory_bytes.clone())?;
+        candidates.append(item)?;
+    }
+    let rejected = PyList::empty(py);
+    for (c, why) in &plans.rejected {
+        let item = config(c)?;
+        item.set_item("reason", why)?;
+        rejected.append(item)?;
+    }
+    let out = PyDict::new(py);
+    out.set_item("candidates", candidates)?;
+    out.set_item("rejected", rejected)?;
+    out.set_item("simulated", plans.simulated)?;
+    out.set_item("pruned", plans.pruned)?;
+    Ok(out)
+}

@@ -1,0 +1,59 @@
+"""ordo.plan_parallel: the planner's answer in Python is the command line's."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+import ordo
+
+MODEL = "llama:layers=4,hidden=64,heads=4,intermediate=128,vocab=256"
+ARGS = dict(cluster="h100x8-ib-ndr", nodes=1, batch=32, seq_len=16, max_micro_batches=4)
+
+
+def test_the_planner_answers_as_the_command_line_does():
+    plans = ordo.plan_parallel(MODEL, **ARGS)
+    steps = [c["step_time_us"] for c in plans["candidates"]]
+    assert steps == sorted(steps) and steps
+    assert all(c["data"] * c["stages"] == 8 for c in plans["candidates"])
+    assert any("units" in r["reason"] for r in plans["rejected"])
+    binary = os.environ.get("ORDO_BIN")
+    if binary is None:
+        pytest.skip("ORDO_BIN names no ordo binary")
+    flags = ["--cluster", "h100x8-ib-ndr", "--nodes", "1", "--batch", "32", "--seq-len", "16"]
+    out = subprocess.run(
+        [
+            binary,
+            "plan-parallel",
+            MODEL,
+            *flags,
+            "--max-micro-batches",
+            "4",
+            "--json",
+            "--top",
+            "1000",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    cli = json.loads(out.stdout)
+    assert [c["step_time_us"] for c in cli["candidates"]] == steps
+    assert cli["simulated"] == plans["simulated"] and cli["pruned"] == plans["pruned"]
+
+
+def test_bad_requests_name_the_keyword():
+    cases = [
+        (dict(ARGS, batch=0), "batch"),
+        (dict(ARGS, gpus=0), "gpus=0|gpus must be"),
+        (dict(ARGS, nodes=0), "nodes=0"),
+        (dict(ARGS, all_reduce="mesh"), "all_reduce="),
+        (dict(ARGS, precision="fp8"), "fp8"),
+        (dict(ARGS, optimizer="lion"), "lion"),
+        (dict(ARGS, max_micro_batches=0), "max_micro_batches"),
+        (dict(ARGS, cluster="no-such-cluster"), "no-such-cluster"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ordo.OrdoError, match=message):
+            ordo.plan_parallel(MODEL, **kwargs)
