@@ -795,6 +795,7 @@ fn option_cases(graph: &str) -> Vec<Case> {
         (planner(&["--batch", "8", "--nodes", "0"]), "nodes"),
         (planner(&["--batch", "8", "--max-micro-batches", "0"]), "micro"),
         (planner(&["--batch", "8", "--precision", "fp8"]), "fp8"),
+        (planner(&["--batch", "8", "--export", "/dev/null/plan"]), "/dev/null/plan"),
         (
             vec!["plan-parallel", "no_such_model", "--cluster", "h100x8-ib-ndr", "--batch", "8"],
             "no_such_model",

@@ -64,6 +64,71 @@ fn the_best_plans_come_first_and_match_their_simulation() {
 }
 
 #[test]
+fn the_best_plan_exports_its_schedule_and_process_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("best");
+    let export_arg = export.to_str().unwrap();
+    let args = ["--nodes", "1", "--batch", "32", "--max-micro-batches", "4", "--export"];
+    let v = json(&plan(&[&args[..], &[export_arg, "--json"]].concat()));
+    let best = &v["candidates"][0];
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(export.join("plan.json")).unwrap()).unwrap();
+    let config = &best["config"];
+    for key in ["data", "stages", "micro_batches", "schedule"] {
+        assert_eq!(written[key], config[key], "{key}");
+    }
+    assert_eq!(written["predicted"]["step_time_us"], best["step_time_us"]);
+    let (data, stages) = (config["data"].as_u64().unwrap(), config["stages"].as_u64().unwrap());
+    // Every rank in one pipeline group and one data group; a stage's copies a pipeline apart.
+    let groups =
+        |key: &str| -> Vec<Vec<u64>> { serde_json::from_value(written[key].clone()).unwrap() };
+    let (pipelines, copies) = (groups("pipeline_groups"), groups("data_groups"));
+    assert_eq!((pipelines.len() as u64, copies.len() as u64), (data, stages));
+    let mut ranks: Vec<u64> = pipelines.concat();
+    ranks.sort_unstable();
+    assert_eq!(ranks, (0..data * stages).collect::<Vec<_>>());
+    for (s, group) in copies.iter().enumerate() {
+        assert_eq!(group, &(0..data).map(|d| d * stages + s as u64).collect::<Vec<_>>());
+    }
+    let micro = 32 / (data * config["micro_batches"].as_u64().unwrap());
+    assert_eq!(written["micro_batch_size"], micro);
+    // A pipeline's schedule: what `ordo simulate --pytorch-schedule` writes for the same plan.
+    assert!(stages > 1, "the tiny model's best is a pipeline: {best}");
+    let csv = dir.path().join("simulated.csv");
+    let count = |key: &str| config[key].as_u64().unwrap().to_string();
+    let out = ordo(&[
+        "simulate",
+        MODEL,
+        "--seq-len",
+        "16",
+        "--train",
+        "--optimizer",
+        "adam",
+        "--batch",
+        "32",
+        "--cluster",
+        "h100x8-ib-ndr",
+        "--nodes",
+        "1",
+        "--pipeline",
+        &count("stages"),
+        "--micro-batches",
+        &count("micro_batches"),
+        "--schedule",
+        config["schedule"].as_str().unwrap(),
+        "--data-parallel",
+        &count("data"),
+        "--pytorch-schedule",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(export.join("schedule.csv")).unwrap(),
+        std::fs::read_to_string(&csv).unwrap()
+    );
+}
+
+#[test]
 fn bad_requests_are_refused_naming_the_option() {
     let cases: [(&[&str], &str); 5] = [
         (&["--batch", "0"], "--batch"),

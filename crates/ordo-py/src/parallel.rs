@@ -12,7 +12,9 @@ use crate::model::optimizer;
 /// file; `nodes` resizes it) for a global batch of `batch` samples, each simulated: a dict of
 /// `candidates` (fastest first: `data`, `stages`, `micro_batches`, `schedule`,
 /// `step_time_us`, `samples_per_s`, `mfu`, `bubble_fraction`, `peak_memory_bytes` per
-/// stage), `rejected` (`config` dicts with a `reason`), `simulated` and `pruned`.
+/// stage), `rejected` (`config` dicts with a `reason`), `simulated`, `pruned`, and for the
+/// best plan its `export`: `micro_batch_size`, `csv` (PyTorch's actions; `None` for one stage),
+/// `stage_units`, `stage_rank`, `pipeline_groups` and `data_groups` (ranks).
 #[pyfunction]
 #[pyo3(signature = (
     model, *, cluster, batch, gpus = None, nodes = None, seq_len = None, small = false,
@@ -80,6 +82,19 @@ pub fn plan_parallel<'py>(
         rejected.append(item)?;
     }
     let out = PyDict::new(py);
+    if let Some(best) = plans.candidates.first() {
+        let export = py
+            .detach(|| ordo::export_parallel(&model_at, &cluster, batch, &best.config))
+            .map_err(error)?;
+        let item = PyDict::new(py);
+        item.set_item("micro_batch_size", export.micro_batch_size)?;
+        item.set_item("csv", export.schedule.as_ref().map(|s| s.csv.clone()))?;
+        item.set_item("stage_units", export.schedule.as_ref().map(|s| s.stage_units.clone()))?;
+        item.set_item("stage_rank", export.schedule.as_ref().map(|s| s.stage_rank.clone()))?;
+        item.set_item("pipeline_groups", export.pipeline_groups)?;
+        item.set_item("data_groups", export.data_groups)?;
+        out.set_item("export", item)?;
+    }
     out.set_item("candidates", candidates)?;
     out.set_item("rejected", rejected)?;
     out.set_item("simulated", plans.simulated)?;

@@ -12,12 +12,18 @@ MODEL = "llama:layers=4,hidden=64,heads=4,intermediate=128,vocab=256"
 ARGS = dict(cluster="h100x8-ib-ndr", nodes=1, batch=32, seq_len=16, max_micro_batches=4)
 
 
-def test_the_planner_answers_as_the_command_line_does():
+def test_the_planner_answers_as_the_command_line_does(tmp_path):
     plans = ordo.plan_parallel(MODEL, **ARGS)
     steps = [c["step_time_us"] for c in plans["candidates"]]
     assert steps == sorted(steps) and steps
     assert all(c["data"] * c["stages"] == 8 for c in plans["candidates"])
     assert any("units" in r["reason"] for r in plans["rejected"])
+    best, export = plans["candidates"][0], plans["export"]
+    ranks = sorted(r for group in export["pipeline_groups"] for r in group)
+    assert ranks == list(range(8))
+    assert len(export["data_groups"]) == best["stages"]
+    assert export["micro_batch_size"] * best["data"] * best["micro_batches"] == 32
+    assert (export["csv"] is None) == (best["stages"] == 1)
     binary = os.environ.get("ORDO_BIN")
     if binary is None:
         pytest.skip("ORDO_BIN names no ordo binary")
@@ -39,6 +45,23 @@ def test_the_planner_answers_as_the_command_line_does():
         text=True,
     )
     cli = json.loads(out.stdout)
+    if export["csv"] is not None:
+        exported = tmp_path / "best"
+        subprocess.run(
+            [
+                binary,
+                "plan-parallel",
+                MODEL,
+                *flags,
+                "--max-micro-batches",
+                "4",
+                "--export",
+                str(exported),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        assert (exported / "schedule.csv").read_text() == export["csv"]
     assert [c["step_time_us"] for c in cli["candidates"]] == steps
     assert cli["simulated"] == plans["simulated"] and cli["pruned"] == plans["pruned"]
 

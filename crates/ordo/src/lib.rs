@@ -81,7 +81,8 @@ pub use model::{
     Model, ModelKind, OnnxSettings, Precision, Size, Variant, is_file, is_onnx, zoo, zoo_batch,
 };
 pub use parallel::{
-    ParallelCandidate, ParallelConfig, ParallelPlans, ParallelSearch, plan_parallel,
+    ParallelCandidate, ParallelConfig, ParallelExport, ParallelPlans, ParallelSearch,
+    export_parallel, plan_parallel,
 };
 pub use parameter::{Parameter, ParameterError};
 pub use problem::Problem;

@@ -311,3 +311,60 @@ fn configurations(search: &ParallelSearch) -> (Vec<ParallelConfig>, Vec<(Paralle
 fn divisors(n: usize) -> impl Iterator<Item = usize> {
     (1..=n).filter(move |&d| n.is_multiple_of(d))
 }
+
+/// What a parallel plan needs to run under PyTorch: the micro-batch, the pipeline's schedule as
+/// PyTorch's runtime reads it, and the process groups.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParallelExport {
+    /// The configuration exported.
+    pub config: ParallelConfig,
+    /// Samples in one micro-batch: `global_batch / (D M)`.
+    pub micro_batch_size: usize,
+    /// The pipeline's actions per rank of a copy (`None` for one stage: plain data
+    /// parallelism with `M` accumulated micro-batches).
+    pub schedule: Option<crate::PytorchSchedule>,
+    /// The ranks of each copy of the pipeline, stage by stage: copy `d` is ranks
+    /// `d P .. d P + P - 1`, so that a copy's stages sit on consecutive GPUs (a node, where it
+    /// fits) as the planner costed them.
+    pub pipeline_groups: Vec<Vec<usize>>,
+    /// The ranks of each stage's copies, whose gradients are all-reduced together: stage `s`
+    /// is ranks `s, P + s, 2 P + s, ...`.
+    pub data_groups: Vec<Vec<usize>>,
+}
+
+/// The export of `config` for `model_at` on `cluster` with `global_batch` samples per step.
+///
+/// # Errors
+/// [`crate::Error::Parameter`] for a batch the configuration does not split; what planning the
+/// pipeline fails with.
+pub fn export_parallel(
+    model_at: &dyn Fn(usize) -> Result<Model>,
+    cluster: &Cluster,
+    global_batch: usize,
+    config: &ParallelConfig,
+) -> Result<ParallelExport> {
+    let parts = config.data * config.micro_batches;
+    if parts == 0 || config.stages == 0 || !global_batch.is_multiple_of(parts) {
+        refuse!(
+            Parameter::Batch => global_batch,
+            format!(": {config} needs a multiple of {parts} samples")
+        );
+    }
+    let micro_batch_size = global_batch / parts;
+    let (data, stages) = (config.data, config.stages);
+    let schedule = if stages > 1 {
+        let target = Target::cluster(cluster.clone(), Some(stages))?;
+        let problem = Problem::new(&model_at(micro_batch_size)?, &target, StepMode::TrainingGraph)?;
+        let pipeline = Pipeline::new(stages, config.micro_batches, config.schedule);
+        Some(crate::pytorch_schedule(&problem, &pipeline)?)
+    } else {
+        None
+    };
+    Ok(ParallelExport {
+        config: *config,
+        micro_batch_size,
+        schedule,
+        pipeline_groups: (0..data).map(|d| (d * stages..(d + 1) * stages).collect()).collect(),
+        data_groups: (0..stages).map(|s| (0..data).map(|d| d * stages + s).collect()).collect(),
+    })
+}

@@ -55,6 +55,12 @@ pub struct Args {
     /// Print the plans and rejections as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Write the best plan for PyTorch into DIR: `plan.json` (the configuration, the
+    /// micro-batch, each stage's blocks, the process groups, the prediction) and, for a
+    /// pipeline, `schedule.csv` (each rank's actions, as `_PipelineScheduleRuntime._load_csv`
+    /// reads them).
+    #[arg(long, value_name = "DIR")]
+    pub export: Option<std::path::PathBuf>,
 }
 
 /// Searches and prints the best plans and why the others lost.
@@ -89,6 +95,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         })
     })
     .with_context(|| format!("planning `{name}` on {gpus} GPUs of `{}`", cluster.name))?;
+    if let Some(dir) = &args.export {
+        let Some(best) = plans.candidates.first() else {
+            anyhow::bail!("--export {}: no configuration fits, nothing to export", dir.display());
+        };
+        let export = ordo::export_parallel(&model_at, &cluster, args.batch, &best.config)
+            .with_context(|| format!("exporting {}", best.config))?;
+        write_export(dir, &export, best, &name, &cluster.name)?;
+    }
     if args.json {
         println!("{:#}", plans_json(&plans, args.top));
         return Ok(());
@@ -123,6 +137,42 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     if plans.rejected.len() > args.top {
         println!("... and {} more rejected (--json lists them)", plans.rejected.len() - args.top);
+    }
+    Ok(())
+}
+
+/// `plan.json` and `schedule.csv` of `export` in `dir` (created if missing).
+fn write_export(
+    dir: &std::path::Path,
+    export: &ordo::ParallelExport,
+    best: &ordo::ParallelCandidate,
+    model: &str,
+    cluster: &str,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("--export {}", dir.display()))?;
+    let c = &export.config;
+    let plan = json!({
+        "model": model,
+        "cluster": cluster,
+        "data": c.data,
+        "stages": c.stages,
+        "micro_batches": c.micro_batches,
+        "micro_batch_size": export.micro_batch_size,
+        "schedule": c.schedule.name(),
+        "stage_units": export.schedule.as_ref().map(|s| &s.stage_units),
+        "stage_rank": export.schedule.as_ref().map(|s| &s.stage_rank),
+        "pipeline_groups": export.pipeline_groups,
+        "data_groups": export.data_groups,
+        "predicted": {
+            "step_time_us": best.step_time_us,
+            "samples_per_s": best.samples_per_s,
+            "mfu": best.mfu,
+            "peak_memory_bytes": best.peak_memory_bytes,
+        },
+    });
+    crate::format::write_file(&dir.join("plan.json"), format!("{plan:#}\n").as_bytes())?;
+    if let Some(schedule) = &export.schedule {
+        crate::format::write_file(&dir.join("schedule.csv"), schedule.csv.as_bytes())?;
     }
     Ok(())
 }

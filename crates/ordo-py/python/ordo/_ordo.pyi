@@ -265,7 +265,8 @@ def plan_parallel(
 ) -> dict:
     """The best data x pipeline plans of ``model`` on ``gpus`` GPUs of ``cluster`` for a
     global ``batch``, each simulated: ``candidates`` (fastest first), ``rejected`` (with a
-    ``reason``), ``simulated`` and ``pruned``."""
+    ``reason``), ``simulated``, ``pruned``, and the best plan's ``export`` (its PyTorch
+    schedule ``csv``, ``stage_units``, ``pipeline_groups``, ``data_groups``)."""
 
 def simulate(
     planned: Planned,
