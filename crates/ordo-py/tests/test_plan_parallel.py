@@ -80,3 +80,34 @@ def test_bad_requests_name_the_keyword():
     for kwargs, message in cases:
         with pytest.raises(ordo.OrdoError, match=message):
             ordo.plan_parallel(MODEL, **kwargs)
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "fast-forward", "zb-h1", "zb-h2"])
+def test_reduce_grad_actions_stand_where_pytorch_puts_them(tmp_path, schedule):
+    """The schedule of copies of a pipeline, read by PyTorch's own parser and validator, with
+    each stage's REDUCE_GRAD where PyTorch's _add_reduce_grad adds it."""
+    from torch.distributed.pipelining import schedules as pt
+
+    binary = os.environ.get("ORDO_BIN")
+    if binary is None:
+        pytest.skip("ORDO_BIN names no ordo binary")
+    csv = tmp_path / "schedule.csv"
+    args = ["--batch", "16", "--pipeline", "2", "--micro-batches", "4", "--schedule", schedule]
+    subprocess.run(
+        [binary, "simulate", "transformer", "--small", "--train", *args]
+        + ["--data-parallel", "2", "--pytorch-schedule", str(csv)],
+        check=True,
+        capture_output=True,
+    )
+    rows = [line.split(",") for line in csv.read_text().splitlines()]
+    ours = {rank: [pt._Action.from_str(a) for a in row] for rank, row in enumerate(rows)}
+    reduction = (pt.REDUCE_GRAD, pt.WAIT_REDUCE_GRAD)
+    compute = {
+        rank: [a for a in actions if a.computation_type not in reduction]
+        for rank, actions in ours.items()
+    }
+    pt._validate_schedule(compute, 2, 2, 4)
+    for rank, actions in ours.items():
+        assert actions == pt._add_reduce_grad(compute[rank], 4), rank
+        reduced = [a.stage_index for a in actions if a.computation_type == pt.REDUCE_GRAD]
+        assert reduced == [rank]

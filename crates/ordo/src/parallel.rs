@@ -320,8 +320,9 @@ pub struct ParallelExport {
     pub config: ParallelConfig,
     /// Samples in one micro-batch: `global_batch / (D M)`.
     pub micro_batch_size: usize,
-    /// The pipeline's actions per rank of a copy (`None` for one stage: plain data
-    /// parallelism with `M` accumulated micro-batches).
+    /// The pipeline's actions per rank of a copy, with each stage's `REDUCE_GRAD` across the
+    /// copies where there are several (`None` for one stage: plain data parallelism with `M`
+    /// accumulated micro-batches).
     pub schedule: Option<crate::PytorchSchedule>,
     /// The ranks of each copy of the pipeline, stage by stage: copy `d` is ranks
     /// `d P .. d P + P - 1`, so that a copy's stages sit on consecutive GPUs (a node, where it
@@ -356,7 +357,8 @@ pub fn export_parallel(
         let target = Target::cluster(cluster.clone(), Some(stages))?;
         let problem = Problem::new(&model_at(micro_batch_size)?, &target, StepMode::TrainingGraph)?;
         let pipeline = Pipeline::new(stages, config.micro_batches, config.schedule);
-        Some(crate::pytorch_schedule(&problem, &pipeline)?)
+        let planned = ordo_sched::pipeline_plan(&problem.place, &pipeline)?;
+        Some(crate::pytorch_schedule_of(&planned, config.schedule, data)?)
     } else {
         None
     };

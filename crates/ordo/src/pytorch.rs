@@ -90,17 +90,20 @@ pub(crate) fn cost_transfers_between_nodes(plan: &mut Plan, problem: &Problem) {
 /// The scheduler's, for a pipeline that does not fit the problem.
 pub fn pytorch_schedule(problem: &Problem, pipeline: &Pipeline) -> Result<PytorchSchedule> {
     let planned = ordo_sched::pipeline_plan(&problem.place, pipeline)?;
-    pytorch_schedule_of(&planned, pipeline.schedule)
+    pytorch_schedule_of(&planned, pipeline.schedule, 1)
 }
 
 /// The pipeline `planned` with `schedule` (the schedule it was planned with), as PyTorch's
-/// pipeline runtime runs it.
+/// pipeline runtime runs it; with `replicas` copies of it (more than 1), each stage's
+/// `REDUCE_GRAD` (and its wait) where PyTorch's runtime reduces the stage's gradients across
+/// the copies ([`ordo_sched::pytorch_csv_with_reduce_grad`]).
 ///
 /// # Errors
 /// The scheduler's, for a schedule PyTorch's actions cannot express.
 pub fn pytorch_schedule_of(
     planned: &PipelinePlan,
     schedule: PipelineSchedule,
+    replicas: usize,
 ) -> Result<PytorchSchedule> {
     let ranks = pytorch_actions(planned, schedule)?;
     let mut stage_units = vec![Vec::new(); planned.device_of_chunk.len()];
@@ -111,6 +114,10 @@ pub fn pytorch_schedule_of(
         actions: ranks.iter().map(|r| r.iter().map(ToString::to_string).collect()).collect(),
         stage_rank: planned.device_of_chunk.clone(),
         stage_units,
-        csv: pytorch_csv(&ranks),
+        csv: if replicas > 1 {
+            ordo_sched::pytorch_csv_with_reduce_grad(&ranks, planned.split.micro_batches())
+        } else {
+            pytorch_csv(&ranks)
+        },
     })
 }

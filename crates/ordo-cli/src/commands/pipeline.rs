@@ -132,7 +132,8 @@ pub fn simulate(
     check_memory(loaded, &result)?;
     let mut written = Vec::new();
     if let Some(path) = &args.pytorch_schedule {
-        let pytorch = ordo::pytorch_schedule_of(&planned, schedule)
+        let copies = replicas.map_or(1, |r| r.replicas);
+        let pytorch = ordo::pytorch_schedule_of(&planned, schedule, copies)
             .with_context(|| format!("the {} schedule as PyTorch's actions", schedule.name()))?;
         crate::format::write_file(path, pytorch.csv.as_bytes())?;
         written.push(path.clone());

@@ -158,3 +158,30 @@ pub fn pytorch_csv(ranks: &[Vec<Action>]) -> String {
     }
     csv
 }
+
+/// [`pytorch_csv`] for copies of the pipeline reducing each stage's gradients across the
+/// copies (data parallelism over the pipeline): each stage's `{s}REDUCE_GRAD` and its
+/// `{s}WAIT_REDUCE_GRAD` right after the stage's `micro_batches`-th weight-gradient (or full
+/// backward) action, where PyTorch's `_add_reduce_grad` places them: once the stage's
+/// gradients are accumulated over every micro-batch.
+pub fn pytorch_csv_with_reduce_grad(ranks: &[Vec<Action>], micro_batches: usize) -> String {
+    let mut csv = String::new();
+    let mut finished: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    for actions in ranks {
+        let mut row: Vec<String> = Vec::with_capacity(actions.len() + 2);
+        for action in actions {
+            row.push(action.to_string());
+            if matches!(action.kind, ActionKind::WeightGradient | ActionKind::Backward) {
+                let count = finished.entry(action.stage).or_default();
+                *count += 1;
+                if *count == micro_batches {
+                    row.push(format!("{}REDUCE_GRAD", action.stage));
+                    row.push(format!("{}WAIT_REDUCE_GRAD", action.stage));
+                }
+            }
+        }
+        csv.push_str(&row.join(","));
+        csv.push('\n');
+    }
+    csv
+}

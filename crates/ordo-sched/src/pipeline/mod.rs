@@ -58,7 +58,7 @@ mod order;
 mod replicated;
 mod units;
 
-pub use actions::{Action, ActionKind, pytorch_actions, pytorch_csv};
+pub use actions::{Action, ActionKind, pytorch_actions, pytorch_csv, pytorch_csv_with_reduce_grad};
 pub use microbatch::{MicroBatched, micro_batch, micro_batch_layout};
 pub use replicated::{PipelineReplicas, materialised_pipeline_plan, replicated_pipeline_plan};
 pub use units::{PipelineUnits, balanced_split, block_of, pipeline_units};
