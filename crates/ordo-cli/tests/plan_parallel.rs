@@ -12,6 +12,19 @@ fn plan(extra: &[&str]) -> std::process::Output {
     ordo(&[&base[..], extra].concat())
 }
 
+/// `ordo simulate` of a plan's `config` (a candidate's JSON) at the global batch of 32, with
+/// `extra`.
+fn simulate_config(config: &serde_json::Value, extra: &[&str]) -> std::process::Output {
+    let count = |key: &str| config[key].as_u64().unwrap().to_string();
+    let (d, s, m) = (count("data"), count("stages"), count("micro_batches"));
+    let schedule = config["schedule"].as_str().unwrap();
+    let model = [MODEL, "--seq-len", "16", "--train", "--optimizer", "adam", "--batch", "32"];
+    let cluster = ["--cluster", "h100x8-ib-ndr", "--nodes", "1"];
+    let plan = ["--pipeline", &s, "--micro-batches", &m, "--schedule", schedule];
+    let copies = ["--data-parallel", &d, "--all-reduce", "nccl", "--bucket", "25MiB"];
+    ordo(&[&["simulate"][..], &model, &cluster, &plan, &copies, extra].concat())
+}
+
 #[test]
 fn the_best_plans_come_first_and_match_their_simulation() {
     let args = ["--nodes", "1", "--batch", "32", "--max-micro-batches", "4", "--json"];
@@ -23,38 +36,7 @@ fn the_best_plans_come_first_and_match_their_simulation() {
     assert!(v["simulated"].as_u64().unwrap() > 0);
     // The best pipeline, simulated on its own by `ordo simulate`: the same step.
     let best = candidates.iter().find(|c| c["config"]["stages"].as_u64().unwrap() > 1).unwrap();
-    let config = &best["config"];
-    let count = |key: &str| config[key].as_u64().unwrap().to_string();
-    let (d, s, m) = (count("data"), count("stages"), count("micro_batches"));
-    let schedule = config["schedule"].as_str().unwrap();
-    let out = ordo(&[
-        "simulate",
-        MODEL,
-        "--seq-len",
-        "16",
-        "--train",
-        "--optimizer",
-        "adam",
-        "--batch",
-        "32",
-        "--cluster",
-        "h100x8-ib-ndr",
-        "--nodes",
-        "1",
-        "--pipeline",
-        &s,
-        "--micro-batches",
-        &m,
-        "--schedule",
-        schedule,
-        "--data-parallel",
-        &d,
-        "--all-reduce",
-        "nccl",
-        "--bucket",
-        "25MiB",
-        "--json",
-    ]);
+    let out = simulate_config(&best["config"], &["--json"]);
     assert_eq!(json(&out)["step_time_us"], best["step_time_us"]);
     // The table: a header, the plans, rejections with reasons.
     let out = plan(&["--nodes", "1", "--batch", "32", "--max-micro-batches", "4"]);
@@ -95,32 +77,7 @@ fn the_best_plan_exports_its_schedule_and_process_groups() {
     // A pipeline's schedule: what `ordo simulate --pytorch-schedule` writes for the same plan.
     assert!(stages > 1, "the tiny model's best is a pipeline: {best}");
     let csv = dir.path().join("simulated.csv");
-    let count = |key: &str| config[key].as_u64().unwrap().to_string();
-    let out = ordo(&[
-        "simulate",
-        MODEL,
-        "--seq-len",
-        "16",
-        "--train",
-        "--optimizer",
-        "adam",
-        "--batch",
-        "32",
-        "--cluster",
-        "h100x8-ib-ndr",
-        "--nodes",
-        "1",
-        "--pipeline",
-        &count("stages"),
-        "--micro-batches",
-        &count("micro_batches"),
-        "--schedule",
-        config["schedule"].as_str().unwrap(),
-        "--data-parallel",
-        &count("data"),
-        "--pytorch-schedule",
-        csv.to_str().unwrap(),
-    ]);
+    let out = simulate_config(config, &["--pytorch-schedule", csv.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         std::fs::read_to_string(export.join("schedule.csv")).unwrap(),

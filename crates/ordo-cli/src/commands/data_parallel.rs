@@ -112,15 +112,21 @@ impl DataParallelArgs {
                 self.first_k
             );
         }
+        let (link, bucket_bytes) = self.link_and_buckets()?;
+        let algorithm = self.all_reduce.into();
+        let network = ordo::stage_network(&loaded.problem, replicas, stages, link, algorithm);
+        Ok(Some(ordo::PipelineReplicas { replicas, network, bucket_bytes }))
+    }
+
+    /// The link `--network-gbps` gives (`None`: the cluster's) and the bucket size.
+    fn link_and_buckets(&self) -> anyhow::Result<(Option<ordo::CommModel>, u64)> {
         let bucket_bytes =
             ordo::parse_bytes(&self.bucket).with_context(|| format!("--bucket {}", self.bucket))?;
         let link = match self.network_gbps {
             Some(gbps) => Some(ordo::network(gbps, self.network_latency_us)?),
             None => None,
         };
-        let algorithm = self.all_reduce.into();
-        let network = ordo::stage_network(&loaded.problem, replicas, stages, link, algorithm);
-        Ok(Some(ordo::PipelineReplicas { replicas, network, bucket_bytes }))
+        Ok((link, bucket_bytes))
     }
 
     /// The configuration (its `first_k` 0) and the choice of k, for `loaded`'s links.
@@ -136,12 +142,7 @@ impl DataParallelArgs {
                 k.parse().with_context(|| format!("--first-k {k}: expected `auto` or a count"))?,
             ),
         };
-        let bucket_bytes =
-            ordo::parse_bytes(&self.bucket).with_context(|| format!("--bucket {}", self.bucket))?;
-        let link = match self.network_gbps {
-            Some(gbps) => Some(ordo::network(gbps, self.network_latency_us)?),
-            None => None,
-        };
+        let (link, bucket_bytes) = self.link_and_buckets()?;
         let algorithm = self.all_reduce.into();
         let network = ordo::data_parallel_network(&loaded.problem, replicas, link, algorithm);
         Ok((DataParallel { replicas, network, bucket_bytes, first_k: 0, schedule }, first_k))
