@@ -22,13 +22,14 @@ fn simulate_config(config: &serde_json::Value, extra: &[&str]) -> std::process::
     let cluster = ["--cluster", "h100x8-ib-ndr", "--nodes", "1"];
     let plan = ["--pipeline", &s, "--micro-batches", &m, "--schedule", schedule];
     let copies = ["--data-parallel", &d, "--all-reduce", "nccl", "--bucket", "25MiB"];
-    ordo(&[&["simulate"][..], &model, &cluster, &plan, &copies, extra].concat())
+    let modulo: &[&str] = if config["interleaved"] == true { &["--modulo", "1"] } else { &[] };
+    ordo(&[&["simulate"][..], &model, &cluster, &plan, &copies, modulo, extra].concat())
 }
 
 #[test]
 fn the_best_plans_come_first_and_match_their_simulation() {
     let args = ["--nodes", "1", "--batch", "32", "--max-micro-batches", "4", "--json"];
-    let v = json(&plan(&args));
+    let v = json(&plan(&[&args[..], &["--top", "1000"]].concat()));
     let candidates = v["candidates"].as_array().unwrap();
     assert!(!candidates.is_empty());
     let steps: Vec<f64> = candidates.iter().map(|c| c["step_time_us"].as_f64().unwrap()).collect();
@@ -38,6 +39,11 @@ fn the_best_plans_come_first_and_match_their_simulation() {
     let best = candidates.iter().find(|c| c["config"]["stages"].as_u64().unwrap() > 1).unwrap();
     let out = simulate_config(&best["config"], &["--json"]);
     assert_eq!(json(&out)["step_time_us"], best["step_time_us"]);
+    // And the best interleaved pipeline.
+    let interleaved = candidates.iter().find(|c| c["config"]["interleaved"] == true);
+    let interleaved = interleaved.expect("an interleaved pipeline among the candidates");
+    let out = simulate_config(&interleaved["config"], &["--json"]);
+    assert_eq!(json(&out)["step_time_us"], interleaved["step_time_us"]);
     // The table: a header, the plans, rejections with reasons.
     let out = plan(&["--nodes", "1", "--batch", "32", "--max-micro-batches", "4"]);
     let text = stdout(&out);
@@ -56,7 +62,7 @@ fn the_best_plan_exports_its_schedule_and_process_groups() {
     let written: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(export.join("plan.json")).unwrap()).unwrap();
     let config = &best["config"];
-    for key in ["data", "stages", "micro_batches", "schedule"] {
+    for key in ["data", "stages", "micro_batches", "schedule", "interleaved"] {
         assert_eq!(written[key], config[key], "{key}");
     }
     assert_eq!(written["predicted"]["step_time_us"], best["step_time_us"]);

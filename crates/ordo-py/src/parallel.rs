@@ -63,6 +63,7 @@ pub fn plan_parallel<'py>(
         dict.set_item("stages", c.stages)?;
         dict.set_item("micro_batches", c.micro_batches)?;
         dict.set_item("schedule", c.schedule.name())?;
+        dict.set_item("interleaved", c.interleaved)?;
         Ok(dict)
     };
     let candidates = PyList::empty(py);

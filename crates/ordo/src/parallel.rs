@@ -6,13 +6,13 @@
 //! The search space: every split of the GPUs into `D` copies of a `P`-stage pipeline (`D P`
 //! = GPUs; `P = 1` is plain data parallelism with gradient accumulation), every micro-batch
 //! count `M` that divides each copy's share of the batch (up to
-//! [`ParallelSearch::max_micro_batches`]), and every pipeline schedule. A configuration is
+//! [`ParallelSearch::max_micro_batches`]), and every pipeline schedule, with contiguous stages
+//! and interleaved (the blocks dealt round-robin). A configuration is
 //! rejected when the batch does not split, the model has fewer blocks than stages, or a stage's
 //! peak exceeds its device's memory; it is pruned, unsimulated, when a lower bound on its step
 //! (one copy's compute spread evenly over its stages, with no bubble and no communication) is
 //! no better than the best simulated so far ([`ParallelSearch::exhaustive`] turns pruning off).
-//! Not yet searched: tensor parallelism, optimizer sharding, recomputation, interleaved
-//! (modulo) allocation, reverse first-k.
+//! Not yet searched: tensor parallelism, optimizer sharding, recomputation, reverse first-k.
 
 use ordo_cost::{AllReduceAlgorithm, Cluster};
 use ordo_sched::{Pipeline, PipelineReplicas, PipelineSchedule};
@@ -31,6 +31,9 @@ pub struct ParallelSearch {
     pub global_batch: usize,
     /// The pipeline schedules tried (for `P > 1`).
     pub schedules: Vec<PipelineSchedule>,
+    /// Also try each schedule interleaved: the blocks dealt round-robin to the stages, one at
+    /// a time (modulo allocation in groups of 1; 1F1B so becomes Megatron's interleaved 1F1B).
+    pub interleaved: bool,
     /// The most micro-batches per step tried.
     pub max_micro_batches: usize,
     /// The all-reduce algorithm of the stages' copies.
@@ -42,13 +45,15 @@ pub struct ParallelSearch {
 }
 
 impl ParallelSearch {
-    /// `gpus` and `global_batch`, every schedule, up to 64 micro-batches, NCCL's all-reduce in
+    /// `gpus` and `global_batch`, every schedule contiguous and interleaved, up to 64
+    /// micro-batches, NCCL's all-reduce in
     /// 25 MiB buckets, pruning on.
     pub fn new(gpus: usize, global_batch: usize) -> Self {
         Self {
             gpus,
             global_batch,
             schedules: PipelineSchedule::ALL.to_vec(),
+            interleaved: true,
             max_micro_batches: 64,
             all_reduce: AllReduceAlgorithm::Nccl,
             bucket_bytes: 25 << 20,
@@ -68,17 +73,29 @@ pub struct ParallelConfig {
     pub micro_batches: usize,
     /// The pipeline's schedule.
     pub schedule: PipelineSchedule,
+    /// Whether the blocks are dealt round-robin to the stages (modulo allocation in groups of
+    /// 1) rather than in contiguous runs.
+    pub interleaved: bool,
+}
+
+impl ParallelConfig {
+    /// The pipeline it runs.
+    pub fn pipeline(&self) -> Pipeline {
+        let pipeline = Pipeline::new(self.stages, self.micro_batches, self.schedule);
+        if self.interleaved { pipeline.with_modulo(1) } else { pipeline }
+    }
 }
 
 impl std::fmt::Display for ParallelConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "dp {} x pp {}, {} micro-batches, {}",
+            "dp {} x pp {}, {} micro-batches, {}{}",
             self.data,
             self.stages,
             self.micro_batches,
-            self.schedule.name()
+            self.schedule.name(),
+            if self.interleaved { " interleaved" } else { "" }
         )
     }
 }
@@ -189,7 +206,7 @@ pub fn plan_parallel(
         }
         // No step is shorter than its busiest stage's compute: each micro-batch's work there
         // and its updates once, the stages cut as the pipeline cuts them.
-        let pipeline = Pipeline::new(config.stages, config.micro_batches, config.schedule);
+        let pipeline = config.pipeline();
         if !search.exhaustive && stage_bound_us(problem, &pipeline) >= best_us {
             plans.pruned += 1;
             progress(done + 1, total);
@@ -287,7 +304,8 @@ fn configurations(search: &ParallelSearch) -> (Vec<ParallelConfig>, Vec<(Paralle
         let data = search.gpus / stages;
         if !search.global_batch.is_multiple_of(data) {
             let schedule = PipelineSchedule::OneFOneB;
-            let config = ParallelConfig { data, stages, micro_batches: 1, schedule };
+            let config =
+                ParallelConfig { data, stages, micro_batches: 1, schedule, interleaved: false };
             let reason = format!(
                 "the global batch {} is not a multiple of {data} copies",
                 search.global_batch
@@ -299,8 +317,18 @@ fn configurations(search: &ParallelSearch) -> (Vec<ParallelConfig>, Vec<(Paralle
         for micro_batches in divisors(share).filter(|&m| m <= search.max_micro_batches) {
             let schedules: &[PipelineSchedule] =
                 if stages == 1 { &[PipelineSchedule::OneFOneB] } else { &search.schedules };
+            let layouts: &[bool] =
+                if stages > 1 && search.interleaved { &[false, true] } else { &[false] };
             for &schedule in schedules {
-                configs.push(ParallelConfig { data, stages, micro_batches, schedule });
+                for &interleaved in layouts {
+                    configs.push(ParallelConfig {
+                        data,
+                        stages,
+                        micro_batches,
+                        schedule,
+                        interleaved,
+                    });
+                }
             }
         }
     }
@@ -356,8 +384,7 @@ pub fn export_parallel(
     let schedule = if stages > 1 {
         let target = Target::cluster(cluster.clone(), Some(stages))?;
         let problem = Problem::new(&model_at(micro_batch_size)?, &target, StepMode::TrainingGraph)?;
-        let pipeline = Pipeline::new(stages, config.micro_batches, config.schedule);
-        let planned = ordo_sched::pipeline_plan(&problem.place, &pipeline)?;
+        let planned = ordo_sched::pipeline_plan(&problem.place, &config.pipeline())?;
         Some(crate::pytorch_schedule_of(&planned, config.schedule, data)?)
     } else {
         None

@@ -159,6 +159,7 @@ fn write_export(
         "micro_batches": c.micro_batches,
         "micro_batch_size": export.micro_batch_size,
         "schedule": c.schedule.name(),
+        "interleaved": c.interleaved,
         "stage_units": export.schedule.as_ref().map(|s| &s.stage_units),
         "stage_rank": export.schedule.as_ref().map(|s| &s.stage_rank),
         "pipeline_groups": export.pipeline_groups,
@@ -180,7 +181,7 @@ fn write_export(
 fn plans_json(plans: &ParallelPlans, top: usize) -> serde_json::Value {
     let config = |c: &ordo::ParallelConfig| {
         json!({"data": c.data, "stages": c.stages, "micro_batches": c.micro_batches,
-               "schedule": c.schedule.name()})
+               "schedule": c.schedule.name(), "interleaved": c.interleaved})
     };
     let candidates: Vec<_> = plans
         .candidates
