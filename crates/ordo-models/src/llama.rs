@@ -19,55 +19,13 @@ use crate::ModelConfig;
 use crate::configured::{TransformerConfig, check_positions};
 use crate::sequence::{AttentionCore, token_input, token_loss};
 
-/// LLaMA-2 7B ([`TransformerConfig::llama2`]).
+/// LLaMA-2 at `billions` (7, 13 or 70; [`TransformerConfig::llama2`]), or its small variant
+/// ([`TransformerConfig::small`]: 2 layers, 64 positions; 70B's keeps grouped-query attention,
+/// 4 query heads sharing one key/value head).
 ///
 /// # Errors
-/// [`IrError::Shape`] when `seq_len` exceeds the 4096 positions.
-pub fn llama2_7b(config: &ModelConfig) -> Result<Graph, IrError> {
-    llama2(7, false, config)
-}
-
-/// LLaMA-2 13B.
-///
-/// # Errors
-/// As [`llama2_7b`].
-pub fn llama2_13b(config: &ModelConfig) -> Result<Graph, IrError> {
-    llama2(13, false, config)
-}
-
-/// LLaMA-2 70B (grouped-query attention: 8 key/value heads for 64 query heads).
-///
-/// # Errors
-/// As [`llama2_7b`].
-pub fn llama2_70b(config: &ModelConfig) -> Result<Graph, IrError> {
-    llama2(70, false, config)
-}
-
-/// The small variant of [`llama2_7b`] ([`TransformerConfig::small`]).
-///
-/// # Errors
-/// When `seq_len` exceeds the 64 positions.
-pub fn llama2_7b_small(config: &ModelConfig) -> Result<Graph, IrError> {
-    llama2(7, true, config)
-}
-
-/// The small variant of [`llama2_13b`].
-///
-/// # Errors
-/// As [`llama2_7b_small`].
-pub fn llama2_13b_small(config: &ModelConfig) -> Result<Graph, IrError> {
-    llama2(13, true, config)
-}
-
-/// The small variant of [`llama2_70b`]: 4 query heads sharing one key/value head.
-///
-/// # Errors
-/// As [`llama2_7b_small`].
-pub fn llama2_70b_small(config: &ModelConfig) -> Result<Graph, IrError> {
-    llama2(70, true, config)
-}
-
-fn llama2(billions: usize, small: bool, config: &ModelConfig) -> Result<Graph, IrError> {
+/// [`IrError::Shape`] when `seq_len` exceeds the positions (4096, or 64 small).
+pub(crate) fn llama2(billions: usize, small: bool, config: &ModelConfig) -> Result<Graph, IrError> {
     let dims = TransformerConfig::llama2(billions).expect("a LLaMA-2 size");
     if small { dims.small().build(config) } else { dims.build(config) }
 }
@@ -258,7 +216,7 @@ mod tests {
     #[test]
     fn the_rms_norm_eps_buffer_is_a_scalar_and_no_parameter() {
         let config = ModelConfig { batch: 2, seq_len: 8 };
-        let graph = llama2_70b_small(&config).unwrap();
+        let graph = llama2(70, true, &config).unwrap();
         let eps = graph.params.iter().find(|p| p.name == "model.norm_eps").unwrap();
         assert!(!eps.trainable && eps.fact.shape.is_empty());
         assert_eq!(eps.fact.dtype, DType::F32);
