@@ -177,14 +177,20 @@ fn clusters_of_nodes() {
     assert!(text.contains("\"nodes\": 1024") && text.contains("\"oversubscription\": 2"), "{text}");
     assert_eq!(Cluster::parse(&text, "big.json").unwrap(), big);
 
-    // The collectives of a data-parallel group with one rank per node or eight.
-    let one = cluster.collectives(1);
+    // The collectives of a group with one rank per node (ranks a node apart) or eight.
+    let one = cluster.collectives(16, 8);
     assert_eq!(one.inter.unwrap().per_node, 1);
     assert_eq!(one.layout(16), (1, 16));
-    let eight = cluster.collectives(8);
+    let eight = cluster.collectives(128, 1);
     assert_eq!(eight.layout(128), (8, 16));
     assert_eq!(eight.layout(8), (8, 1));
     assert!(eight.all_reduce_us(128, 1 << 30) < one.all_reduce_us(128, 1 << 30));
+    // A group that fits on one node never touches the network; a stride longer than a node
+    // puts every rank on a node of its own.
+    assert!(cluster.collectives(8, 1).inter.is_none());
+    assert!(cluster.collectives(2, 4).inter.is_none());
+    assert_eq!(cluster.collectives(3, 4).inter.unwrap().per_node, 2);
+    assert_eq!(cluster.collectives(2, 16).inter.unwrap().per_node, 1);
 
     // Refused: no nodes, nodes without a network, too many devices, bad oversubscription.
     let bare = Cluster::builtin("h100x8-nvlink").unwrap();

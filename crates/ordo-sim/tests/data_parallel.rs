@@ -282,7 +282,8 @@ fn gradient_buckets_are_the_plans_all_reduces_in_the_order_issued() {
 fn one_replica_by_symmetry_simulates_what_every_replica_materialised_does() {
     let problem = zoo("resnet50", 2);
     let options = SimOptions::default();
-    let nodes = Cluster::builtin("h100x8-ib-ndr").unwrap().collectives(8);
+    // Eight replicas to a node, the largest group's layout for all.
+    let nodes = Cluster::builtin("h100x8-ib-ndr").unwrap().collectives(64, 1);
     let networks = [
         Collectives::flat(network(100.0, 5.0)),
         nodes.with_algorithm(AllReduceAlgorithm::Nccl),

@@ -32,7 +32,8 @@ fn replicas(replicas: usize, network: Collectives, bucket_bytes: u64) -> Pipelin
 fn one_pipeline_by_symmetry_simulates_what_every_copy_materialised_does() {
     let problem = problem(4);
     let options = SimOptions::default();
-    let nodes = Cluster::builtin("h100x8-ib-ndr").unwrap().collectives(2);
+    // Two copies of a 4-stage pipeline to a node of eight, the largest group's layout for all.
+    let nodes = Cluster::builtin("h100x8-ib-ndr").unwrap().collectives(64, 4);
     // A slow network, so that the all-reduces weigh on the step.
     let slow = Collectives::flat(CommModel { us_per_byte: 0.01, fixed_us: 20.0 });
     let networks = [slow, nodes.with_algorithm(AllReduceAlgorithm::Nccl)];

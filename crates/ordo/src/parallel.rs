@@ -9,9 +9,10 @@
 //! [`ParallelSearch::max_micro_batches`]), and every pipeline schedule, with contiguous stages
 //! and interleaved (the blocks dealt round-robin). A configuration is
 //! rejected when the batch does not split, the model has fewer blocks than stages, or a stage's
-//! peak exceeds its device's memory; it is pruned, unsimulated, when a lower bound on its step
-//! (one copy's compute spread evenly over its stages, with no bubble and no communication) is
-//! no better than the best simulated so far ([`ParallelSearch::exhaustive`] turns pruning off).
+//! peak exceeds its device's memory (unsimulated when even an even share of the parameters,
+//! gradients and optimizer state exceeds it); it is pruned, unsimulated, when a lower bound on
+//! its step (its busiest stage's compute, with no bubble and no communication) is no better
+//! than the best simulated so far ([`ParallelSearch::exhaustive`] turns pruning off).
 //! Not yet searched: tensor parallelism, optimizer sharding, recomputation, reverse first-k.
 
 use ordo_cost::{AllReduceAlgorithm, Cluster};
@@ -46,8 +47,7 @@ pub struct ParallelSearch {
 
 impl ParallelSearch {
     /// `gpus` and `global_batch`, every schedule contiguous and interleaved, up to 64
-    /// micro-batches, NCCL's all-reduce in
-    /// 25 MiB buckets, pruning on.
+    /// micro-batches, NCCL's all-reduce in 25 MiB buckets, pruning on.
     pub fn new(gpus: usize, global_batch: usize) -> Self {
         Self {
             gpus,
@@ -138,8 +138,8 @@ pub struct ParallelPlans {
 ///
 /// # Errors
 /// [`crate::Error::Parameter`] for zero GPUs, more than the cluster has, a zero batch or
-/// micro-batch limit;
-/// what building or costing the model fails with.
+/// micro-batch limit. What building or costing the model fails with rejects the
+/// configurations that need it.
 pub fn plan_parallel(
     model_at: &dyn Fn(usize) -> Result<Model>,
     cluster: &Cluster,
@@ -171,89 +171,24 @@ pub fn plan_parallel(
     let total = configs.len();
     for (done, config) in configs.into_iter().enumerate() {
         let micro = search.global_batch / (config.data * config.micro_batches);
-        let key = (micro, config.stages);
-        let built = problems.entry(key).or_insert_with(|| {
-            let model = model_at(micro)?;
-            let flops = model.graph().map_or(0, |g| ordo_ir::graph_stats(g).flops);
-            let target = Target::cluster(cluster.clone(), Some(config.stages))?;
-            let problem = Problem::new(&model, &target, StepMode::TrainingGraph)?;
-            let persistent = problem.place.memory.iter().map(|m| m.persistent).sum();
-            Ok(Built { problem, flops, persistent })
-        });
-        let Built { problem, flops, persistent } = match built {
-            Ok(built) => &*built,
-            Err(e) => {
-                plans.rejected.push((config, e.to_string()));
-                progress(done + 1, total);
-                continue;
-            }
+        let built = problems
+            .entry((micro, config.stages))
+            .or_insert_with(|| Built::new(model_at, cluster, micro, config.stages));
+        let outcome = match built {
+            Ok(built) => evaluate(built, config, search, best_us),
+            Err(e) => Outcome::Rejected(e.to_string()),
         };
-        // No stage holds less than an even share of the parameters, gradients and optimizer
-        // state: where that share does not fit, nothing needs simulating.
-        let share = persistent.div_ceil(config.stages as u64);
-        let smallest = problem.place.devices.memory.iter().copied().min().unwrap_or(u64::MAX);
-        if share > smallest {
-            let reason = format!(
-                "even spread over {} stages, the parameters, gradients and optimizer state need \
-                 {} per GPU, more than its {}",
-                config.stages,
-                ordo_cost::format_bytes(share),
-                ordo_cost::format_bytes(smallest)
-            );
-            plans.rejected.push((config, reason));
-            progress(done + 1, total);
-            continue;
-        }
-        // No step is shorter than its busiest stage's compute: each micro-batch's work there
-        // and its updates once, the stages cut as the pipeline cuts them.
-        let pipeline = config.pipeline();
-        if !search.exhaustive && stage_bound_us(problem, &pipeline) >= best_us {
-            plans.pruned += 1;
-            progress(done + 1, total);
-            continue;
-        }
-        let network =
-            crate::stage_network(problem, config.data, config.stages, None, search.all_reduce);
-        let replicas =
-            PipelineReplicas { replicas: config.data, network, bucket_bytes: search.bucket_bytes };
-        plans.simulated += 1;
-        let simulated = crate::simulate_replicated_pipeline(
-            problem,
-            &pipeline,
-            &replicas,
-            &SimOptions::default(),
-        );
-        match simulated {
-            Err(e) => plans.rejected.push((config, e.to_string())),
-            Ok((_, report)) => {
-                let limits = &problem.place.devices.memory;
-                let over = report.peak_memory_bytes.iter().zip(limits).position(|(p, l)| p > l);
-                if let Some(stage) = over {
-                    let reason = format!(
-                        "stage {stage} needs {} at its peak, more than its device's {}",
-                        ordo_cost::format_bytes(report.peak_memory_bytes[stage]),
-                        ordo_cost::format_bytes(limits[stage])
-                    );
-                    plans.rejected.push((config, reason));
-                } else {
-                    let step_s = report.step_time_us / 1e6;
-                    let device = &cluster.node_devices()[0];
-                    let peak = if is_half(problem) {
-                        device.half_precision_flops.unwrap_or(device.peak_flops)
-                    } else {
-                        device.peak_flops
-                    };
-                    let step_flops = *flops as f64 * (config.micro_batches * config.data) as f64;
-                    best_us = best_us.min(report.step_time_us);
-                    plans.candidates.push(ParallelCandidate {
-                        config,
-                        step_time_us: report.step_time_us,
-                        samples_per_s: search.global_batch as f64 / step_s,
-                        mfu: step_flops / (step_s * gpus as f64 * peak),
-                        peak_memory_bytes: report.peak_memory_bytes.clone(),
-                        bubble_fraction: report.bubble_fraction,
-                    });
-                }
+        match outcome {
+            Outcome::Rejected(reason) => plans.rejected.push((config, reason)),
+            Outcome::Pruned => plans.pruned += 1,
+            Outcome::Simulated(Err(reason)) => {
+                plans.simulated += 1;
+                plans.rejected.push((config, reason));
+            }
+            Outcome::Simulated(Ok(candidate)) => {
+                plans.simulated += 1;
+                best_us = best_us.min(candidate.step_time_us);
+                plans.candidates.push(candidate);
             }
         }
         progress(done + 1, total);
@@ -269,6 +204,101 @@ struct Built {
     flops: u64,
     /// Bytes resident for the whole step (parameters, gradients, optimizer state).
     persistent: u64,
+    /// A GPU's peak FLOP/s for the model's precision (the tensor cores' in mixed precision).
+    peak_flops: f64,
+}
+
+impl Built {
+    /// The model built at `micro` samples, costed for `stages` devices of `cluster`.
+    fn new(
+        model_at: &dyn Fn(usize) -> Result<Model>,
+        cluster: &Cluster,
+        micro: usize,
+        stages: usize,
+    ) -> Result<Self> {
+        let model = model_at(micro)?;
+        let flops = model.graph().map_or(0, |g| ordo_ir::graph_stats(g).flops);
+        let target = Target::cluster(cluster.clone(), Some(stages))?;
+        let problem = Problem::new(&model, &target, StepMode::TrainingGraph)?;
+        let persistent = problem.place.memory.iter().map(|m| m.persistent).sum();
+        let device = &cluster.node_devices()[0];
+        let peak_flops = if model.is_mixed_precision() {
+            device.half_precision_flops.unwrap_or(device.peak_flops)
+        } else {
+            device.peak_flops
+        };
+        Ok(Self { problem, flops, persistent, peak_flops })
+    }
+}
+
+/// What became of one configuration.
+enum Outcome {
+    /// Refused without simulating it.
+    Rejected(String),
+    /// Its lower bound is no better than the best so far.
+    Pruned,
+    /// Simulated: a candidate, or why it does not fit.
+    Simulated(std::result::Result<ParallelCandidate, String>),
+}
+
+/// `config` on `built`: rejected when even an even share of the parameters, gradients and
+/// optimizer state does not fit, pruned when its busiest stage's compute is no better than
+/// `best_us`, else simulated and checked against each stage's memory.
+fn evaluate(
+    built: &Built,
+    config: ParallelConfig,
+    search: &ParallelSearch,
+    best_us: f64,
+) -> Outcome {
+    let Built { problem, flops, persistent, peak_flops } = built;
+    let limits = &problem.place.devices.memory;
+    // No stage holds less than an even share of the parameters, gradients and optimizer
+    // state: where that share does not fit, nothing needs simulating.
+    let share = persistent.div_ceil(config.stages as u64);
+    let smallest = limits.iter().copied().min().unwrap_or(u64::MAX);
+    if share > smallest {
+        return Outcome::Rejected(format!(
+            "even spread over {} stages, the parameters, gradients and optimizer state need {} \
+             per GPU, more than its {}",
+            config.stages,
+            ordo_cost::format_bytes(share),
+            ordo_cost::format_bytes(smallest)
+        ));
+    }
+    // No step is shorter than its busiest stage's compute: each micro-batch's work there and
+    // its updates once, the stages cut as the pipeline cuts them.
+    let pipeline = config.pipeline();
+    if !search.exhaustive && stage_bound_us(problem, &pipeline) >= best_us {
+        return Outcome::Pruned;
+    }
+    let network =
+        crate::stage_network(problem, config.data, config.stages, None, search.all_reduce);
+    let replicas =
+        PipelineReplicas { replicas: config.data, network, bucket_bytes: search.bucket_bytes };
+    let simulated =
+        crate::simulate_replicated_pipeline(problem, &pipeline, &replicas, &SimOptions::default());
+    let report = match simulated {
+        Ok((_, report)) => report,
+        Err(e) => return Outcome::Simulated(Err(e.to_string())),
+    };
+    let over = report.peak_memory_bytes.iter().zip(limits).position(|(peak, limit)| peak > limit);
+    if let Some(stage) = over {
+        return Outcome::Simulated(Err(format!(
+            "stage {stage} needs {} at its peak, more than its device's {}",
+            ordo_cost::format_bytes(report.peak_memory_bytes[stage]),
+            ordo_cost::format_bytes(limits[stage])
+        )));
+    }
+    let step_s = report.step_time_us / 1e6;
+    let step_flops = *flops as f64 * (config.micro_batches * config.data) as f64;
+    Outcome::Simulated(Ok(ParallelCandidate {
+        config,
+        step_time_us: report.step_time_us,
+        samples_per_s: search.global_batch as f64 / step_s,
+        mfu: step_flops / (step_s * search.gpus as f64 * peak_flops),
+        peak_memory_bytes: report.peak_memory_bytes,
+        bubble_fraction: report.bubble_fraction,
+    }))
 }
 
 /// The compute of `pipeline`'s busiest stage in µs: on each stage, every micro-batch's work
@@ -288,11 +318,6 @@ fn stage_bound_us(problem: &Problem, pipeline: &Pipeline) -> f64 {
         stage_us[stage] += weight * times as u64;
     }
     stage_us.into_iter().max().unwrap_or(0) as f64
-}
-
-/// Whether the problem's model computes in 16-bit floats.
-fn is_half(problem: &Problem) -> bool {
-    problem.model.is_mixed_precision()
 }
 
 /// Every configuration of `search`, fewest stages first (the cheapest to simulate), and within

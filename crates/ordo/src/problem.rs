@@ -74,6 +74,26 @@ impl Problem {
         self.model.name()
     }
 
+    /// On a cluster of several nodes, each transfer of `plan` (planned for this problem)
+    /// between devices on different nodes costed at the network's rate
+    /// ([`ordo_cost::Cluster::comm`]) rather than the problem's one link between devices (a
+    /// node's): a pipeline longer than a node sends across the network where it crosses
+    /// nodes. The devices' orders stay those planned at the node's rate.
+    pub(crate) fn cost_transfers_between_nodes(&self, plan: &mut ordo_sched::Plan) {
+        let Some(cluster) = self.cluster.as_ref().filter(|c| c.node_count() > 1) else {
+            return;
+        };
+        let per_node = cluster.devices_per_node();
+        let devices = cluster.device_count();
+        for task in &mut plan.tasks {
+            let ordo_sched::TaskKind::Transfer { buffer, from, to } = task.kind else { continue };
+            if from / per_node != to / per_node && from.max(to) < devices {
+                let bytes = plan.buffers[buffer.0 as usize].bytes;
+                task.duration_us = cluster.comm(from, to).time_us(bytes);
+            }
+        }
+    }
+
     /// The best lower bound on any placement's step, in µs ([`ordo_place::lower_bounds`]).
     pub fn lower_bound_us(&self) -> u64 {
         ordo_place::lower_bounds(&self.place).best_us()

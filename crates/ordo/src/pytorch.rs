@@ -3,8 +3,7 @@
 //! make each of PyTorch's stages.
 
 use ordo_sched::{
-    Pipeline, PipelinePlan, PipelineReplicas, PipelineSchedule, Plan, TaskKind, pytorch_actions,
-    pytorch_csv,
+    Pipeline, PipelinePlan, PipelineReplicas, PipelineSchedule, pytorch_actions, pytorch_csv,
 };
 use ordo_sim::{PipelineReport, SimOptions};
 
@@ -37,7 +36,7 @@ pub fn simulate_pipeline(
     options: &SimOptions,
 ) -> Result<(PipelinePlan, PipelineReport)> {
     let mut planned = ordo_sched::pipeline_plan(&problem.place, pipeline)?;
-    cost_transfers_between_nodes(&mut planned.plan, problem);
+    problem.cost_transfers_between_nodes(&mut planned.plan);
     let report = ordo_sim::pipeline_report(&planned, options)?;
     Ok((planned, report))
 }
@@ -59,28 +58,9 @@ pub fn simulate_replicated_pipeline(
         refuse!(Parameter::Replicas => 0, ": data parallelism needs at least one replica");
     }
     let mut planned = ordo_sched::replicated_pipeline_plan(&problem.place, pipeline, replicas)?;
-    cost_transfers_between_nodes(&mut planned.plan, problem);
+    problem.cost_transfers_between_nodes(&mut planned.plan);
     let report = ordo_sim::pipeline_report(&planned, options)?;
     Ok((planned, report))
-}
-
-/// On a cluster of several nodes, each transfer of `plan` between devices on different nodes
-/// costed at the network's rate ([`ordo_cost::Cluster::comm`]) rather than the problem's one
-/// link between devices (a node's): a pipeline longer than a node sends across the network
-/// where it crosses nodes. The devices' orders stay those planned at the node's rate.
-pub(crate) fn cost_transfers_between_nodes(plan: &mut Plan, problem: &Problem) {
-    let Some(cluster) = problem.cluster.as_ref().filter(|c| c.node_count() > 1) else {
-        return;
-    };
-    let per_node = cluster.devices_per_node();
-    let devices = cluster.device_count();
-    for task in &mut plan.tasks {
-        let TaskKind::Transfer { buffer, from, to } = task.kind else { continue };
-        if from / per_node != to / per_node && from.max(to) < devices {
-            let bytes = plan.buffers[buffer.0 as usize].bytes;
-            task.duration_us = cluster.comm(from, to).time_us(bytes);
-        }
-    }
 }
 
 /// `pipeline` planned for the one-micro-batch training problem `problem`, as PyTorch's

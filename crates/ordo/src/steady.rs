@@ -78,9 +78,9 @@ pub fn data_parallel_network(
     stage_network(problem, replicas, 1, link, algorithm)
 }
 
-/// [`data_parallel_network`] for the copies of one stage of a pipeline of `stages` devices:
-/// each copy of the pipeline takes `stages` consecutive devices, so `G / stages` copies of a
-/// stage share a node of `G` devices (1 when a pipeline spans nodes).
+/// [`data_parallel_network`] for the copies of one stage of a pipeline of `stages` devices,
+/// each copy on `stages` consecutive devices ([`ordo_cost::Cluster::collectives`] with that
+/// stride).
 pub fn stage_network(
     problem: &Problem,
     replicas: usize,
@@ -91,16 +91,7 @@ pub fn stage_network(
     use ordo_cost::Collectives;
     let network = match (link, &problem.cluster) {
         (Some(link), _) => Collectives::flat(link),
-        (None, Some(cluster)) => {
-            let per_node = (cluster.devices_per_node() / stages.max(1)).max(1);
-            let collectives = cluster.collectives(replicas.min(per_node));
-            // A group within one node never touches the network.
-            if replicas <= per_node && cluster.devices_per_node() >= stages {
-                Collectives { inter: None, ..collectives }
-            } else {
-                collectives
-            }
-        }
+        (None, Some(cluster)) => cluster.collectives(replicas, stages),
         (None, None) => Collectives::flat(problem.place.devices.comm),
     };
     network.with_algorithm(algorithm)

@@ -247,7 +247,7 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
         }
         Strategy::Pipeline(pipeline) => {
             let mut planned = ordo_sched::pipeline_plan(p, pipeline)?;
-            crate::pytorch::cost_transfers_between_nodes(&mut planned.plan, problem);
+            problem.cost_transfers_between_nodes(&mut planned.plan);
             let description = format!(
                 "{} pipeline stages, {} micro-batches, {}",
                 pipeline.stages,

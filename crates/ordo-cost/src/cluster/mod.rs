@@ -356,13 +356,20 @@ impl Cluster {
         }
     }
 
-    /// The links a collective group uses when it has `per_node` ranks on each node it spans
-    /// (and [`crate::AllReduceAlgorithm::Ring`]): a rank's link to the next on its node
-    /// (device 0 to device 1), and the network where there is one.
-    pub fn collectives(&self, per_node: usize) -> Collectives {
-        let intra = if self.devices.len() > 1 { self.comm(0, 1) } else { self.network_comm() };
-        let inter = self.network.map(|network| InterNode {
-            per_node: per_node.clamp(1, self.devices.len()),
+    /// The links of a collective group of `ranks` ranks, consecutive ranks `stride` devices
+    /// apart (1 for data-parallel replicas; the copies of one stage of `stride`-device
+    /// pipelines laid one after another): `G / stride` of them share a node of `G` devices (1
+    /// when a stride spans nodes), and a group that fits on one node never touches the
+    /// network. A rank's link to the next on its node is device 0's to device 1; the
+    /// all-reduce is [`crate::AllReduceAlgorithm::Ring`].
+    pub fn collectives(&self, ranks: usize, stride: usize) -> Collectives {
+        let g = self.devices.len();
+        let stride = stride.max(1);
+        let per_node = (g / stride).max(1);
+        let intra = if g > 1 { self.comm(0, 1) } else { self.network_comm() };
+        let on_one_node = stride <= g && ranks <= per_node;
+        let inter = self.network.filter(|_| !on_one_node).map(|network| InterNode {
+            per_node: per_node.min(ranks.max(1)),
             link: network.link().comm(),
         });
         Collectives { inter, ..Collectives::flat(intra) }

@@ -48,9 +48,7 @@ pub fn replicated_pipeline_plan(
     pipeline: &Pipeline,
     replicas: &PipelineReplicas,
 ) -> Result<PipelinePlan, SchedError> {
-    if replicas.replicas == 0 {
-        return Err(SchedError::Pipeline("zero copies of the pipeline".into()));
-    }
+    check_copies(replicas)?;
     let mut planned = pipeline_plan(problem, pipeline)?;
     if replicas.replicas > 1 {
         planned.plan = with_stage_all_reduces(&planned, replicas, 1)?;
@@ -71,9 +69,7 @@ pub fn materialised_pipeline_plan(
     pipeline: &Pipeline,
     replicas: &PipelineReplicas,
 ) -> Result<Plan, SchedError> {
-    if replicas.replicas == 0 {
-        return Err(SchedError::Pipeline("zero copies of the pipeline".into()));
-    }
+    check_copies(replicas)?;
     let planned = pipeline_plan(problem, pipeline)?;
     let devices = planned.plan.devices.saturating_mul(replicas.replicas);
     if devices > ordo_cost::MAX_DEVICES {
@@ -85,6 +81,14 @@ pub fn materialised_pipeline_plan(
         )));
     }
     with_stage_all_reduces(&planned, replicas, replicas.replicas)
+}
+
+/// At least one copy of the pipeline.
+fn check_copies(replicas: &PipelineReplicas) -> Result<(), SchedError> {
+    if replicas.replicas == 0 {
+        return Err(SchedError::Pipeline("zero copies of the pipeline".into()));
+    }
+    Ok(())
 }
 
 /// `planned`'s plan with `copies` of it (all `D`, or one standing for them), a collective
