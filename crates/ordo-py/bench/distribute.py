@@ -72,25 +72,31 @@ def step_seconds(module, x) -> float:
     return time.perf_counter() - start
 
 
-def overhead(model, x, profiled, reps: int) -> tuple[float, float, float]:
-    """Median step of the module and of its one-device distribution, and the median of the
-    ratios of pairs of steps run back to back (alternating which goes first, so that the
-    machine's drift cancels)."""
-    one = ot.Placement.of(profiled, dict.fromkeys(profiled.layers, 0))
-    plain, wrapped = copy.deepcopy(model), ot.distribute(copy.deepcopy(model), one)
-    for _ in range(2):
-        step_seconds(plain, x), step_seconds(wrapped, x)
+def paired(step, a_module, b_module, x, reps: int, warmup: int = 2) -> tuple[float, float, float]:
+    """Median `step` time of each module, and the median of the ratios b/a of pairs of steps
+    run back to back (alternating which goes first, so that the machine's drift cancels)."""
+    for _ in range(warmup):
+        step(a_module, x), step(b_module, x)
     a, b = [], []
     for i in range(reps):
         if i % 2:
-            b.append(step_seconds(wrapped, x))
-            a.append(step_seconds(plain, x))
+            b.append(step(b_module, x))
+            a.append(step(a_module, x))
         else:
-            a.append(step_seconds(plain, x))
-            b.append(step_seconds(wrapped, x))
-    wrapped.close()
+            a.append(step(a_module, x))
+            b.append(step(b_module, x))
     ratio = statistics.median(bi / ai for ai, bi in zip(a, b))
-    return statistics.median(a), statistics.median(b), ratio - 1
+    return statistics.median(a), statistics.median(b), ratio
+
+
+def overhead(model, x, profiled, reps: int) -> tuple[float, float, float]:
+    """Median step of the module and of its one-device distribution, and the median ratio of
+    paired steps less 1."""
+    one = ot.Placement.of(profiled, dict.fromkeys(profiled.layers, 0))
+    plain, wrapped = copy.deepcopy(model), ot.distribute(copy.deepcopy(model), one)
+    plain_s, wrapped_s, ratio = paired(step_seconds, plain, wrapped, x, reps)
+    wrapped.close()
+    return plain_s, wrapped_s, ratio - 1
 
 
 def wrapper_cost_us(layers: int = 300, reps: int = 1000) -> tuple[float, float]:

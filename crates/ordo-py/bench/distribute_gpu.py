@@ -18,6 +18,7 @@ import pstats
 import statistics
 import time
 
+import distribute
 import torch
 from distribute import MODELS, loss_of
 
@@ -35,18 +36,7 @@ def step_seconds(module, x) -> float:
 
 def paired(a_module, b_module, x, reps: int) -> tuple[float, float, float]:
     """Median step of each, and the median ratio b/a of steps run back to back."""
-    for _ in range(3):
-        step_seconds(a_module, x), step_seconds(b_module, x)
-    a, b = [], []
-    for i in range(reps):
-        if i % 2:
-            b.append(step_seconds(b_module, x))
-            a.append(step_seconds(a_module, x))
-        else:
-            a.append(step_seconds(a_module, x))
-            b.append(step_seconds(b_module, x))
-    ratio = statistics.median(bi / ai for ai, bi in zip(a, b))
-    return statistics.median(a), statistics.median(b), ratio
+    return distribute.paired(step_seconds, a_module, b_module, x, reps, warmup=3)
 
 
 def wrapper_cost_us(layers: int = 300, reps: int = 30, profile: bool = False) -> float:

@@ -136,21 +136,11 @@ fn same_shaped<'c>(g: &Grad, n: usize, c: &'c Call) -> KernelResult<&'c [f32]> {
 }
 
 pub(crate) fn unary(op: &Op, func: UnaryOp, c: Call) -> KernelResult<Vec<Tensor>> {
-    let x = single_input(op, &c)?;
-    let y = x.iter().map(|&v| unary_value(func, f64::from(v)) as f32).collect();
-    Ok(vec![tensor(c.inputs[0].shape(), y)?])
+    map_input(op, c, |v| unary_value(func, v))
 }
 
 pub(crate) fn unary_grad(of: &Op, func: UnaryOp, g: &Grad, c: Call) -> KernelResult<Vec<Tensor>> {
-    let dy = same_shaped(g, 2, &c)?;
-    c.infer(of, &[c.inputs[1].fact()])?;
-    let s = c.input_f32(1)?;
-    let dx = dy
-        .iter()
-        .zip(s)
-        .map(|(&d, &s)| (f64::from(d) * unary_derivative(func, f64::from(s))) as f32)
-        .collect();
-    Ok(vec![tensor(c.inputs[0].shape(), dx)?])
+    map_saved_input_grad(of, g, c, |v| unary_derivative(func, v))
 }
 
 /// An activation with constant parameters, in f64.
@@ -159,9 +149,7 @@ pub(crate) fn activation(
     (kind, alpha, beta): (ActivationKind, f64, f64),
     c: Call,
 ) -> KernelResult<Vec<Tensor>> {
-    let x = single_input(op, &c)?;
-    let y = x.iter().map(|&v| kind.value(alpha, beta, f64::from(v)) as f32).collect();
-    Ok(vec![tensor(c.inputs[0].shape(), y)?])
+    map_input(op, c, |v| kind.value(alpha, beta, v))
 }
 
 /// The gradient of an activation with constant parameters (reads the input).
@@ -171,15 +159,30 @@ pub(crate) fn activation_grad(
     g: &Grad,
     c: Call,
 ) -> KernelResult<Vec<Tensor>> {
+    map_saved_input_grad(of, g, c, |v| kind.derivative(alpha, beta, v))
+}
+
+/// `y = f(x)` element by element, in f64, of one float input checked against the op's shape
+/// rule.
+fn map_input(op: &Op, c: Call, f: impl Fn(f64) -> f64) -> KernelResult<Vec<Tensor>> {
+    let x = single_input(op, &c)?;
+    let y = x.iter().map(|&v| f(f64::from(v)) as f32).collect();
+    Ok(vec![tensor(c.inputs[0].shape(), y)?])
+}
+
+/// `dx = dy * f'(x)` element by element, in f64, for a gradient of inputs `[dy, x]` where
+/// `derivative` is `f'` and `x` the forward op's saved input.
+fn map_saved_input_grad(
+    of: &Op,
+    g: &Grad,
+    c: Call,
+    derivative: impl Fn(f64) -> f64,
+) -> KernelResult<Vec<Tensor>> {
     let dy = same_shaped(g, 2, &c)?;
     c.infer(of, &[c.inputs[1].fact()])?;
     let x = c.input_f32(1)?;
-    let dx = dy
-        .iter()
-        .zip(x)
-        .map(|(&d, &v)| (f64::from(d) * kind.derivative(alpha, beta, f64::from(v))) as f32)
-        .collect();
-    Ok(vec![tensor(c.inputs[0].shape(), dx)?])
+    let dx = dy.iter().zip(x).map(|(&d, &v)| (f64::from(d) * derivative(f64::from(v))) as f32);
+    Ok(vec![tensor(c.inputs[0].shape(), dx.collect())?])
 }
 
 pub(crate) fn scale(op: &Op, factor: f64, c: Call) -> KernelResult<Vec<Tensor>> {
