@@ -133,6 +133,8 @@ fn flag(parameter: ordo::Parameter) -> &'static str {
         P::Batch => "--batch",
         P::Gpus => "--gpus",
         P::MaxMicroBatches => "--max-micro-batches",
+        P::TensorParallel => "--tensor-parallel",
+        P::Recompute => "--recompute",
         P::Loss => "--loss",
         P::Small => "--small",
         P::Rtol => "--rtol",

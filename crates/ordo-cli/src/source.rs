@@ -54,7 +54,8 @@ impl SizeArgs {
 
     /// The size asked for.
     pub fn size(&self) -> Size {
-        Size { batch: self.batch, seq_len: self.seq_len, variant: self.variant() }
+        let (batch, seq_len, variant) = (self.batch, self.seq_len, self.variant());
+        Size { batch, seq_len, variant, tensor_parallel: None }
     }
 }
 

@@ -794,6 +794,10 @@ fn option_cases(graph: &str) -> Vec<Case> {
         (planner(&["--batch", "8", "--gpus", "100000"]), "gpus"),
         (planner(&["--batch", "8", "--nodes", "0"]), "nodes"),
         (planner(&["--batch", "8", "--max-micro-batches", "0"]), "micro"),
+        (planner(&["--batch", "8", "--tensor-parallel", "0"]), "tensor-parallel"),
+        (planner(&["--batch", "8", "--tensor-parallel", "-2"]), "tensor-parallel"),
+        (planner(&["--batch", "8", "--recompute", "sometimes"]), "--recompute sometimes"),
+        (planner(&["--batch", "8", "--recompute", ""]), "--recompute"),
         (planner(&["--batch", "8", "--precision", "fp8"]), "fp8"),
         (planner(&["--batch", "8", "--export", "/dev/null/plan"]), "/dev/null/plan"),
         (

@@ -35,12 +35,18 @@ fn the_best_plans_come_first_and_match_their_simulation() {
     let steps: Vec<f64> = candidates.iter().map(|c| c["step_time_us"].as_f64().unwrap()).collect();
     assert!(steps.windows(2).all(|w| w[0] <= w[1]), "{steps:?}");
     assert!(v["simulated"].as_u64().unwrap() > 0);
-    // The best pipeline, simulated on its own by `ordo simulate`: the same step.
-    let best = candidates.iter().find(|c| c["config"]["stages"].as_u64().unwrap() > 1).unwrap();
+    // The best pipeline without tensor parallelism (which `ordo simulate` does not take),
+    // simulated on its own by `ordo simulate`: the same step.
+    let whole = |c: &&serde_json::Value| c["config"]["tensor"] == 1;
+    let best = candidates
+        .iter()
+        .filter(whole)
+        .find(|c| c["config"]["stages"].as_u64().unwrap() > 1)
+        .unwrap();
     let out = simulate_config(&best["config"], &["--json"]);
     assert_eq!(json(&out)["step_time_us"], best["step_time_us"]);
     // And the best interleaved pipeline.
-    let interleaved = candidates.iter().find(|c| c["config"]["interleaved"] == true);
+    let interleaved = candidates.iter().filter(whole).find(|c| c["config"]["interleaved"] == true);
     let interleaved = interleaved.expect("an interleaved pipeline among the candidates");
     let out = simulate_config(&interleaved["config"], &["--json"]);
     assert_eq!(json(&out)["step_time_us"], interleaved["step_time_us"]);
@@ -48,7 +54,12 @@ fn the_best_plans_come_first_and_match_their_simulation() {
     let out = plan(&["--nodes", "1", "--batch", "32", "--max-micro-batches", "4"]);
     let text = stdout(&out);
     assert!(text.contains("configurations simulated") && text.contains("step ms"), "{text}");
-    assert!(text.contains("rejected dp 1 x pp 8"), "{text}");
+    assert!(text.contains("rejected dp 1 x tp 1 x pp 8"), "{text}");
+    // Tensor parallelism is searched, and reported where it cannot split the model.
+    assert!(candidates.iter().any(|c| c["config"]["tensor"] == 2), "no tp 2");
+    let rejected = v["rejected"].as_array().unwrap();
+    let eight = rejected.iter().find(|r| r["config"]["tensor"] == 8).expect("tp 8 rejected");
+    assert!(eight["reason"].as_str().unwrap().contains("do not divide heads 4"), "{eight}");
 }
 
 #[test]
@@ -57,12 +68,13 @@ fn the_best_plan_exports_its_schedule_and_process_groups() {
     let export = dir.path().join("best");
     let export_arg = export.to_str().unwrap();
     let args = ["--nodes", "1", "--batch", "32", "--max-micro-batches", "4", "--export"];
+    let args = [&["--tensor-parallel", "1"][..], &args].concat();
     let v = json(&plan(&[&args[..], &[export_arg, "--json"]].concat()));
     let best = &v["candidates"][0];
     let written: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(export.join("plan.json")).unwrap()).unwrap();
     let config = &best["config"];
-    for key in ["data", "stages", "micro_batches", "schedule", "interleaved"] {
+    for key in ["data", "tensor", "stages", "micro_batches", "schedule", "interleaved"] {
         assert_eq!(written[key], config[key], "{key}");
     }
     assert_eq!(written["predicted"]["step_time_us"], best["step_time_us"]);
@@ -93,7 +105,8 @@ fn the_best_plan_exports_its_schedule_and_process_groups() {
 
 #[test]
 fn bad_requests_are_refused_naming_the_option() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
+        (&["--batch", "8", "--tensor-parallel", "0"], "--tensor-parallel must be at least 1"),
         (&["--batch", "0"], "--batch"),
         (&["--batch", "8", "--gpus", "0"], "--gpus must be at least 1"),
         (&["--batch", "8", "--gpus", "1000"], "--gpus 1000: cluster `h100x8-ib-ndr` has 128"),

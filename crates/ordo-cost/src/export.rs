@@ -6,6 +6,7 @@ use ordo_ir::{Graph, Node, NodeId, Op, OutletId, Role, node_stats};
 use serde_json::{Map, Value};
 
 use crate::cluster::Cluster;
+use crate::collective::Collectives;
 use crate::costgraph::{CostGraph, CostLink, CostNode, TensorRef};
 use crate::model::{CommModel, KernelCost, Roofline};
 
@@ -29,7 +30,9 @@ pub fn costgraph_from_graph(graph: &Graph) -> CostGraph {
 pub fn costgraph_for_cluster(graph: &Graph, cluster: &Cluster) -> CostGraph {
     let comm =
         if cluster.device_count() > 1 { cluster.comm(0, 1) } else { CommModel::baechi_default() };
-    let mut cost = costgraph_with(graph, &cluster.roofline(0), &comm);
+    // A tensor-parallel group sits within a node: its all-reduces run over the node's links.
+    let tensor_parallel = cluster.collectives(cluster.devices_per_node(), 1);
+    let mut cost = costed(graph, &cluster.roofline(0), &comm, &tensor_parallel);
     cost.graph.insert("cluster".into(), Value::from(cluster.name.clone()));
     cost
 }
@@ -65,15 +68,40 @@ pub fn costgraph_for_cluster(graph: &Graph, cluster: &Cluster) -> CostGraph {
 /// * Graph metadata: `source: "ordo"`, `model` (the graph's name), `cost_model` (the two
 ///   models' descriptions) and `param_bytes` (all parameters and buffers).
 ///
+/// * A tensor-parallel collective (`Op::TensorParallel`, or its gradient) that sums takes a
+///   ring all-reduce of its output over its group on links of `comm`
+///   ([`costgraph_for_cluster`]: the node's links, as NCCL's ring runs it); the pass that
+///   does not sum costs a launch.
+///
 /// The graph should have passed `ordo_ir::validate`; an input naming a missing node is
 /// skipped, and a cyclic graph gives a cyclic cost graph.
 pub fn costgraph_with(graph: &Graph, roofline: &Roofline, comm: &CommModel) -> CostGraph {
+    costed(graph, roofline, comm, &Collectives::flat(*comm))
+}
+
+/// [`costgraph_with`], the tensor-parallel all-reduces costed by `tensor_parallel`.
+fn costed(
+    graph: &Graph,
+    roofline: &Roofline,
+    comm: &CommModel,
+    tensor_parallel: &Collectives,
+) -> CostGraph {
     let stats = node_stats(graph);
     let mut nodes = Vec::with_capacity(graph.nodes.len());
     let mut links = Vec::new();
     for (node, stats) in graph.nodes.iter().zip(&stats) {
         let id = u64::from(node.id.0);
-        let kernel = kernel_cost(graph, node, stats.flops, roofline);
+        let kernel = match tensor_parallel_sum(&node.op) {
+            Some(ranks) => {
+                let bytes = node.outputs.iter().map(|f| f.bytes()).sum();
+                // The stream waits for the collective: it holds the device.
+                KernelCost {
+                    time_us: tensor_parallel.all_reduce_us(ranks, bytes).max(1),
+                    occupancy: 1.0,
+                }
+            }
+            None => kernel_cost(graph, node, stats.flops, roofline),
+        };
         let mut cost = CostNode::new(id, node.name.clone(), kernel.time_us);
         cost.occupancy = kernel.occupancy;
         cost.op_type = Some(node.op.name().to_string());
@@ -163,6 +191,19 @@ fn is_matmul(op: &Op) -> bool {
     }
 }
 
+/// The group size of a tensor-parallel collective that sums in `op`'s pass: the forward op
+/// `g`, or the gradient of `f`.
+fn tensor_parallel_sum(op: &Op) -> Option<usize> {
+    match op {
+        Op::TensorParallel(t) if t.reduces_in_forward() => Some(t.ranks),
+        Op::Grad(grad) => match &*grad.of {
+            Op::TensorParallel(t) if !t.reduces_in_forward() => Some(t.ranks),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Compute time in µs and occupancy of one node by the rules of [`costgraph_with`].
 fn kernel_cost(graph: &Graph, node: &Node, flops: u64, roofline: &Roofline) -> KernelCost {
     let half = node.outputs.first().is_some_and(|f| f.dtype.is_half_float());
@@ -194,6 +235,9 @@ fn kernel_cost(graph: &Graph, node: &Node, flops: u64, roofline: &Roofline) -> K
             KernelCost { time_us: 1, occupancy: roofline.occupancy(items) }
         }
         op if op.is_view() => roofline.kernel(0, 0, items),
+        // The pass of a tensor-parallel collective that passes its tensor through.
+        Op::TensorParallel(_) => roofline.kernel(0, 0, items),
+        Op::Grad(grad) if matches!(*grad.of, Op::TensorParallel(_)) => roofline.kernel(0, 0, items),
         Op::Concat { .. } | Op::Transpose { .. } => roofline.kernel(0, inputs + outputs, items),
         Op::Slice { .. } => roofline.kernel(0, 2 * outputs, items),
         Op::Embedding(_) => roofline.kernel(0, 2 * outputs + inputs, items),

@@ -63,6 +63,9 @@ pub struct TransformerConfig {
     pub tied_embeddings: bool,
     /// The normalisations' epsilon.
     pub norm_eps: f64,
+    /// The ranks of the tensor-parallel group the graph is one rank of (Megatron-LM's split,
+    /// [`TransformerConfig::with_tensor_parallel`]); 1 builds the whole model.
+    pub tensor_parallel: usize,
 }
 
 /// A model configuration that cannot be built, in words naming the field.
@@ -95,6 +98,7 @@ impl TransformerConfig {
             type_vocab: 0,
             tied_embeddings: true,
             norm_eps: 1e-5,
+            tensor_parallel: 1,
         }
     }
 
@@ -114,6 +118,7 @@ impl TransformerConfig {
             type_vocab: 2,
             tied_embeddings: true,
             norm_eps: 1e-12,
+            tensor_parallel: 1,
         }
     }
 
@@ -139,6 +144,7 @@ impl TransformerConfig {
             type_vocab: 0,
             tied_embeddings: false,
             norm_eps: 1e-5,
+            tensor_parallel: 1,
         })
     }
 
@@ -164,6 +170,48 @@ impl TransformerConfig {
     /// Width of one head.
     pub fn head_dim(&self) -> usize {
         self.hidden / self.heads.max(1)
+    }
+
+    /// The graph of one rank of `ranks` in a tensor-parallel group, as Megatron-LM splits a
+    /// GPT or LLaMA decoder: each rank holds `1 / ranks` of the attention heads (query and
+    /// key/value) and of the MLP's inner width (the column-parallel products before, the
+    /// row-parallel after), and of the vocabulary (the token embedding and the LM head, rows
+    /// rounded up); norms, position embeddings and the residual stream are whole on every
+    /// rank. Tensor-parallel collectives join the shards: an all-reduce after each row-parallel
+    /// product and the vocabulary-parallel embedding in the forward pass, and before each
+    /// column-parallel block's input in the backward pass, over the group's links. Two
+    /// approximations: the row-parallel products keep their bias on every rank (Megatron adds
+    /// it once, after the all-reduce: `hidden` elements per block), and the cross-entropy over
+    /// the vocabulary's shards is costed on the rank's shard without its two small
+    /// all-reduces (of one number per token).
+    ///
+    /// # Errors
+    /// A message naming the field that `ranks` does not divide (`heads`, `kv_heads`,
+    /// `intermediate`), BERT (not split), or 0 ranks.
+    pub fn with_tensor_parallel(&self, ranks: usize) -> Result<Self, ConfigError> {
+        let split = Self { tensor_parallel: ranks, ..self.clone() };
+        split.check()?;
+        Ok(split)
+    }
+
+    /// Query heads on one tensor-parallel rank.
+    pub(crate) fn heads_per_rank(&self) -> usize {
+        self.heads / self.tensor_parallel
+    }
+
+    /// Key/value heads on one tensor-parallel rank.
+    pub(crate) fn kv_heads_per_rank(&self) -> usize {
+        self.kv_heads / self.tensor_parallel
+    }
+
+    /// The MLP's inner width on one tensor-parallel rank.
+    pub(crate) fn intermediate_per_rank(&self) -> usize {
+        self.intermediate / self.tensor_parallel
+    }
+
+    /// Vocabulary rows on one tensor-parallel rank (rounded up).
+    pub(crate) fn vocab_per_rank(&self) -> usize {
+        self.vocab.div_ceil(self.tensor_parallel)
     }
 
     /// Checks that the sizes make a model.
@@ -215,6 +263,35 @@ impl TransformerConfig {
         }
         if !(self.norm_eps.is_finite() && self.norm_eps > 0.0) {
             return Err(format!("{}: norm_eps {} must be positive", self.name, self.norm_eps));
+        }
+        self.check_tensor_parallel()
+    }
+
+    /// Checks that the tensor-parallel ranks split the heads and the MLP.
+    fn check_tensor_parallel(&self) -> Result<(), ConfigError> {
+        let ranks = self.tensor_parallel;
+        if ranks == 0 {
+            return Err(format!("{}: tensor parallelism needs at least 1 rank", self.name));
+        }
+        if ranks == 1 {
+            return Ok(());
+        }
+        if self.family == Family::Bert {
+            return Err(format!(
+                "{}: tensor parallelism splits GPT and LLaMA decoders, not BERT",
+                self.name
+            ));
+        }
+        let split = [
+            ("heads", self.heads),
+            ("kv_heads", self.kv_heads),
+            ("intermediate", self.intermediate),
+        ];
+        if let Some((field, size)) = split.iter().find(|(_, size)| !size.is_multiple_of(ranks)) {
+            return Err(format!(
+                "{}: {ranks} tensor-parallel ranks do not divide {field} {size}",
+                self.name
+            ));
         }
         Ok(())
     }
@@ -392,6 +469,7 @@ impl TransformerConfig {
                     type_vocab: 0,
                     tied_embeddings: flag("tie_word_embeddings", true)?,
                     norm_eps: float("layer_norm_epsilon", 1e-5)?,
+                    tensor_parallel: 1,
                 }
             }
             "llama" | "mistral" => {
@@ -409,6 +487,7 @@ impl TransformerConfig {
                     type_vocab: 0,
                     tied_embeddings: flag("tie_word_embeddings", false)?,
                     norm_eps: float("rms_norm_eps", 1e-6)?,
+                    tensor_parallel: 1,
                 }
             }
             "bert" => {
@@ -426,6 +505,7 @@ impl TransformerConfig {
                     type_vocab: field("type_vocab_size")?.unwrap_or(2),
                     tied_embeddings: true,
                     norm_eps: float("layer_norm_eps", 1e-12)?,
+                    tensor_parallel: 1,
                 }
             }
             other => {

@@ -11,7 +11,9 @@ use ordo_ir::{Graph, GraphBuilder, IrError, OutletId};
 
 use crate::ModelConfig;
 use crate::configured::{TransformerConfig, check_positions};
-use crate::sequence::{AttentionCore, token_input, token_loss};
+use crate::sequence::{
+    AttentionCore, from_tensor_parallel, to_tensor_parallel, token_input, token_loss,
+};
 
 const DROPOUT: f64 = 0.1;
 
@@ -63,8 +65,9 @@ pub(crate) fn build(config: &ModelConfig, dims: &TransformerConfig) -> Result<Gr
     let input_ids = token_input(&mut b, "input_ids", &[batch, seq])?;
     let position_ids = token_input(&mut b, "position_ids", &[1, seq])?;
 
-    let tokens = b.embedding("transformer.wte", input_ids, dims.vocab, dims.hidden)?;
+    let tokens = b.embedding("transformer.wte", input_ids, dims.vocab_per_rank(), dims.hidden)?;
     let wte = b.params_of(tokens.node)[0];
+    let tokens = from_tensor_parallel(&mut b, dims, "transformer.wte.all_reduce", tokens)?;
     let positions =
         b.embedding("transformer.wpe", position_ids, dims.max_positions, dims.hidden)?;
     let x = b.add("transformer.add_position", tokens, positions)?;
@@ -73,11 +76,13 @@ pub(crate) fn build(config: &ModelConfig, dims: &TransformerConfig) -> Result<Gr
         x = block(&mut b, dims, &format!("transformer.h.{i}"), x)?;
     }
     let x = b.layer_norm("transformer.ln_f", x, dims.norm_eps)?;
+    let x = to_tensor_parallel(&mut b, dims, "lm_head.to_ranks", x)?;
+    let vocab = dims.vocab_per_rank();
     let logits = if dims.tied_embeddings {
-        let lm_head = Op::Linear(Linear::new(dims.vocab).no_bias());
+        let lm_head = Op::Linear(Linear::new(vocab).no_bias());
         b.op_with_params("lm_head", lm_head, &[x], &[wte])?
     } else {
-        b.linear_no_bias("lm_head", x, dims.vocab)?
+        b.linear_no_bias("lm_head", x, vocab)?
     };
     token_loss(&mut b, logits)?;
     Ok(b.finish())
@@ -91,12 +96,15 @@ fn block(
     x: OutletId,
 ) -> Result<OutletId, IrError> {
     let h = b.layer_norm(&format!("{p}.ln_1"), x, dims.norm_eps)?;
+    let h = to_tensor_parallel(b, dims, &format!("{p}.attn.to_ranks"), h)?;
     let a = attention(b, dims, &format!("{p}.attn"), h)?;
     let x = b.add(&format!("{p}.attn_residual"), x, a)?;
     let h = b.layer_norm(&format!("{p}.ln_2"), x, dims.norm_eps)?;
-    let h = b.linear(&format!("{p}.mlp.c_fc"), h, dims.intermediate)?;
+    let h = to_tensor_parallel(b, dims, &format!("{p}.mlp.to_ranks"), h)?;
+    let h = b.linear(&format!("{p}.mlp.c_fc"), h, dims.intermediate_per_rank())?;
     let h = b.unary(&format!("{p}.mlp.act"), UnaryOp::GeluTanh, h)?;
     let h = b.linear(&format!("{p}.mlp.c_proj"), h, dims.hidden)?;
+    let h = from_tensor_parallel(b, dims, &format!("{p}.mlp.all_reduce"), h)?;
     let h = b.dropout(&format!("{p}.mlp.dropout"), h, DROPOUT)?;
     b.add(&format!("{p}.mlp_residual"), x, h)
 }
@@ -111,15 +119,20 @@ fn attention(
 ) -> Result<OutletId, IrError> {
     // HF's Conv1D (c_attn, c_proj, c_fc) stores its weight as [in, out]; our Linear stores
     // [out, in]: the same elements, transposed.
-    let qkv = b.linear(&format!("{p}.c_attn"), x, 3 * dims.hidden)?;
-    let d = dims.hidden as i64;
+    let width = dims.heads_per_rank() * dims.head_dim();
+    let qkv = b.linear(&format!("{p}.c_attn"), x, 3 * width)?;
+    let d = width as i64;
     let q = b.slice(&format!("{p}.query"), qkv, -1, 0, d)?;
     let k = b.slice(&format!("{p}.key"), qkv, -1, d, 2 * d)?;
     let v = b.slice(&format!("{p}.value"), qkv, -1, 2 * d, 3 * d)?;
     let dropout = format!("{p}.attn_dropout");
-    let core =
-        AttentionCore { heads: dims.heads, causal: true, dropout: Some((&dropout, DROPOUT)) };
+    let core = AttentionCore {
+        heads: dims.heads_per_rank(),
+        causal: true,
+        dropout: Some((&dropout, DROPOUT)),
+    };
     let context = core.apply(b, p, q, k, v)?;
     let out = b.linear(&format!("{p}.c_proj"), context, dims.hidden)?;
+    let out = from_tensor_parallel(b, dims, &format!("{p}.all_reduce"), out)?;
     b.dropout(&format!("{p}.resid_dropout"), out, DROPOUT)
 }

@@ -71,6 +71,24 @@ pub struct ModelConfig {
     pub seq_len: usize,
 }
 
+/// The configuration of zoo model `name` where it is a transformer built from one
+/// ([`TransformerConfig`]: GPT-2, GPT-3, BERT, LLaMA-2), at `variant`; `None` for the others.
+pub fn zoo_transformer(name: &str, variant: Variant) -> Option<TransformerConfig> {
+    let config = match name {
+        "bert_base" => TransformerConfig::bert_base(),
+        "gpt2_small" => TransformerConfig::gpt2_small(),
+        "gpt3_175b" => TransformerConfig::gpt3_175b(),
+        "llama2_7b" => TransformerConfig::llama2(7)?,
+        "llama2_13b" => TransformerConfig::llama2(13)?,
+        "llama2_70b" => TransformerConfig::llama2(70)?,
+        _ => return None,
+    };
+    Some(match variant {
+        Variant::Full => config,
+        Variant::Small => config.small(),
+    })
+}
+
 /// One entry of the zoo.
 #[derive(Clone, Copy, Debug)]
 pub struct ModelSpec {

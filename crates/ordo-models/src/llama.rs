@@ -17,7 +17,9 @@ use ordo_ir::{Graph, GraphBuilder, IrError, Op, OutletId, ParamInit, TensorFact}
 
 use crate::ModelConfig;
 use crate::configured::{TransformerConfig, check_positions};
-use crate::sequence::{AttentionCore, token_input, token_loss};
+use crate::sequence::{
+    AttentionCore, from_tensor_parallel, to_tensor_parallel, token_input, token_loss,
+};
 
 /// LLaMA-2 at `billions` (7, 13 or 70; [`TransformerConfig::llama2`]), or its small variant
 /// ([`TransformerConfig::small`]: 2 layers, 64 positions; 70B's keeps grouped-query attention,
@@ -36,8 +38,10 @@ pub(crate) fn build(config: &ModelConfig, dims: &TransformerConfig) -> Result<Gr
     check_positions(seq, dims, ("model.rotary_emb", "Rotary"), "positions")?;
     let mut b = GraphBuilder::new(&dims.name);
     let input_ids = token_input(&mut b, "input_ids", &[batch, seq])?;
-    let tokens = b.embedding("model.embed_tokens", input_ids, dims.vocab, dims.hidden)?;
+    let tokens =
+        b.embedding("model.embed_tokens", input_ids, dims.vocab_per_rank(), dims.hidden)?;
     let embed = b.params_of(tokens.node)[0];
+    let tokens = from_tensor_parallel(&mut b, dims, "model.embed_tokens.all_reduce", tokens)?;
     let shared = Shared {
         eps: buffer(&mut b, "model.norm_eps", &[], ParamInit::Constant(dims.norm_eps))?,
         cos: rotary_table(&mut b, "model.rotary_emb.cos", seq, dims.head_dim(), false)?,
@@ -48,11 +52,13 @@ pub(crate) fn build(config: &ModelConfig, dims: &TransformerConfig) -> Result<Gr
         x = layer(&mut b, dims, &shared, &format!("model.layers.{i}"), x)?;
     }
     let x = rms_norm(&mut b, dims, &shared, "model.norm", x)?;
+    let x = to_tensor_parallel(&mut b, dims, "lm_head.to_ranks", x)?;
+    let vocab = dims.vocab_per_rank();
     let logits = if dims.tied_embeddings {
-        let lm_head = Op::Linear(ordo_ir::op::Linear::new(dims.vocab).no_bias());
+        let lm_head = Op::Linear(ordo_ir::op::Linear::new(vocab).no_bias());
         b.op_with_params("lm_head", lm_head, &[x], &[embed])?
     } else {
-        b.linear_no_bias("lm_head", x, dims.vocab)?
+        b.linear_no_bias("lm_head", x, vocab)?
     };
     token_loss(&mut b, logits)?;
     Ok(b.finish())
@@ -101,16 +107,20 @@ fn layer(
     x: OutletId,
 ) -> Result<OutletId, IrError> {
     let h = rms_norm(b, dims, shared, &format!("{p}.input_layernorm"), x)?;
+    let h = to_tensor_parallel(b, dims, &format!("{p}.self_attn.to_ranks"), h)?;
     let a = attention(b, dims, shared, &format!("{p}.self_attn"), h)?;
+    let a = from_tensor_parallel(b, dims, &format!("{p}.self_attn.all_reduce"), a)?;
     let x = b.add(&format!("{p}.attn_residual"), x, a)?;
     let h = rms_norm(b, dims, shared, &format!("{p}.post_attention_layernorm"), x)?;
     let m = format!("{p}.mlp");
-    let gate = b.linear_no_bias(&format!("{m}.gate_proj"), h, dims.intermediate)?;
-    let up = b.linear_no_bias(&format!("{m}.up_proj"), h, dims.intermediate)?;
+    let h = to_tensor_parallel(b, dims, &format!("{m}.to_ranks"), h)?;
+    let gate = b.linear_no_bias(&format!("{m}.gate_proj"), h, dims.intermediate_per_rank())?;
+    let up = b.linear_no_bias(&format!("{m}.up_proj"), h, dims.intermediate_per_rank())?;
     let sigmoid = b.unary(&format!("{m}.act_fn.sigmoid"), UnaryOp::Sigmoid, gate)?;
     let silu = b.mul(&format!("{m}.act_fn"), gate, sigmoid)?;
     let h = b.mul(&format!("{m}.gated"), silu, up)?;
     let h = b.linear_no_bias(&format!("{m}.down_proj"), h, dims.hidden)?;
+    let h = from_tensor_parallel(b, dims, &format!("{m}.all_reduce"), h)?;
     b.add(&format!("{p}.mlp_residual"), x, h)
 }
 
@@ -145,15 +155,15 @@ fn attention(
     p: &str,
     x: OutletId,
 ) -> Result<OutletId, IrError> {
-    let hd = dims.head_dim();
-    let q = b.linear_no_bias(&format!("{p}.q_proj"), x, dims.heads * hd)?;
-    let k = b.linear_no_bias(&format!("{p}.k_proj"), x, dims.kv_heads * hd)?;
-    let v = b.linear_no_bias(&format!("{p}.v_proj"), x, dims.kv_heads * hd)?;
-    let q = rotary(b, shared, &format!("{p}.q_rotary"), q, dims.heads, hd)?;
-    let k = rotary(b, shared, &format!("{p}.k_rotary"), k, dims.kv_heads, hd)?;
+    let (hd, heads, kv_heads) = (dims.head_dim(), dims.heads_per_rank(), dims.kv_heads_per_rank());
+    let q = b.linear_no_bias(&format!("{p}.q_proj"), x, heads * hd)?;
+    let k = b.linear_no_bias(&format!("{p}.k_proj"), x, kv_heads * hd)?;
+    let v = b.linear_no_bias(&format!("{p}.v_proj"), x, kv_heads * hd)?;
+    let q = rotary(b, shared, &format!("{p}.q_rotary"), q, heads, hd)?;
+    let k = rotary(b, shared, &format!("{p}.k_rotary"), k, kv_heads, hd)?;
     let k = repeat_kv(b, dims, &format!("{p}.k_repeat"), k)?;
     let v = repeat_kv(b, dims, &format!("{p}.v_repeat"), v)?;
-    let core = AttentionCore { heads: dims.heads, causal: true, dropout: None };
+    let core = AttentionCore { heads, causal: true, dropout: None };
     let context = core.apply(b, p, q, k, v)?;
     b.linear_no_bias(&format!("{p}.o_proj"), context, dims.hidden)
 }
@@ -192,7 +202,8 @@ fn repeat_kv(
     p: &str,
     x: OutletId,
 ) -> Result<OutletId, IrError> {
-    let repeats = dims.heads / dims.kv_heads;
+    let (heads, kv_heads) = (dims.heads_per_rank(), dims.kv_heads_per_rank());
+    let repeats = heads / kv_heads;
     if repeats == 1 {
         return Ok(x);
     }
@@ -201,11 +212,11 @@ fn repeat_kv(
     let grouped = b.reshape(
         &format!("{p}.groups"),
         x,
-        &[batch as i64, seq as i64, dims.kv_heads as i64, 1, hd as i64],
+        &[batch as i64, seq as i64, kv_heads as i64, 1, hd as i64],
     )?;
-    let expand = Op::Expand { shape: vec![batch, seq, dims.kv_heads, repeats, hd] };
+    let expand = Op::Expand { shape: vec![batch, seq, kv_heads, repeats, hd] };
     let expanded = b.op(&format!("{p}.expand"), expand, &[grouped])?;
-    b.reshape(p, expanded, &[batch as i64, seq as i64, (dims.heads * hd) as i64])
+    b.reshape(p, expanded, &[batch as i64, seq as i64, (heads * hd) as i64])
 }
 
 #[cfg(test)]

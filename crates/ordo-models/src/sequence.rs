@@ -1,7 +1,10 @@
 //! Pieces shared by the sequence models: token inputs, the multi-head attention core and the
 //! token-level loss.
 
-use ordo_ir::{DType, GraphBuilder, IrError, OutletId, TensorFact};
+use ordo_ir::op::{TensorParallel, TensorParallelKind};
+use ordo_ir::{DType, GraphBuilder, IrError, Op, OutletId, TensorFact};
+
+use crate::configured::TransformerConfig;
 
 /// Adds an integer (i64) graph input of the given shape.
 pub(crate) fn token_input(
@@ -82,4 +85,42 @@ pub(crate) fn token_loss(b: &mut GraphBuilder, logits: OutletId) -> Result<Outle
 pub(crate) fn dims3(b: &GraphBuilder, x: OutletId) -> [i64; 3] {
     let s = &b.fact(x).shape;
     [s[0] as i64, s[1] as i64, s[2] as i64]
+}
+
+/// Megatron-LM's `f` before the column-parallel products that read `x`: the identity forward,
+/// the gradients of the ranks' shards summed backward. `x` itself when the graph is the whole
+/// model ([`TransformerConfig::tensor_parallel`] 1).
+pub(crate) fn to_tensor_parallel(
+    b: &mut GraphBuilder,
+    dims: &TransformerConfig,
+    name: &str,
+    x: OutletId,
+) -> Result<OutletId, IrError> {
+    tensor_parallel(b, dims, name, x, TensorParallelKind::ReduceBackward)
+}
+
+/// Megatron-LM's `g` after a row-parallel product (or the vocabulary-parallel embedding): the
+/// ranks' partial sums all-reduced forward, the gradient passed through backward. `x` itself
+/// when the graph is the whole model.
+pub(crate) fn from_tensor_parallel(
+    b: &mut GraphBuilder,
+    dims: &TransformerConfig,
+    name: &str,
+    x: OutletId,
+) -> Result<OutletId, IrError> {
+    tensor_parallel(b, dims, name, x, TensorParallelKind::ReduceForward)
+}
+
+fn tensor_parallel(
+    b: &mut GraphBuilder,
+    dims: &TransformerConfig,
+    name: &str,
+    x: OutletId,
+    kind: TensorParallelKind,
+) -> Result<OutletId, IrError> {
+    if dims.tensor_parallel == 1 {
+        return Ok(x);
+    }
+    let op = Op::TensorParallel(TensorParallel { kind, ranks: dims.tensor_parallel });
+    b.op(name, op, &[x])
 }

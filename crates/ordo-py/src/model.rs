@@ -60,7 +60,7 @@ fn size(small: bool, batch: Option<usize>, seq_len: Option<usize>) -> PyResult<S
         return Err(usage("batch and seq_len must be at least 1"));
     }
     let variant = if small { Variant::Small } else { Variant::Full };
-    Ok(Size { batch, seq_len, variant })
+    Ok(Size { batch, seq_len, variant, tensor_parallel: None })
 }
 
 #[pymethods]

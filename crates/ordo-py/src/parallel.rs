@@ -7,19 +7,23 @@ use pyo3::types::{PyDict, PyList};
 use crate::error;
 use crate::model::optimizer;
 
-/// The best data x pipeline plans of `model` (a zoo name, a Hugging Face `config.json` path or
+/// The best data x tensor x pipeline plans of `model` (a zoo name, a Hugging Face `config.json` path or
 /// `family:field=value,...`) on `gpus` GPUs (default: all) of `cluster` (a shipped name or a
 /// file; `nodes` resizes it) for a global batch of `batch` samples, each simulated: a dict of
-/// `candidates` (fastest first: `data`, `stages`, `micro_batches`, `schedule`,
+/// `candidates` (fastest first: `data`, `tensor`, `stages`, `micro_batches`, `schedule`,
 /// `step_time_us`, `samples_per_s`, `mfu`, `bubble_fraction`, `peak_memory_bytes` per
 /// stage), `rejected` (`config` dicts with a `reason`), `simulated`, `pruned`, and for the
 /// best plan its `export`: `micro_batch_size`, `csv` (PyTorch's actions; `None` for one stage),
-/// `stage_units`, `stage_rank`, `pipeline_groups` and `data_groups` (ranks).
+/// `stage_units`, `stage_rank`, `tensor_groups`, `pipeline_groups` and `data_groups` (ranks).
+/// `tensor_parallel` is the most tensor-parallel ranks per stage tried (1: none);
+/// `recompute` the activation recomputation (`auto`: none, selective, full in turn, the least
+/// that fits; or one of them). A candidate says whether it shards the optimizer state
+/// (`sharded_optimizer`, ZeRO-1, where the whole does not fit) and what it recomputes.
 #[pyfunction]
 #[pyo3(signature = (
     model, *, cluster, batch, gpus = None, nodes = None, seq_len = None, small = false,
-    precision = "fp32", optimizer = "adam", max_micro_batches = 64, all_reduce = "nccl",
-    exhaustive = false
+    precision = "fp32", optimizer = "adam", max_micro_batches = 64, tensor_parallel = 8,
+    recompute = "auto", all_reduce = "nccl", exhaustive = false
 ))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments, each with a default.
 pub fn plan_parallel<'py>(
@@ -34,6 +38,8 @@ pub fn plan_parallel<'py>(
     precision: &str,
     optimizer: &str,
     max_micro_batches: usize,
+    tensor_parallel: usize,
+    recompute: &str,
     all_reduce: &str,
     exhaustive: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
@@ -45,13 +51,15 @@ pub fn plan_parallel<'py>(
     let optimizer = self::optimizer(optimizer)?;
     let search = ParallelSearch {
         max_micro_batches,
+        max_tensor_parallel: tensor_parallel,
+        recompute: ordo::recompute_choices(recompute).map_err(error)?,
         all_reduce: ordo::all_reduce_algorithm(all_reduce).map_err(error)?,
         exhaustive,
         ..ParallelSearch::new(gpus.unwrap_or(cluster.device_count()), batch)
     };
     let variant = if small { ordo::Variant::Small } else { ordo::Variant::Full };
-    let model_at = |micro: usize| -> ordo::Result<Model> {
-        let size = Size { batch: Some(micro), seq_len, variant };
+    let model_at = |micro: usize, tensor: usize| -> ordo::Result<Model> {
+        let size = Size { batch: Some(micro), seq_len, variant, tensor_parallel: Some(tensor) };
         Model::load(model, size)?.training(optimizer, None)?.in_precision(precision)
     };
     let plans = py
@@ -60,6 +68,7 @@ pub fn plan_parallel<'py>(
     let config = |c: &ParallelConfig| -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);
         dict.set_item("data", c.data)?;
+        dict.set_item("tensor", c.tensor)?;
         dict.set_item("stages", c.stages)?;
         dict.set_item("micro_batches", c.micro_batches)?;
         dict.set_item("schedule", c.schedule.name())?;
@@ -72,6 +81,8 @@ pub fn plan_parallel<'py>(
         item.set_item("step_time_us", c.step_time_us)?;
         item.set_item("samples_per_s", c.samples_per_s)?;
         item.set_item("mfu", c.mfu)?;
+        item.set_item("sharded_optimizer", c.sharded_optimizer)?;
+        item.set_item("recompute", c.recompute.name())?;
         item.set_item("bubble_fraction", c.bubble_fraction)?;
         item.set_item("peak_memory_bytes", c.peak_memory_bytes.clone())?;
         candidates.append(item)?;
@@ -92,6 +103,7 @@ pub fn plan_parallel<'py>(
         item.set_item("csv", export.schedule.as_ref().map(|s| s.csv.clone()))?;
         item.set_item("stage_units", export.schedule.as_ref().map(|s| s.stage_units.clone()))?;
         item.set_item("stage_rank", export.schedule.as_ref().map(|s| s.stage_rank.clone()))?;
+        item.set_item("tensor_groups", export.tensor_groups)?;
         item.set_item("pipeline_groups", export.pipeline_groups)?;
         item.set_item("data_groups", export.data_groups)?;
         out.set_item("export", item)?;

@@ -16,12 +16,14 @@ def test_the_planner_answers_as_the_command_line_does(tmp_path):
     plans = ordo.plan_parallel(MODEL, **ARGS)
     steps = [c["step_time_us"] for c in plans["candidates"]]
     assert steps == sorted(steps) and steps
-    assert all(c["data"] * c["stages"] == 8 for c in plans["candidates"])
+    assert all(c["data"] * c["tensor"] * c["stages"] == 8 for c in plans["candidates"])
+    assert any(c["tensor"] == 2 for c in plans["candidates"])
     assert any("units" in r["reason"] for r in plans["rejected"])
     best, export = plans["candidates"][0], plans["export"]
-    ranks = sorted(r for group in export["pipeline_groups"] for r in group)
-    assert ranks == list(range(8))
-    assert len(export["data_groups"]) == best["stages"]
+    for key in ("tensor_groups", "pipeline_groups", "data_groups"):
+        ranks = sorted(r for group in export[key] for r in group)
+        assert ranks == list(range(8)), key
+    assert len(export["data_groups"]) == best["stages"] * best["tensor"]
     assert export["micro_batch_size"] * best["data"] * best["micro_batches"] == 32
     assert (export["csv"] is None) == (best["stages"] == 1)
     binary = os.environ.get("ORDO_BIN")
@@ -75,6 +77,8 @@ def test_bad_requests_name_the_keyword():
         (dict(ARGS, precision="fp8"), "fp8"),
         (dict(ARGS, optimizer="lion"), "lion"),
         (dict(ARGS, max_micro_batches=0), "max_micro_batches"),
+        (dict(ARGS, tensor_parallel=0), "tensor_parallel must be at least 1"),
+        (dict(ARGS, recompute="sometimes"), "recompute=sometimes"),
         (dict(ARGS, cluster="no-such-cluster"), "no-such-cluster"),
     ]
     for kwargs, message in cases:

@@ -82,7 +82,7 @@ pub use model::{
 };
 pub use parallel::{
     ParallelCandidate, ParallelConfig, ParallelExport, ParallelPlans, ParallelSearch,
-    export_parallel, plan_parallel,
+    export_parallel, plan_parallel, recompute_choices,
 };
 pub use parameter::{Parameter, ParameterError};
 pub use problem::Problem;
@@ -107,6 +107,7 @@ pub use ordo_cost::{
 };
 pub use ordo_exec::cpu::Hyper;
 pub use ordo_exec::{EngineOptions, RunSettings, StepRun, Sync, TrainState};
+pub use ordo_ir::transform::Recompute;
 pub use ordo_ir::{Graph, graph_stats, node_stats};
 pub use ordo_models::{Family, ModelSpec, TransformerConfig};
 pub use ordo_place::{

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use ordo_cost::{CostGraph, Optimizer};
 use ordo_ir::Graph;
+use ordo_ir::transform::Recompute;
 pub use ordo_models::Variant;
 use ordo_models::{ModelSpec, TransformerConfig};
 
@@ -23,6 +24,10 @@ pub struct Size {
     pub seq_len: Option<usize>,
     /// The zoo model's full or small variant (same structure, small sizes).
     pub variant: Variant,
+    /// Build one rank of a tensor-parallel group of this many ranks
+    /// ([`TransformerConfig::with_tensor_parallel`]: GPT and LLaMA decoders); `None` or 1: the
+    /// whole model.
+    pub tensor_parallel: Option<usize>,
 }
 
 impl Size {
@@ -118,6 +123,15 @@ struct FileWeights {
     sources: Vec<(String, Vec<usize>, ordo_onnx::ParamSource)>,
 }
 
+/// Why the model `arg` names cannot be split over tensor-parallel ranks.
+fn not_split(arg: &str) -> String {
+    format!(
+        "`{arg}` is not a transformer ordo splits; tensor parallelism builds GPT and LLaMA \
+         decoders from their configuration (a zoo transformer, a Hugging Face config.json or \
+         FAMILY:FIELDS)"
+    )
+}
+
 /// What a [`Model`] holds.
 #[derive(Clone, Debug)]
 pub enum ModelKind {
@@ -145,6 +159,20 @@ impl Model {
     /// # Errors
     /// [`Error::Model`] for an unknown name or a size the model cannot take.
     pub fn zoo(name: &str, size: Size) -> Result<Self> {
+        if let Some(ranks) = size.tensor_parallel {
+            let spec = ordo_models::spec(name)?;
+            let Some(config) = ordo_models::zoo_transformer(name, size.variant) else {
+                refuse!(Parameter::TensorParallel => ranks, format!(": {}", not_split(name)));
+            };
+            let defaults = spec.config(size.variant);
+            let size = Size {
+                batch: Some(size.batch.unwrap_or(defaults.batch)),
+                seq_len: Some(size.seq_len.unwrap_or(defaults.seq_len)),
+                variant: Variant::Full,
+                tensor_parallel: Some(ranks),
+            };
+            return Self::transformer(&config, size);
+        }
         let graph = ordo_models::build_variant(name, size.variant, size.batch, size.seq_len)?;
         Ok(Self::from_graph(graph))
     }
@@ -246,16 +274,23 @@ impl Model {
     /// # Errors
     /// Those of [`Model::onnx`], [`Model::cost_graph`] and [`Model::zoo`].
     pub fn load(arg: &str, size: Size) -> Result<Self> {
+        let transformer = |config: TransformerConfig| Self::transformer(&config, size);
+        let whole = |load: &dyn Fn() -> Result<Self>| match size.tensor_parallel {
+            Some(ranks) if ranks != 1 => {
+                refuse!(Parameter::TensorParallel => ranks, format!(": {}", not_split(arg)))
+            }
+            _ => load(),
+        };
         if is_onnx(arg) {
-            Self::onnx(arg, size)
+            whole(&|| Self::onnx(arg, size))
         } else if is_file(arg) {
             match hugging_face_config(Path::new(arg))? {
-                Some(config) => Self::transformer(&config, size),
-                None => Self::cost_graph(arg),
+                Some(config) => transformer(config),
+                None => whole(&|| Self::cost_graph(arg)),
             }
         } else if let Some(config) = TransformerConfig::from_fields(arg) {
             match config {
-                Ok(config) => Self::transformer(&config, size),
+                Ok(config) => transformer(config),
                 Err(message) => usage!("{message}"),
             }
         } else {
@@ -280,6 +315,13 @@ impl Model {
         if batch == 0 || seq_len == 0 {
             usage!("{}: the batch and the sequence length must be at least 1", config.name);
         }
+        let config = match size.tensor_parallel {
+            Some(ranks) => match config.with_tensor_parallel(ranks) {
+                Ok(split) => split,
+                Err(message) => refuse!(Parameter::TensorParallel => ranks, format!(": {message}")),
+            },
+            None => config,
+        };
         let graph =
             config.build(&ordo_models::ModelConfig { batch, seq_len }).map_err(|source| {
                 ordo_models::ModelError::Build { name: config.name.clone(), source }
@@ -448,6 +490,25 @@ impl Model {
             planned_only: self.planned_only.clone(),
             ..Self::from_graph(graph)
         })
+    }
+
+    /// The training model with `recompute`'s activations recomputed in each block's backward
+    /// pass ([`ordo_ir::transform::recompute`]; blocks as a pipeline's units: the nodes under
+    /// a numbered module, `model.layers.3`), named `<name> (recompute <choice>)`; itself for
+    /// [`Recompute::None`]. For planning: recomputed dropout draws its own random numbers.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for a cost graph (no ops to recompute); [`Error::Ir`] for a graph
+    /// without a backward pass.
+    pub fn with_recompute(&self, recompute: Recompute) -> Result<Self> {
+        if recompute == Recompute::None {
+            return Ok(self.clone());
+        }
+        let graph = self.require_graph("a cost graph has no ops to recompute")?;
+        let block_of = |name: &str| ordo_sched::block_of(name).map(str::to_string);
+        let mut graph = ordo_ir::transform::recompute(graph, recompute, &block_of)?.graph;
+        graph.name = format!("{} (recompute {})", graph.name, recompute.name());
+        Ok(Self { notes: self.notes.clone(), ..Self::from_graph(graph) })
     }
 
     /// Whether the model's weights are 16-bit floats (mixed precision).

@@ -3,8 +3,10 @@
 //! memory, each configuration simulated (data parallelism by symmetry), the others' reasons
 //! for losing kept.
 //!
-//! The search space: every split of the GPUs into `D` copies of a `P`-stage pipeline (`D P`
-//! = GPUs; `P = 1` is plain data parallelism with gradient accumulation), every micro-batch
+//! The search space: every split of the GPUs into `D` copies of a `P`-stage pipeline whose
+//! stages are tensor-parallel groups of `T` GPUs within a node (`D T P` = GPUs; `P = 1` is
+//! plain data parallelism with gradient accumulation, `T = 1` no tensor parallelism; `T` up
+//! to [`ParallelSearch::max_tensor_parallel`] and dividing a node's GPUs), every micro-batch
 //! count `M` that divides each copy's share of the batch (up to
 //! [`ParallelSearch::max_micro_batches`]), and every pipeline schedule, with contiguous stages
 //! and interleaved (the blocks dealt round-robin). A configuration is
@@ -13,15 +15,41 @@
 //! gradients and optimizer state exceeds it); it is pruned, unsimulated, when a lower bound on
 //! its step (its busiest stage's compute, with no bubble and no communication) is no better
 //! than the best simulated so far ([`ParallelSearch::exhaustive`] turns pruning off).
-//! Not yet searched: tensor parallelism, optimizer sharding, recomputation, reverse first-k.
+//! A tensor-parallel stage is one rank's graph (Megatron-LM's split,
+//! [`ordo_models::TransformerConfig::with_tensor_parallel`]) with its all-reduces costed over
+//! the node's links, planned on the cluster seen by the groups
+//! ([`Cluster::tensor_parallel_groups`]).
+//! Where a stage's peak exceeds its GPU's memory, the optimizer state is sharded across the
+//! stage's copies (ZeRO-1, [`ParallelSearch::shard_optimizer`]).
+//! Not yet searched: gradient and parameter sharding (ZeRO-2/3, FSDP), recomputation,
+//! reverse first-k.
 
 use ordo_cost::{AllReduceAlgorithm, Cluster};
 use ordo_sched::{Pipeline, PipelineReplicas, PipelineSchedule};
 use ordo_sim::SimOptions;
 
+use crate::Recompute;
 use crate::error::Result;
 use crate::parameter::{Parameter, refuse};
 use crate::{Model, Problem, StepMode, Target};
+
+/// The recomputations `name` asks the planner to try: `auto` (each in turn, least first:
+/// [`Recompute::ALL`]) or one of `none`, `selective`, `full`.
+///
+/// # Errors
+/// [`crate::Error::Parameter`] naming the choices for another name.
+pub fn recompute_choices(name: &str) -> Result<Vec<Recompute>> {
+    if name == "auto" {
+        return Ok(Recompute::ALL.to_vec());
+    }
+    match Recompute::ALL.into_iter().find(|r| r.name() == name) {
+        Some(recompute) => Ok(vec![recompute]),
+        None => refuse!(
+            Parameter::Recompute => name,
+            ": choose auto (the least that fits), none, selective or full"
+        ),
+    }
+}
 
 /// What the planner searches.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,10 +65,19 @@ pub struct ParallelSearch {
     pub interleaved: bool,
     /// The most micro-batches per step tried.
     pub max_micro_batches: usize,
+    /// The most tensor-parallel ranks tried (1: none); at most a node's GPUs are.
+    pub max_tensor_parallel: usize,
     /// The all-reduce algorithm of the stages' copies.
     pub all_reduce: AllReduceAlgorithm,
     /// Gradients are all-reduced in buckets of at least this many bytes.
     pub bucket_bytes: u64,
+    /// Shard the optimizer state across a stage's copies where the whole state does not fit
+    /// (ZeRO-1: each copy keeps and updates `1 / D` of it; the gradients' all-reduce becomes a
+    /// reduce-scatter and the parameters' all-gather, the same bytes in a ring).
+    pub shard_optimizer: bool,
+    /// The activation recomputations tried, in order, for a configuration that does not fit
+    /// with the ones before (a step recomputing more is longer).
+    pub recompute: Vec<Recompute>,
     /// Simulate every configuration, pruning none (to check the pruning).
     pub exhaustive: bool,
 }
@@ -55,18 +92,24 @@ impl ParallelSearch {
             schedules: PipelineSchedule::ALL.to_vec(),
             interleaved: true,
             max_micro_batches: 64,
+            max_tensor_parallel: 8,
             all_reduce: AllReduceAlgorithm::Nccl,
             bucket_bytes: 25 << 20,
+            shard_optimizer: true,
+            recompute: Recompute::ALL.to_vec(),
             exhaustive: false,
         }
     }
 }
 
-/// One configuration: `data` copies of a `stages`-stage pipeline, `micro_batches` per step.
+/// One configuration: `data` copies of a `stages`-stage pipeline of `tensor`-rank
+/// tensor-parallel stages, `micro_batches` per step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ParallelConfig {
     /// Data-parallel copies `D`.
     pub data: usize,
+    /// Tensor-parallel ranks `T` of each stage.
+    pub tensor: usize,
     /// Pipeline stages `P`.
     pub stages: usize,
     /// Micro-batches per step `M`, each of `global_batch / (D M)` samples.
@@ -90,8 +133,9 @@ impl std::fmt::Display for ParallelConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "dp {} x pp {}, {} micro-batches, {}{}",
+            "dp {} x tp {} x pp {}, {} micro-batches, {}{}",
             self.data,
+            self.tensor,
             self.stages,
             self.micro_batches,
             self.schedule.name(),
@@ -112,8 +156,14 @@ pub struct ParallelCandidate {
     /// Model FLOPs utilisation: the training graph's FLOPs per step over the GPUs' peak
     /// (tensor-core peak in mixed precision) for the step time.
     pub mfu: f64,
-    /// Each stage's peak memory in bytes (every copy's stage alike).
+    /// Each stage's peak memory in bytes (every copy's stage alike), with the optimizer state
+    /// sharded where [`ParallelCandidate::sharded_optimizer`] says so.
     pub peak_memory_bytes: Vec<u64>,
+    /// Whether the optimizer state is sharded across each stage's copies (ZeRO-1): only where
+    /// the whole state does not fit.
+    pub sharded_optimizer: bool,
+    /// The activations recomputed: the least of [`ParallelSearch::recompute`] that fits.
+    pub recompute: Recompute,
     /// Share of the stages' time idle.
     pub bubble_fraction: f64,
 }
@@ -132,16 +182,17 @@ pub struct ParallelPlans {
 }
 
 /// The best configurations of `model_at` (the training model, in its precision, built at a
-/// batch of the given size: one micro-batch) on `cluster` under `search` (see the module
+/// batch of the given size, one micro-batch, as one rank of the given number of
+/// tensor-parallel ranks) on `cluster` under `search` (see the module
 /// documentation of `parallel.rs`). `progress(done, total)` is called after each
 /// configuration.
 ///
 /// # Errors
-/// [`crate::Error::Parameter`] for zero GPUs, more than the cluster has, a zero batch or
-/// micro-batch limit. What building or costing the model fails with rejects the
+/// [`crate::Error::Parameter`] for zero GPUs, more than the cluster has, a zero batch,
+/// micro-batch or tensor-parallel limit. What building or costing the model fails with rejects the
 /// configurations that need it.
 pub fn plan_parallel(
-    model_at: &dyn Fn(usize) -> Result<Model>,
+    model_at: &dyn Fn(usize, usize) -> Result<Model>,
     cluster: &Cluster,
     search: &ParallelSearch,
     mut progress: impl FnMut(usize, usize),
@@ -162,26 +213,59 @@ pub fn plan_parallel(
     if search.global_batch == 0 {
         refuse!(Parameter::Batch, " (the global batch) must be at least 1");
     }
-    let (configs, rejected) = configurations(search);
+    if search.max_tensor_parallel == 0 {
+        refuse!(Parameter::TensorParallel, " must be at least 1");
+    }
+    if search.recompute.is_empty() {
+        refuse!(Parameter::Recompute, ": no recomputation to try");
+    }
+    let (configs, rejected) = configurations(search, cluster.devices_per_node());
     let mut plans = ParallelPlans { candidates: Vec::new(), rejected, simulated: 0, pruned: 0 };
-    // Problems by (micro-batch size, stages): every schedule of a split shares one.
-    let mut problems: std::collections::HashMap<(usize, usize), Result<Built>> =
-        std::collections::HashMap::new();
+    // Problems by (micro-batch size, tensor ranks, stages) and recomputation: every schedule
+    // of a split shares one. Configurations come split by split, so the problems of the split
+    // before are dropped as the next begins.
+    let mut problems: Vec<(Recompute, Result<Built>)> = Vec::new();
+    let mut split = None;
     let mut best_us = f64::INFINITY;
     let total = configs.len();
     for (done, config) in configs.into_iter().enumerate() {
         let micro = search.global_batch / (config.data * config.micro_batches);
-        let built = problems
-            .entry((micro, config.stages))
-            .or_insert_with(|| Built::new(model_at, cluster, micro, config.stages));
-        let outcome = match built {
-            Ok(built) => evaluate(built, config, search, best_us),
-            Err(e) => Outcome::Rejected(e.to_string()),
-        };
+        if split.replace((micro, config.tensor, config.stages))
+            != Some((micro, config.tensor, config.stages))
+        {
+            problems.clear();
+        }
+        // The least recomputation that fits.
+        let mut outcome = Outcome::Pruned;
+        for (k, &recompute) in search.recompute.iter().enumerate() {
+            let at = match problems.iter().position(|(r, _)| *r == recompute) {
+                Some(at) => at,
+                None => {
+                    let built = Built::new(
+                        model_at,
+                        cluster,
+                        micro,
+                        config.tensor,
+                        config.stages,
+                        recompute,
+                    );
+                    problems.push((recompute, built));
+                    problems.len() - 1
+                }
+            };
+            outcome = match &problems[at].1 {
+                Ok(built) => evaluate(built, config, search, best_us),
+                Err(e) => Outcome::Rejected(e.to_string()),
+            };
+            match outcome {
+                Outcome::OverMemory(_) if k + 1 < search.recompute.len() => plans.simulated += 1,
+                _ => break,
+            }
+        }
         match outcome {
             Outcome::Rejected(reason) => plans.rejected.push((config, reason)),
             Outcome::Pruned => plans.pruned += 1,
-            Outcome::Simulated(Err(reason)) => {
+            Outcome::Simulated(Err(reason)) | Outcome::OverMemory(reason) => {
                 plans.simulated += 1;
                 plans.rejected.push((config, reason));
             }
@@ -200,34 +284,50 @@ pub fn plan_parallel(
 /// A problem of one micro-batch on a pipeline's devices, with what the planner reads of it.
 struct Built {
     problem: Problem,
-    /// The training graph's FLOPs for one micro-batch.
+    /// The training graph's FLOPs for one micro-batch on all the tensor-parallel ranks.
     flops: u64,
     /// Bytes resident for the whole step (parameters, gradients, optimizer state).
     persistent: u64,
+    /// Of which the optimizer's state (master weights and moments).
+    optimizer_state: u64,
     /// A GPU's peak FLOP/s for the model's precision (the tensor cores' in mixed precision).
     peak_flops: f64,
+    /// The activations its training graph recomputes.
+    recompute: Recompute,
 }
 
 impl Built {
-    /// The model built at `micro` samples, costed for `stages` devices of `cluster`.
+    /// One of `tensor` ranks of the model built at `micro` samples, costed for `stages`
+    /// tensor-parallel groups of `cluster`.
     fn new(
-        model_at: &dyn Fn(usize) -> Result<Model>,
+        model_at: &dyn Fn(usize, usize) -> Result<Model>,
         cluster: &Cluster,
         micro: usize,
+        tensor: usize,
         stages: usize,
+        recompute: Recompute,
     ) -> Result<Self> {
-        let model = model_at(micro)?;
-        let flops = model.graph().map_or(0, |g| ordo_ir::graph_stats(g).flops);
-        let target = Target::cluster(cluster.clone(), Some(stages))?;
+        let model = model_at(micro, tensor)?;
+        // The model's FLOPs, not the recomputed ones: MFU counts the model's work.
+        let rank_flops = model.graph().map_or(0, |g| ordo_ir::graph_stats(g).flops);
+        let model = model.with_recompute(recompute)?;
+        let flops = rank_flops.saturating_mul(tensor as u64);
+        let groups = cluster.tensor_parallel_groups(tensor)?;
+        let target = Target::cluster(groups, Some(stages))?;
         let problem = Problem::new(&model, &target, StepMode::TrainingGraph)?;
-        let persistent = problem.place.memory.iter().map(|m| m.persistent).sum();
+        let p = &problem.place;
+        let persistent = p.memory.iter().map(|m| m.persistent).sum();
+        let optimizer_state = (0..p.len())
+            .filter(|&v| p.roles[v] == ordo_ir::Role::Update)
+            .map(|v| p.memory[v].persistent)
+            .sum();
         let device = &cluster.node_devices()[0];
         let peak_flops = if model.is_mixed_precision() {
             device.half_precision_flops.unwrap_or(device.peak_flops)
         } else {
             device.peak_flops
         };
-        Ok(Self { problem, flops, persistent, peak_flops })
+        Ok(Self { problem, flops, persistent, optimizer_state, peak_flops, recompute })
     }
 }
 
@@ -237,24 +337,38 @@ enum Outcome {
     Rejected(String),
     /// Its lower bound is no better than the best so far.
     Pruned,
-    /// Simulated: a candidate, or why it does not fit.
+    /// Simulated: a candidate, or why planning or simulating it failed.
     Simulated(std::result::Result<ParallelCandidate, String>),
+    /// Simulated, and a stage's peak exceeds its GPU's memory (even with the optimizer state
+    /// sharded, where allowed): why.
+    OverMemory(String),
 }
 
 /// `config` on `built`: rejected when even an even share of the parameters, gradients and
-/// optimizer state does not fit, pruned when its busiest stage's compute is no better than
-/// `best_us`, else simulated and checked against each stage's memory.
+/// optimizer state (sharded where allowed) does not fit, pruned when its busiest stage's
+/// compute is no better than `best_us`, else simulated and checked against each stage's
+/// memory, with the optimizer state sharded where the whole does not fit.
+///
+/// The optimizer state is resident the whole step, so sharding it lowers each stage's peak by
+/// exactly the share it no longer holds: `(1 - 1 / D)` of its updates' state.
 fn evaluate(
     built: &Built,
     config: ParallelConfig,
     search: &ParallelSearch,
     best_us: f64,
 ) -> Outcome {
-    let Built { problem, flops, persistent, peak_flops } = built;
+    let Built { problem, flops, persistent, optimizer_state, peak_flops, .. } = built;
     let limits = &problem.place.devices.memory;
+    let copies = config.data as u64;
+    let sharding = search.shard_optimizer && copies > 1;
     // No stage holds less than an even share of the parameters, gradients and optimizer
     // state: where that share does not fit, nothing needs simulating.
-    let share = persistent.div_ceil(config.stages as u64);
+    let least = if sharding {
+        persistent - optimizer_state + optimizer_state.div_ceil(copies)
+    } else {
+        *persistent
+    };
+    let share = least.div_ceil(config.stages as u64);
     let smallest = limits.iter().copied().min().unwrap_or(u64::MAX);
     if share > smallest {
         return Outcome::Rejected(format!(
@@ -277,17 +391,33 @@ fn evaluate(
         PipelineReplicas { replicas: config.data, network, bucket_bytes: search.bucket_bytes };
     let simulated =
         crate::simulate_replicated_pipeline(problem, &pipeline, &replicas, &SimOptions::default());
-    let report = match simulated {
-        Ok((_, report)) => report,
+    let (planned, report) = match simulated {
+        Ok(simulated) => simulated,
         Err(e) => return Outcome::Simulated(Err(e.to_string())),
     };
-    let over = report.peak_memory_bytes.iter().zip(limits).position(|(peak, limit)| peak > limit);
-    if let Some(stage) = over {
-        return Outcome::Simulated(Err(format!(
+    let over = |peaks: &[u64]| peaks.iter().zip(limits).position(|(peak, limit)| peak > limit);
+    let mut peaks = report.peak_memory_bytes.clone();
+    let mut sharded_optimizer = false;
+    if let Some(stage) = over(&peaks) {
+        let whole = format!(
             "stage {stage} needs {} at its peak, more than its device's {}",
-            ordo_cost::format_bytes(report.peak_memory_bytes[stage]),
+            ordo_cost::format_bytes(peaks[stage]),
             ordo_cost::format_bytes(limits[stage])
-        )));
+        );
+        if !sharding {
+            return Outcome::OverMemory(whole);
+        }
+        let state = optimizer_state_per_stage(&planned, peaks.len());
+        for (peak, state) in peaks.iter_mut().zip(state) {
+            *peak -= state - state.div_ceil(copies);
+        }
+        if let Some(stage) = over(&peaks) {
+            return Outcome::OverMemory(format!(
+                "{whole}; {} with the optimizer state sharded across the {copies} copies",
+                ordo_cost::format_bytes(peaks[stage])
+            ));
+        }
+        sharded_optimizer = true;
     }
     let step_s = report.step_time_us / 1e6;
     let step_flops = *flops as f64 * (config.micro_batches * config.data) as f64;
@@ -296,9 +426,24 @@ fn evaluate(
         step_time_us: report.step_time_us,
         samples_per_s: search.global_batch as f64 / step_s,
         mfu: step_flops / (step_s * search.gpus as f64 * peak_flops),
-        peak_memory_bytes: report.peak_memory_bytes,
+        peak_memory_bytes: peaks,
+        sharded_optimizer,
+        recompute: built.recompute,
         bubble_fraction: report.bubble_fraction,
     }))
+}
+
+/// The optimizer state each of `stages` devices holds in `planned`: the persistent memory of
+/// the update nodes its placement puts there.
+fn optimizer_state_per_stage(planned: &ordo_sched::PipelinePlan, stages: usize) -> Vec<u64> {
+    let p = &planned.split.problem;
+    let mut state = vec![0u64; stages];
+    for v in (0..p.len()).filter(|&v| p.roles[v] == ordo_ir::Role::Update) {
+        if let Some(stage) = state.get_mut(planned.placement.device_of[v]) {
+            *stage += p.memory[v].persistent;
+        }
+    }
+    state
 }
 
 /// The compute of `pipeline`'s busiest stage in µs: on each stage, every micro-batch's work
@@ -320,17 +465,30 @@ fn stage_bound_us(problem: &Problem, pipeline: &Pipeline) -> f64 {
     stage_us.into_iter().max().unwrap_or(0) as f64
 }
 
-/// Every configuration of `search`, fewest stages first (the cheapest to simulate), and within
-/// a split fewest micro-batches first; and the splits whose copies the batch cannot be shared
-/// among, with why.
-fn configurations(search: &ParallelSearch) -> (Vec<ParallelConfig>, Vec<(ParallelConfig, String)>) {
+/// Every configuration of `search` on nodes of `per_node` GPUs, fewest tensor ranks first,
+/// then fewest stages (the cheapest to simulate), and within a split fewest micro-batches
+/// first; and the splits whose copies the batch cannot be shared among, with why.
+fn configurations(
+    search: &ParallelSearch,
+    per_node: usize,
+) -> (Vec<ParallelConfig>, Vec<(ParallelConfig, String)>) {
     let (mut configs, mut rejected) = (Vec::new(), Vec::new());
-    for stages in divisors(search.gpus) {
-        let data = search.gpus / stages;
+    let tensor_ranks = divisors(per_node)
+        .filter(|&t| t <= search.max_tensor_parallel && search.gpus.is_multiple_of(t));
+    let splits = tensor_ranks
+        .flat_map(|tensor| divisors(search.gpus / tensor).map(move |stages| (tensor, stages)));
+    for (tensor, stages) in splits {
+        let data = search.gpus / (tensor * stages);
         if !search.global_batch.is_multiple_of(data) {
             let schedule = PipelineSchedule::OneFOneB;
-            let config =
-                ParallelConfig { data, stages, micro_batches: 1, schedule, interleaved: false };
+            let config = ParallelConfig {
+                data,
+                tensor,
+                stages,
+                micro_batches: 1,
+                schedule,
+                interleaved: false,
+            };
             let reason = format!(
                 "the global batch {} is not a multiple of {data} copies",
                 search.global_batch
@@ -348,6 +506,7 @@ fn configurations(search: &ParallelSearch) -> (Vec<ParallelConfig>, Vec<(Paralle
                 for &interleaved in layouts {
                     configs.push(ParallelConfig {
                         data,
+                        tensor,
                         stages,
                         micro_batches,
                         schedule,
@@ -377,12 +536,15 @@ pub struct ParallelExport {
     /// copies where there are several (`None` for one stage: plain data parallelism with `M`
     /// accumulated micro-batches).
     pub schedule: Option<crate::PytorchSchedule>,
-    /// The ranks of each copy of the pipeline, stage by stage: copy `d` is ranks
-    /// `d P .. d P + P - 1`, so that a copy's stages sit on consecutive GPUs (a node, where it
-    /// fits) as the planner costed them.
+    /// The ranks of each stage's tensor-parallel group: rank `r` of stage `s` of copy `d` is
+    /// GPU `d P T + s T + r`, so that a group's `T` ranks are consecutive GPUs of one node and
+    /// a copy's stages follow each other, as the planner costed them.
+    pub tensor_groups: Vec<Vec<usize>>,
+    /// The ranks of each pipeline: one for each copy `d` and tensor rank `r`, stage by stage
+    /// (`d P T + r, d P T + T + r, ...`).
     pub pipeline_groups: Vec<Vec<usize>>,
-    /// The ranks of each stage's copies, whose gradients are all-reduced together: stage `s`
-    /// is ranks `s, P + s, 2 P + s, ...`.
+    /// The ranks whose gradients are all-reduced together: one group for each stage `s` and
+    /// tensor rank `r`, copy by copy (`s T + r, P T + s T + r, ...`).
     pub data_groups: Vec<Vec<usize>>,
 }
 
@@ -392,7 +554,7 @@ pub struct ParallelExport {
 /// [`crate::Error::Parameter`] for a batch the configuration does not split; what planning the
 /// pipeline fails with.
 pub fn export_parallel(
-    model_at: &dyn Fn(usize) -> Result<Model>,
+    model_at: &dyn Fn(usize, usize) -> Result<Model>,
     cluster: &Cluster,
     global_batch: usize,
     config: &ParallelConfig,
@@ -405,10 +567,12 @@ pub fn export_parallel(
         );
     }
     let micro_batch_size = global_batch / parts;
-    let (data, stages) = (config.data, config.stages);
+    let rank = |d: usize, s: usize, r: usize| (d * config.stages + s) * config.tensor + r;
+    let (data, tensor, stages) = (config.data, config.tensor, config.stages);
     let schedule = if stages > 1 {
-        let target = Target::cluster(cluster.clone(), Some(stages))?;
-        let problem = Problem::new(&model_at(micro_batch_size)?, &target, StepMode::TrainingGraph)?;
+        let target = Target::cluster(cluster.tensor_parallel_groups(tensor)?, Some(stages))?;
+        let model = model_at(micro_batch_size, tensor)?;
+        let problem = Problem::new(&model, &target, StepMode::TrainingGraph)?;
         let planned = ordo_sched::pipeline_plan(&problem.place, &config.pipeline())?;
         Some(crate::pytorch_schedule_of(&planned, config.schedule, data)?)
     } else {
@@ -418,7 +582,16 @@ pub fn export_parallel(
         config: *config,
         micro_batch_size,
         schedule,
-        pipeline_groups: (0..data).map(|d| (d * stages..(d + 1) * stages).collect()).collect(),
-        data_groups: (0..stages).map(|s| (0..data).map(|d| d * stages + s).collect()).collect(),
+        tensor_groups: (0..data * stages)
+            .map(|group| (group * tensor..(group + 1) * tensor).collect())
+            .collect(),
+        pipeline_groups: (0..data)
+            .flat_map(|d| (0..tensor).map(move |r| (d, r)))
+            .map(|(d, r)| (0..stages).map(|s| rank(d, s, r)).collect())
+            .collect(),
+        data_groups: (0..stages)
+            .flat_map(|s| (0..tensor).map(move |r| (s, r)))
+            .map(|(s, r)| (0..data).map(|d| rank(d, s, r)).collect())
+            .collect(),
     })
 }

@@ -43,6 +43,10 @@ pub enum Parameter {
     Gpus,
     /// The most micro-batches the parallel planner tries.
     MaxMicroBatches,
+    /// The ranks of a tensor-parallel group (the most the parallel planner tries).
+    TensorParallel,
+    /// Activation recomputation (`none`, `selective`, `full`; `auto` tries them in turn).
+    Recompute,
     /// The loss added to a forward graph to train it.
     Loss,
     /// A zoo model's small variant.
@@ -77,6 +81,8 @@ impl Parameter {
             Parameter::Batch => "batch",
             Parameter::Gpus => "gpus",
             Parameter::MaxMicroBatches => "max_micro_batches",
+            Parameter::TensorParallel => "tensor_parallel",
+            Parameter::Recompute => "recompute",
             Parameter::Loss => "loss",
             Parameter::Small => "small",
             Parameter::Rtol => "rtol",

@@ -43,6 +43,15 @@ pub struct Args {
     /// The most micro-batches per step tried.
     #[arg(allow_negative_numbers = true, long, default_value_t = 64)]
     pub max_micro_batches: usize,
+    /// The most tensor-parallel ranks per stage tried (Megatron-LM's split of GPT and LLaMA
+    /// decoders, within a node); 1 tries none.
+    #[arg(allow_negative_numbers = true, long, default_value_t = 8)]
+    pub tensor_parallel: usize,
+    /// Activation recomputation: `auto` tries none, then selective (the attention's scores),
+    /// then full (each block from its input) for a configuration that does not fit; or one of
+    /// them only.
+    #[arg(long, default_value = "auto", value_name = "auto|none|selective|full")]
+    pub recompute: String,
     /// The all-reduce among a stage's copies.
     #[arg(long, value_enum, default_value = "nccl")]
     pub all_reduce: AllReduceArg,
@@ -72,6 +81,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let gpus = args.gpus.unwrap_or(cluster.device_count());
     let search = ParallelSearch {
         max_micro_batches: args.max_micro_batches,
+        max_tensor_parallel: args.tensor_parallel,
+        recompute: ordo::recompute_choices(&args.recompute)?,
         all_reduce: args.all_reduce.into(),
         exhaustive: args.exhaustive,
         ..ParallelSearch::new(gpus, args.batch)
@@ -83,9 +94,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         dims: Vec::new(),
         frozen: Vec::new(),
     };
-    let model_at = |micro: usize| -> ordo::Result<ordo::Model> {
+    let model_at = |micro: usize, tensor: usize| -> ordo::Result<ordo::Model> {
         let size = SizeArgs { batch: Some(micro), ..size.clone() };
-        let model = ordo::Model::load(&args.target, size.size())?;
+        let size = ordo::Size { tensor_parallel: Some(tensor), ..size.size() };
+        let model = ordo::Model::load(&args.target, size)?;
         model.training(args.optimizer.into(), None)?.in_precision(args.precision.0)
     };
     let name = source::load(&args.target, size.clone())?.name().to_string();
@@ -119,8 +131,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut table =
         Table::new(&["plan", "step ms", "samples/s", "MFU", "bubble", "peak memory (max stage)"]);
     for c in plans.candidates.iter().take(args.top) {
+        let sharded = if c.sharded_optimizer { ", optimizer sharded" } else { "" };
+        let recompute = match c.recompute {
+            ordo::Recompute::None => String::new(),
+            r => format!(", recompute {}", r.name()),
+        };
         table.row(vec![
-            c.config.to_string(),
+            format!("{}{sharded}{recompute}", c.config),
             format!("{:.2}", c.step_time_us / 1e3),
             format!("{:.1}", c.samples_per_s),
             format!("{:.1}%", c.mfu * 100.0),
@@ -155,13 +172,17 @@ fn write_export(
         "model": model,
         "cluster": cluster,
         "data": c.data,
+        "tensor": c.tensor,
         "stages": c.stages,
         "micro_batches": c.micro_batches,
         "micro_batch_size": export.micro_batch_size,
         "schedule": c.schedule.name(),
         "interleaved": c.interleaved,
+        "sharded_optimizer": best.sharded_optimizer,
+        "recompute": best.recompute.name(),
         "stage_units": export.schedule.as_ref().map(|s| &s.stage_units),
         "stage_rank": export.schedule.as_ref().map(|s| &s.stage_rank),
+        "tensor_groups": export.tensor_groups,
         "pipeline_groups": export.pipeline_groups,
         "data_groups": export.data_groups,
         "predicted": {
@@ -180,7 +201,8 @@ fn write_export(
 
 fn plans_json(plans: &ParallelPlans, top: usize) -> serde_json::Value {
     let config = |c: &ordo::ParallelConfig| {
-        json!({"data": c.data, "stages": c.stages, "micro_batches": c.micro_batches,
+        json!({"data": c.data, "tensor": c.tensor, "stages": c.stages,
+               "micro_batches": c.micro_batches,
                "schedule": c.schedule.name(), "interleaved": c.interleaved})
     };
     let candidates: Vec<_> = plans
@@ -193,6 +215,8 @@ fn plans_json(plans: &ParallelPlans, top: usize) -> serde_json::Value {
                 "step_time_us": c.step_time_us,
                 "samples_per_s": c.samples_per_s,
                 "mfu": c.mfu,
+                "sharded_optimizer": c.sharded_optimizer,
+                "recompute": c.recompute.name(),
                 "bubble_fraction": c.bubble_fraction,
                 "peak_memory_bytes": c.peak_memory_bytes,
             })

@@ -189,6 +189,38 @@ impl Cluster {
         Ok(self)
     }
 
+    /// The cluster seen by groups of `ranks` consecutive devices of a node (tensor-parallel
+    /// groups): each node keeps devices `0, ranks, 2 ranks, ...`, one for each group, with the
+    /// links among them, the same nodes and network; named `<name>/tp<ranks>`. A pipeline of
+    /// tensor-parallel stages is planned on it, one device standing for each stage's group
+    /// (each rank computes alike).
+    ///
+    /// # Errors
+    /// `ranks` of 0, or not dividing a node's devices.
+    pub fn tensor_parallel_groups(&self, ranks: usize) -> Result<Self, ClusterError> {
+        let g = self.devices.len();
+        if ranks == 0 || !g.is_multiple_of(ranks) {
+            let problem =
+                format!("{ranks} tensor-parallel ranks do not divide a node's {g} devices");
+            return Err(ClusterError::Cluster { origin: self.name.clone(), problem });
+        }
+        if ranks == 1 {
+            return Ok(self.clone());
+        }
+        let kept: Vec<usize> = (0..g).step_by(ranks).collect();
+        let links = kept
+            .iter()
+            .flat_map(|&from| kept.iter().map(move |&to| (from, to)))
+            .map(|(from, to)| self.links[from * g + to])
+            .collect();
+        Ok(Cluster {
+            name: format!("{}/tp{ranks}", self.name),
+            devices: kept.iter().map(|&d| self.devices[d].clone()).collect(),
+            links,
+            ..self.clone()
+        })
+    }
+
     /// Replaces the link from device `from` to device `to` of every node (one direction;
     /// indices within a node).
     ///

@@ -169,12 +169,12 @@ pub fn op_label(op: &Op) -> String {
 }
 
 /// The error of an op imported for planning only.
-fn planning_only(op: &Op) -> KernelError {
-    KernelError::Unsupported {
-        op: op_label(op),
-        message: "no CPU kernel (imported for planning only)".into(),
-    }
+fn planning_only(op: &Op, why: &str) -> KernelError {
+    KernelError::Unsupported { op: op_label(op), message: format!("no CPU kernel ({why})") }
 }
+
+/// Why a tensor-parallel collective has no CPU kernel.
+const TENSOR_PARALLEL: &str = "a tensor-parallel rank's collective: the graph of one rank plans and simulates, it does not run";
 
 /// Runs `op`'s kernel on `inputs` and `params` (see the [module documentation](self) for what
 /// each op reads), updating `state` (an `Update` node's optimizer slots, from
@@ -324,7 +324,8 @@ fn select(op: &Op) -> KernelResult<Kernel<'_>> {
         Op::GatherNd => Box::new(move |c| scatter::gather_nd(op, c)),
         Op::Update(u) => Box::new(move |c| optim::update(u.optimizer, c)),
         Op::Grad(g) => select_grad(g)?,
-        Op::Opaque(_) => return Err(planning_only(op)),
+        Op::Opaque(_) => return Err(planning_only(op, "imported for planning only")),
+        Op::TensorParallel(_) => return Err(planning_only(op, TENSOR_PARALLEL)),
     })
 }
 
@@ -506,7 +507,12 @@ fn select_grad(g: &Grad) -> KernelResult<Kernel<'_>> {
             (vec![Input(0)], Box::new(move |c| sequence::embedding_grad(of, e, g, c)))
         }
         (Op::Parameter, Wrt::Params) => (vec![], Box::new(move |c| source::parameter_grad(g, c))),
-        (Op::Opaque(_), _) => return Err(planning_only(&Op::Grad(g.clone()))),
+        (Op::Opaque(_), _) => {
+            return Err(planning_only(&Op::Grad(g.clone()), "imported for planning only"));
+        }
+        (Op::TensorParallel(_), _) => {
+            return Err(planning_only(&Op::Grad(g.clone()), TENSOR_PARALLEL));
+        }
         _ => {
             return Err(KernelError::Unsupported {
                 op: op_label(&Op::Grad(g.clone())),

@@ -754,6 +754,7 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
             panic!("reference: no selections")
         }
         Op::Opaque(o) => panic!("reference: `{}` is imported for planning only", o.op_type),
+        Op::TensorParallel(_) => panic!("reference: a tensor-parallel collective does not run"),
     }
     vec![y]
 }

@@ -18,6 +18,7 @@ mod logic;
 mod loss;
 mod norm;
 mod opaque;
+mod parallel;
 mod pool;
 mod random;
 mod reduce;
@@ -41,6 +42,7 @@ pub use logic::{BitwiseKind, CompareKind, LogicKind};
 pub use loss::{LossReduction, NllLoss};
 pub use norm::{BatchNorm, LayerNorm};
 pub use opaque::Opaque;
+pub use parallel::{TensorParallel, TensorParallelKind};
 pub use pool::{Pool2d, PoolNd};
 pub use random::Distribution;
 pub use reduce::{Reduce, ReduceKind};
@@ -377,6 +379,9 @@ pub enum Op {
     Update(Update),
     /// A framework op known by its output and cost only: plannable, not runnable.
     Opaque(Opaque),
+    /// An all-reduce across a tensor-parallel group in one pass, the identity in the other
+    /// (Megatron-LM's `f` and `g`): plannable, not runnable.
+    TensorParallel(TensorParallel),
 }
 
 impl Op {
@@ -462,6 +467,7 @@ impl Op {
             },
             Op::Update(_) => "Update",
             Op::Opaque(_) => "Opaque",
+            Op::TensorParallel(_) => "TensorParallel",
         }
     }
 
@@ -563,6 +569,7 @@ impl Op {
             Op::Gather { axis } => shape::infer_gather(*axis, inputs),
             Op::GatherElements { axis } => shape::infer_gather_elements(*axis, inputs),
             Op::Opaque(o) => o.infer(inputs),
+            Op::TensorParallel(t) => t.infer(inputs),
         }
     }
 
@@ -640,6 +647,10 @@ impl Op {
             Op::Mod { .. } => 4 * out_elems,
             Op::Einsum(e) => e.flops(inputs),
             Op::Opaque(o) => o.flops,
+            // The sum of the ranks' tensors (or nothing, passing it through); its time is the
+            // collective's, which the cost model takes from the cluster's links.
+            Op::TensorParallel(t) if t.reduces_in_forward() => out_elems,
+            Op::TensorParallel(_) => 0,
             Op::Embedding(_)
             | Op::Concat { .. }
             | Op::Reshape { .. }

@@ -1,6 +1,7 @@
 //! Step-structure passes: a training graph copied once per micro-batch of a step
 //! ([`micro_batch`]) or once per step of a run ([`unroll`]), with the provenance of every node
-//! of the copy; and the mixed-precision pass ([`in_precision`]), which keeps the numbering.
+//! of the copy; the mixed-precision pass ([`in_precision`]), which keeps the numbering; and
+//! activation recomputation ([`recompute`]), which adds the recomputing copies.
 //!
 //! A pass is a function from a [`Graph`] to a [`Transformed`] graph: the new graph, and for
 //! each of its nodes which node of the source graph it copies, for which micro-batch and which
@@ -11,10 +12,12 @@
 
 mod micro_batch;
 mod precision;
+mod recompute;
 mod unroll;
 
 pub use micro_batch::{MicroBatchLayout, micro_batch, micro_batch_suffix};
 pub use precision::in_precision;
+pub use recompute::{Recompute, recompute};
 pub use unroll::{step_suffix, unroll};
 
 use crate::graph::Graph;

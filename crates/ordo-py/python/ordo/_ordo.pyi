@@ -260,13 +260,17 @@ def plan_parallel(
     precision: str = "fp32",
     optimizer: str = "adam",
     max_micro_batches: int = 64,
+    tensor_parallel: int = 8,
+    recompute: str = "auto",
     all_reduce: str = "nccl",
     exhaustive: bool = False,
 ) -> dict:
-    """The best data x pipeline plans of ``model`` on ``gpus`` GPUs of ``cluster`` for a
-    global ``batch``, each simulated: ``candidates`` (fastest first), ``rejected`` (with a
-    ``reason``), ``simulated``, ``pruned``, and the best plan's ``export`` (its PyTorch
-    schedule ``csv``, ``stage_units``, ``pipeline_groups``, ``data_groups``)."""
+    """The best data x tensor x pipeline plans of ``model`` on ``gpus`` GPUs of ``cluster``
+    for a global ``batch`` (up to ``tensor_parallel`` tensor-parallel ranks per stage; the
+    optimizer state sharded and ``recompute``'s activations recomputed where the whole does not
+    fit), each simulated: ``candidates`` (fastest first), ``rejected`` (with a ``reason``),
+    ``simulated``, ``pruned``, and the best plan's ``export`` (its PyTorch schedule ``csv``,
+    ``stage_units``, ``tensor_groups``, ``pipeline_groups``, ``data_groups``)."""
 
 def simulate(
     planned: Planned,
