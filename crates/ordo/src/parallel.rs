@@ -294,6 +294,10 @@ struct Built {
     peak_flops: f64,
     /// The activations its training graph recomputes.
     recompute: Recompute,
+    /// The problem split into the configuration's micro-batches, made by the first schedule
+    /// simulated and shared by the others (`None` inside where it does not split: the
+    /// simulation then says why).
+    split: std::cell::OnceCell<Option<std::sync::Arc<ordo_sched::MicroBatched>>>,
 }
 
 impl Built {
@@ -327,7 +331,8 @@ impl Built {
         } else {
             device.peak_flops
         };
-        Ok(Self { problem, flops, persistent, optimizer_state, peak_flops, recompute })
+        let split = std::cell::OnceCell::new();
+        Ok(Self { problem, flops, persistent, optimizer_state, peak_flops, recompute, split })
     }
 }
 
@@ -379,20 +384,41 @@ fn evaluate(
             ordo_cost::format_bytes(smallest)
         ));
     }
+    let pipeline = config.pipeline();
+    let loads = StageLoads::of(problem, &pipeline);
+    // A stage whose parameters, gradients and optimizer state (sharded where allowed) do not
+    // fit, whatever the activations: nothing needs simulating.
+    let shared_by = if sharding { copies } else { 1 };
+    if let Some((stage, bytes)) = loads.as_ref().and_then(|l| l.over(limits, shared_by)) {
+        return Outcome::Rejected(format!(
+            "stage {stage} holds {} of parameters, gradients and optimizer state{}, more than \
+             its GPU's {}",
+            ordo_cost::format_bytes(bytes),
+            if sharding { " (the state sharded)" } else { "" },
+            ordo_cost::format_bytes(limits[stage])
+        ));
+    }
     // No step is shorter than its busiest stage's compute: each micro-batch's work there and
     // its updates once, the stages cut as the pipeline cuts them.
-    let pipeline = config.pipeline();
-    if !search.exhaustive && stage_bound_us(problem, &pipeline) >= best_us {
+    if !search.exhaustive && loads.as_ref().map_or(0.0, StageLoads::bound_us) >= best_us {
         return Outcome::Pruned;
     }
     let network =
         crate::stage_network(problem, config.data, config.stages, None, search.all_reduce);
     let replicas =
         PipelineReplicas { replicas: config.data, network, bucket_bytes: search.bucket_bytes };
-    let simulated =
-        crate::simulate_replicated_pipeline(problem, &pipeline, &replicas, &SimOptions::default());
-    let (planned, report) = match simulated {
-        Ok(simulated) => simulated,
+    let split = built.split.get_or_init(|| {
+        ordo_sched::micro_batch(&problem.place, config.micro_batches).ok().map(std::sync::Arc::new)
+    });
+    let simulated = crate::pytorch::simulate_replicated_split(
+        problem,
+        split.clone(),
+        &pipeline,
+        &replicas,
+        &SimOptions::default(),
+    );
+    let report = match simulated {
+        Ok((_, report)) => report,
         Err(e) => return Outcome::Simulated(Err(e.to_string())),
     };
     let over = |peaks: &[u64]| peaks.iter().zip(limits).position(|(peak, limit)| peak > limit);
@@ -407,8 +433,8 @@ fn evaluate(
         if !sharding {
             return Outcome::OverMemory(whole);
         }
-        let state = optimizer_state_per_stage(&planned, peaks.len());
-        for (peak, state) in peaks.iter_mut().zip(state) {
+        let state = loads.as_ref().map_or(&[][..], |l| &l.optimizer_state[..]);
+        for (peak, &state) in peaks.iter_mut().zip(state) {
             *peak -= state - state.div_ceil(copies);
         }
         if let Some(stage) = over(&peaks) {
@@ -433,36 +459,56 @@ fn evaluate(
     }))
 }
 
-/// The optimizer state each of `stages` devices holds in `planned`: the persistent memory of
-/// the update nodes its placement puts there.
-fn optimizer_state_per_stage(planned: &ordo_sched::PipelinePlan, stages: usize) -> Vec<u64> {
-    let p = &planned.split.problem;
-    let mut state = vec![0u64; stages];
-    for v in (0..p.len()).filter(|&v| p.roles[v] == ordo_ir::Role::Update) {
-        if let Some(stage) = state.get_mut(planned.placement.device_of[v]) {
-            *stage += p.memory[v].persistent;
-        }
-    }
-    state
+
+/// What each stage of `pipeline` holds and does, its units allocated as
+/// [`ordo_sched::pipeline_plan`] allocates them: its compute in µs (every micro-batch's work
+/// there and its updates once), its persistent memory and, of that, its optimizer state.
+/// `None` where the units cannot be allocated (the simulation then says why).
+struct StageLoads {
+    compute_us: Vec<u64>,
+    persistent: Vec<u64>,
+    optimizer_state: Vec<u64>,
 }
 
-/// The compute of `pipeline`'s busiest stage in µs: on each stage, every micro-batch's work
-/// and the updates once, the units allocated as [`ordo_sched::pipeline_plan`] allocates them;
-/// 0 where they cannot be (the simulation then says why).
-fn stage_bound_us(problem: &Problem, pipeline: &Pipeline) -> f64 {
-    let p = &problem.place;
-    let units = ordo_sched::pipeline_units(p);
-    let Ok((chunk_of_unit, device_of_chunk)) = ordo_sched::allocate_units(p, &units, pipeline)
-    else {
-        return 0.0;
-    };
-    let mut stage_us = vec![0u64; pipeline.stages];
-    for (v, &weight) in p.weights.iter().enumerate() {
-        let stage = device_of_chunk[chunk_of_unit[units.unit_of[v]]];
-        let times = if p.roles[v] == ordo_ir::Role::Update { 1 } else { pipeline.micro_batches };
-        stage_us[stage] += weight * times as u64;
+impl StageLoads {
+    fn of(problem: &Problem, pipeline: &Pipeline) -> Option<Self> {
+        let p = &problem.place;
+        let units = ordo_sched::pipeline_units(p);
+        let (chunk_of_unit, device_of_chunk) =
+            ordo_sched::allocate_units(p, &units, pipeline).ok()?;
+        let stages = pipeline.stages;
+        let mut loads = StageLoads {
+            compute_us: vec![0; stages],
+            persistent: vec![0; stages],
+            optimizer_state: vec![0; stages],
+        };
+        for (v, &weight) in p.weights.iter().enumerate() {
+            let stage = device_of_chunk[chunk_of_unit[units.unit_of[v]]];
+            let update = p.roles[v] == ordo_ir::Role::Update;
+            let times = if update { 1 } else { pipeline.micro_batches };
+            loads.compute_us[stage] += weight * times as u64;
+            loads.persistent[stage] += p.memory[v].persistent;
+            if update {
+                loads.optimizer_state[stage] += p.memory[v].persistent;
+            }
+        }
+        Some(loads)
     }
-    stage_us.into_iter().max().unwrap_or(0) as f64
+
+    /// The busiest stage's compute in µs: no step is shorter.
+    fn bound_us(&self) -> f64 {
+        self.compute_us.iter().copied().max().unwrap_or(0) as f64
+    }
+
+    /// The first stage whose persistent memory, its optimizer state shared by `copies`,
+    /// exceeds its limit, with that memory: no schedule fits it.
+    fn over(&self, limits: &[u64], copies: u64) -> Option<(usize, u64)> {
+        let held = |s: usize| {
+            let state = self.optimizer_state[s];
+            self.persistent[s] - state + state.div_ceil(copies)
+        };
+        (0..self.persistent.len()).map(|s| (s, held(s))).find(|&(s, bytes)| bytes > limits[s])
+    }
 }
 
 /// Every configuration of `search` on nodes of `per_node` GPUs, fewest tensor ranks first,

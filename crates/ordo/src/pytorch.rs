@@ -54,10 +54,23 @@ pub fn simulate_replicated_pipeline(
     replicas: &PipelineReplicas,
     options: &SimOptions,
 ) -> Result<(PipelinePlan, PipelineReport)> {
+    simulate_replicated_split(problem, None, pipeline, replicas, options)
+}
+
+/// [`simulate_replicated_pipeline`] of `problem` already split into the pipeline's
+/// micro-batches (`None`: split here), for a caller simulating several schedules of one split.
+pub(crate) fn simulate_replicated_split(
+    problem: &Problem,
+    split: Option<std::sync::Arc<ordo_sched::MicroBatched>>,
+    pipeline: &Pipeline,
+    replicas: &PipelineReplicas,
+    options: &SimOptions,
+) -> Result<(PipelinePlan, PipelineReport)> {
     if replicas.replicas == 0 {
         refuse!(Parameter::Replicas => 0, ": data parallelism needs at least one replica");
     }
-    let mut planned = ordo_sched::replicated_pipeline_plan(&problem.place, pipeline, replicas)?;
+    let mut planned =
+        ordo_sched::replicated_pipeline_plan_of_split(&problem.place, split, pipeline, replicas)?;
     problem.cost_transfers_between_nodes(&mut planned.plan);
     let report = ordo_sim::pipeline_report(&planned, options)?;
     Ok((planned, report))

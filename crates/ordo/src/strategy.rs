@@ -255,7 +255,7 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
                 pipeline.schedule.name()
             );
             Planned {
-                micro_batched: Some(planned.split),
+                micro_batched: Some(std::sync::Arc::unwrap_or_clone(planned.split)),
                 ..Planned::new(planned.plan, description)
             }
         }

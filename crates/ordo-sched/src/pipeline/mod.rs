@@ -60,7 +60,10 @@ mod units;
 
 pub use actions::{Action, ActionKind, pytorch_actions, pytorch_csv, pytorch_csv_with_reduce_grad};
 pub use microbatch::{MicroBatched, micro_batch, micro_batch_layout};
-pub use replicated::{PipelineReplicas, materialised_pipeline_plan, replicated_pipeline_plan};
+pub use replicated::{
+    PipelineReplicas, materialised_pipeline_plan, replicated_pipeline_plan,
+    replicated_pipeline_plan_of_split,
+};
 pub use units::{PipelineUnits, balanced_split, block_of, pipeline_units};
 
 use ordo_problem::{PlaceProblem, Placement};
@@ -183,8 +186,9 @@ impl Pipeline {
 pub struct PipelinePlan {
     /// The plan of one step.
     pub plan: Plan,
-    /// The micro-batched problem the plan runs (its nodes are the plan's first tasks).
-    pub split: MicroBatched,
+    /// The micro-batched problem the plan runs (its nodes are the plan's first tasks), shared
+    /// by the plans of every schedule of the same problem and micro-batch count.
+    pub split: std::sync::Arc<MicroBatched>,
     /// The placement of `split.problem` the plan was built from.
     pub placement: Placement,
     /// The units of the one-micro-batch problem.
@@ -246,6 +250,21 @@ pub fn pipeline_plan(
     problem: &PlaceProblem,
     pipeline: &Pipeline,
 ) -> Result<PipelinePlan, SchedError> {
+    pipeline_plan_of_split(problem, None, pipeline)
+}
+
+/// [`pipeline_plan`] with `problem` already split into the pipeline's micro-batches
+/// (`micro_batch(problem, pipeline.micro_batches)`), where the caller plans several schedules
+/// of one split; `None` splits it here.
+///
+/// # Errors
+/// As [`pipeline_plan`]; [`SchedError::Pipeline`] for a split of another micro-batch count or
+/// size of problem.
+pub fn pipeline_plan_of_split(
+    problem: &PlaceProblem,
+    split: Option<std::sync::Arc<MicroBatched>>,
+    pipeline: &Pipeline,
+) -> Result<PipelinePlan, SchedError> {
     let (stages, devices) = (pipeline.stages, problem.devices.count());
     if stages == 0 {
         return Err(SchedError::Pipeline("zero stages".into()));
@@ -260,7 +279,20 @@ pub fn pipeline_plan(
     }
     let units = pipeline_units(problem);
     let (chunk_of_unit, device_of_chunk) = allocate_units(problem, &units, pipeline)?;
-    let split = micro_batch(problem, pipeline.micro_batches)?;
+    let split = match split {
+        Some(split) => {
+            let copies = split.provenance.origin.iter().all(|v| v.index() < problem.len());
+            if split.micro_batches() != pipeline.micro_batches || !copies {
+                return Err(SchedError::Pipeline(format!(
+                    "a split into {} micro-batches of another problem, for a pipeline of {}",
+                    split.micro_batches(),
+                    pipeline.micro_batches
+                )));
+            }
+            split
+        }
+        None => std::sync::Arc::new(micro_batch(problem, pipeline.micro_batches)?),
+    };
     let chunk_of: Vec<usize> =
         split.provenance.origin.iter().map(|v| chunk_of_unit[units.unit_of[v.index()]]).collect();
     let rank = units::build_rank(problem);

@@ -48,8 +48,22 @@ pub fn replicated_pipeline_plan(
     pipeline: &Pipeline,
     replicas: &PipelineReplicas,
 ) -> Result<PipelinePlan, SchedError> {
+    replicated_pipeline_plan_of_split(problem, None, pipeline, replicas)
+}
+
+/// [`replicated_pipeline_plan`] of a problem already split into the pipeline's micro-batches
+/// ([`super::pipeline_plan_of_split`]).
+///
+/// # Errors
+/// As [`replicated_pipeline_plan`] and [`super::pipeline_plan_of_split`].
+pub fn replicated_pipeline_plan_of_split(
+    problem: &PlaceProblem,
+    split: Option<std::sync::Arc<super::MicroBatched>>,
+    pipeline: &Pipeline,
+    replicas: &PipelineReplicas,
+) -> Result<PipelinePlan, SchedError> {
     check_copies(replicas)?;
-    let mut planned = pipeline_plan(problem, pipeline)?;
+    let mut planned = super::pipeline_plan_of_split(problem, split, pipeline)?;
     if replicas.replicas > 1 {
         planned.plan = with_stage_all_reduces(&planned, replicas, 1)?;
     }
