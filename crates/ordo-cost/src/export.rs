@@ -31,7 +31,7 @@ pub fn costgraph_for_cluster(graph: &Graph, cluster: &Cluster) -> CostGraph {
     let comm =
         if cluster.device_count() > 1 { cluster.comm(0, 1) } else { CommModel::baechi_default() };
     // A tensor-parallel group sits within a node: its all-reduces run over the node's links.
-    let tensor_parallel = cluster.collectives(cluster.devices_per_node(), 1);
+    let tensor_parallel = cluster.tensor_parallel_collectives();
     let mut cost = costed(graph, &cluster.roofline(0), &comm, &tensor_parallel);
     cost.graph.insert("cluster".into(), Value::from(cluster.name.clone()));
     cost

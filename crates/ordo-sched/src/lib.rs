@@ -35,8 +35,8 @@ pub use pipeline::{
     Action, ActionKind, MicroBatched, Pipeline, PipelinePlan, PipelineReplicas, PipelineSchedule,
     PipelineUnits, allocate_units, balanced_split, block_of, materialised_pipeline_plan,
     micro_batch, micro_batch_layout, pipeline_plan, pipeline_plan_of_split, pipeline_units,
-    pytorch_actions, pytorch_csv, replicated_pipeline_plan_of_split,
-    pytorch_csv_with_reduce_grad, replicated_pipeline_plan,
+    pytorch_actions, pytorch_csv, pytorch_csv_with_reduce_grad, replicated_pipeline_plan,
+    replicated_pipeline_plan_of_split,
 };
 pub use plan::{
     Buffer, BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,

@@ -199,4 +199,17 @@ pub struct Plan {
 impl Plan {
     /// The format tag of this version.
     pub const FORMAT: &'static str = "ordo.plan/1";
+
+    /// A plan of no device and nothing to do (what a plan moved out of leaves).
+    pub(crate) fn empty() -> Self {
+        Self {
+            format: Self::FORMAT.to_string(),
+            devices: 0,
+            persistent_bytes: Vec::new(),
+            streams: Vec::new(),
+            tasks: Vec::new(),
+            events: Vec::new(),
+            buffers: Vec::new(),
+        }
+    }
 }

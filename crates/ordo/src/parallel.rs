@@ -459,7 +459,6 @@ fn evaluate(
     }))
 }
 
-
 /// What each stage of `pipeline` holds and does, its units allocated as
 /// [`ordo_sched::pipeline_plan`] allocates them: its compute in µs (every micro-batch's work
 /// there and its updates once), its persistent memory and, of that, its optimizer state.

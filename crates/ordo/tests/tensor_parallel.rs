@@ -105,6 +105,26 @@ fn a_collective_costs_the_all_reduce_of_its_tensor_over_the_node() {
         }
     }
     assert_eq!(summed, 2 * (2 * split.layers + 1));
+    // The cluster the groups see (one device of each group per node) costs every node alike:
+    // its collectives still run over the node's links, not the network.
+    let eight = TransformerConfig::from_fields("llama:layers=2,hidden=64,heads=8,intermediate=128")
+        .unwrap()
+        .unwrap()
+        .with_tensor_parallel(8)
+        .unwrap()
+        .build(&CONFIG)
+        .unwrap();
+    let training =
+        ordo_ir::training::training_graph(&eight, eight.outputs[0], Default::default()).unwrap();
+    let weights = |c: &ordo_cost::CostGraph| c.nodes.iter().map(|n| n.weight).collect::<Vec<_>>();
+    let whole = weights(&ordo_cost::costgraph_for_cluster(&training, &cluster));
+    for (ranks, nodes) in [(8, 1), (8, 2), (4, 2)] {
+        let cluster = ordo::with_nodes(cluster.clone(), nodes).unwrap();
+        let groups = cluster.tensor_parallel_groups(ranks).unwrap();
+        assert_eq!(groups.devices_per_node(), 8 / ranks);
+        let seen = ordo_cost::costgraph_for_cluster(&training, &groups);
+        assert_eq!(weights(&seen), whole, "{ranks} ranks, {nodes} nodes");
+    }
 }
 
 #[test]

@@ -59,6 +59,7 @@ pub(super) fn assemble(
         links: full,
         nodes: 1,
         network: None,
+        tensor_parallel_link: None,
     })
 }
 

@@ -78,6 +78,9 @@ pub struct Cluster {
     nodes: usize,
     /// The network between nodes (required for more than one node).
     network: Option<NetworkSpec>,
+    /// For the cluster seen by tensor-parallel groups ([`Cluster::tensor_parallel_groups`]):
+    /// the link between a group's ranks, inside a node (`None` for a cluster of devices).
+    tensor_parallel_link: Option<LinkSpec>,
 }
 
 impl Cluster {
@@ -168,6 +171,7 @@ impl Cluster {
             links,
             nodes: 1,
             network: None,
+            tensor_parallel_link: None,
         }
     }
 
@@ -217,8 +221,19 @@ impl Cluster {
             name: format!("{}/tp{ranks}", self.name),
             devices: kept.iter().map(|&d| self.devices[d].clone()).collect(),
             links,
+            tensor_parallel_link: Some(self.links[1]),
             ..self.clone()
         })
+    }
+
+    /// How a tensor-parallel group's collectives run: over a node's links (the link between
+    /// a group's ranks for the cluster seen by the groups, which keeps one device of each),
+    /// in a ring as NCCL runs them inside a node.
+    pub fn tensor_parallel_collectives(&self) -> Collectives {
+        match self.tensor_parallel_link {
+            Some(link) => Collectives::flat(link.comm()),
+            None => self.collectives(self.devices.len(), 1),
+        }
     }
 
     /// Replaces the link from device `from` to device `to` of every node (one direction;

@@ -65,7 +65,9 @@ pub fn replicated_pipeline_plan_of_split(
     check_copies(replicas)?;
     let mut planned = super::pipeline_plan_of_split(problem, split, pipeline)?;
     if replicas.replicas > 1 {
-        planned.plan = with_stage_all_reduces(&planned, replicas, 1)?;
+        // One copy standing for all: the plan itself, moved rather than copied.
+        let one = std::mem::replace(&mut planned.plan, Plan::empty());
+        planned.plan = with_stage_all_reduces(&planned, one, replicas, 1)?;
     }
     Ok(planned)
 }
@@ -94,7 +96,8 @@ pub fn materialised_pipeline_plan(
             ordo_cost::MAX_DEVICES
         )));
     }
-    with_stage_all_reduces(&planned, replicas, replicas.replicas)
+    let one = planned.plan.clone();
+    with_stage_all_reduces(&planned, one, replicas, replicas.replicas)
 }
 
 /// At least one copy of the pipeline.
@@ -105,10 +108,12 @@ fn check_copies(replicas: &PipelineReplicas) -> Result<(), SchedError> {
     Ok(())
 }
 
-/// `planned`'s plan with `copies` of it (all `D`, or one standing for them), a collective
-/// stream for each stage with gradients in each copy, and the stages' all-reduces.
+/// `one`, the plan of `planned` (taken out of it), with `copies` of it (all `D`, or one
+/// standing for them), a collective stream for each stage with gradients in each copy, and the
+/// stages' all-reduces.
 fn with_stage_all_reduces(
     planned: &PipelinePlan,
+    one: Plan,
     replicas: &PipelineReplicas,
     copies: usize,
 ) -> Result<Plan, SchedError> {
@@ -135,7 +140,7 @@ fn with_stage_all_reduces(
             }
         },
     );
-    let buffer_of = produced_buffers(&planned.plan);
+    let buffer_of = produced_buffers(&one);
     let mut reduced = Vec::new();
     for (stage, grads) in gradients
         .chunk_by(|a, b| device_of[a.producer] == device_of[b.producer])
@@ -151,10 +156,9 @@ fn with_stage_all_reduces(
             reduced.push((stage, bucket, buffers));
         }
     }
-    let one = &planned.plan;
     let (devices, tasks, buffers) =
         (one.devices as u32, one.tasks.len() as u32, one.buffers.len() as u32);
-    let mut plan = replicate(one, copies);
+    let mut plan = if copies == 1 { one } else { replicate(&one, copies) };
     let mut reduces = AllReduces::new(&mut plan);
     let mut streams_of: HashMap<usize, Vec<StreamId>> = HashMap::new();
     for (stage, bucket, stage_buffers) in reduced {
