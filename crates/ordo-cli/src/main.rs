@@ -42,9 +42,13 @@ enum Command {
     Compare(commands::compare::Args),
     /// Place, then schedule: per-device streams, transfers, events and buffer lifetimes.
     Plan(commands::plan::Args),
-    /// Search the data and pipeline degrees, micro-batches and schedule that train a model
-    /// fastest on a cluster's GPUs, each simulated, within each GPU's memory.
+    /// Search the data, tensor and pipeline degrees, micro-batches, schedule, sharding and
+    /// recomputation that train a model fastest on a cluster's GPUs, each simulated, within
+    /// each GPU's memory.
     PlanParallel(commands::plan_parallel::Args),
+    /// Training runs others measured at scale (published configurations and utilisation),
+    /// each beside ordo's prediction.
+    Published(commands::published::Args),
     /// Predict a step: time, utilisation, memory, critical path; Chrome trace and SVG charts.
     Simulate(commands::simulate::Args),
     /// Execute training (or forward) steps on CPU devices with real kernels, next to the
@@ -155,6 +159,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Plan(args) => commands::plan::run(&args),
         Command::Simulate(args) => commands::simulate::run(&args),
         Command::PlanParallel(args) => commands::plan_parallel::run(&args),
+        Command::Published(args) => commands::published::run(&args),
         Command::Run(args) => commands::run::run(&args),
         Command::Profile(args) => commands::profile::run(&args),
         Command::Conformance(args) => commands::onnx_conformance::run(&args),

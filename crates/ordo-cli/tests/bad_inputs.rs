@@ -798,6 +798,8 @@ fn option_cases(graph: &str) -> Vec<Case> {
         (planner(&["--batch", "8", "--tensor-parallel", "-2"]), "tensor-parallel"),
         (planner(&["--batch", "8", "--recompute", "sometimes"]), "--recompute sometimes"),
         (planner(&["--batch", "8", "--recompute", ""]), "--recompute"),
+        (vec!["published", "--table", "nope"], "--table nope"),
+        (vec!["published", "--model", "3T"], "--model 3T"),
         (planner(&["--batch", "8", "--precision", "fp8"]), "fp8"),
         (planner(&["--batch", "8", "--export", "/dev/null/plan"]), "/dev/null/plan"),
         (

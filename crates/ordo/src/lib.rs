@@ -66,6 +66,7 @@ mod parallel;
 mod parameter;
 mod problem;
 pub mod profiling;
+mod published;
 mod pytorch;
 mod run;
 mod spec;
@@ -86,6 +87,9 @@ pub use parallel::{
 };
 pub use parameter::{Parameter, ParameterError};
 pub use problem::Problem;
+pub use published::{
+    PublishedPrediction, PublishedRun, PublishedTable, predict_published, published_tables,
+};
 pub use pytorch::{
     PytorchSchedule, pytorch_schedule, pytorch_schedule_of, simulate_pipeline,
     simulate_replicated_pipeline,

@@ -12,6 +12,7 @@ pub mod place;
 pub mod plan;
 pub mod plan_parallel;
 pub mod profile;
+pub mod published;
 pub mod run;
 pub mod schedules;
 pub mod simulate;
