@@ -87,36 +87,22 @@ pub(crate) fn dims3(b: &GraphBuilder, x: OutletId) -> [i64; 3] {
     [s[0] as i64, s[1] as i64, s[2] as i64]
 }
 
-/// Megatron-LM's `f` before the column-parallel products that read `x`: the identity forward,
-/// the gradients of the ranks' shards summed backward. `x` itself when the graph is the whole
-/// model ([`TransformerConfig::tensor_parallel`] 1).
-pub(crate) fn to_tensor_parallel(
-    b: &mut GraphBuilder,
-    dims: &TransformerConfig,
-    name: &str,
-    x: OutletId,
-) -> Result<OutletId, IrError> {
-    tensor_parallel(b, dims, name, x, TensorParallelKind::ReduceBackward)
-}
+/// Megatron-LM's `f`, before the column-parallel products that read its input: the identity
+/// forward, the gradients of the ranks' shards summed backward.
+pub(crate) const TO_RANKS: TensorParallelKind = TensorParallelKind::ReduceBackward;
 
-/// Megatron-LM's `g` after a row-parallel product (or the vocabulary-parallel embedding): the
-/// ranks' partial sums all-reduced forward, the gradient passed through backward. `x` itself
-/// when the graph is the whole model.
-pub(crate) fn from_tensor_parallel(
-    b: &mut GraphBuilder,
-    dims: &TransformerConfig,
-    name: &str,
-    x: OutletId,
-) -> Result<OutletId, IrError> {
-    tensor_parallel(b, dims, name, x, TensorParallelKind::ReduceForward)
-}
+/// Megatron-LM's `g`, after a row-parallel product (or the vocabulary-parallel embedding): the
+/// ranks' partial sums all-reduced forward, the gradient passed through backward.
+pub(crate) const FROM_RANKS: TensorParallelKind = TensorParallelKind::ReduceForward;
 
-fn tensor_parallel(
+/// `kind`'s collective ([`TO_RANKS`], [`FROM_RANKS`]) on `x`, named `name`, over the
+/// tensor-parallel group the graph is one rank of; `x` itself when the graph is the whole model
+/// ([`TransformerConfig::tensor_parallel`] 1).
+pub(crate) fn tensor_parallel(
     b: &mut GraphBuilder,
     dims: &TransformerConfig,
-    name: &str,
+    (name, kind): (&str, TensorParallelKind),
     x: OutletId,
-    kind: TensorParallelKind,
 ) -> Result<OutletId, IrError> {
     if dims.tensor_parallel == 1 {
         return Ok(x);
