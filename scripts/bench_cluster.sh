@@ -45,3 +45,7 @@ row "planner, LLaMA-2 7B bf16, 64 H100s, batch 256" \
 row "planner, GPT-3 175B bf16, 1,024 H100s, batch 1,536" \
   plan-parallel gpt3_175b --cluster h100x8-ib-ndr --nodes 128 --batch 1536 --seq-len 2048 \
   --precision bf16 --max-micro-batches 64
+row "published runs: Megatron-LM 175B (64 GPUs, 8 stages x 64 micro-batches)" \
+  published --model 175B
+row "published runs: Megatron-LM 1T (512 GPUs, 64 stages x 512 micro-batches)" \
+  published --model 1T
