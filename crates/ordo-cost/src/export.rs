@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use ordo_ir::op::TensorParallelPass;
 use ordo_ir::{Graph, Node, NodeId, Op, OutletId, Role, node_stats};
 use serde_json::{Map, Value};
 
@@ -68,10 +69,10 @@ pub fn costgraph_for_cluster(graph: &Graph, cluster: &Cluster) -> CostGraph {
 /// * Graph metadata: `source: "ordo"`, `model` (the graph's name), `cost_model` (the two
 ///   models' descriptions) and `param_bytes` (all parameters and buffers).
 ///
-/// * A tensor-parallel collective (`Op::TensorParallel`, or its gradient) that sums takes a
-///   ring all-reduce of its output over its group on links of `comm`
-///   ([`costgraph_for_cluster`]: the node's links, as NCCL's ring runs it); the pass that
-///   does not sum costs a launch.
+/// * A tensor-parallel collective (`Op::TensorParallel`, or its gradient) takes the ring
+///   all-reduce, all-gather or reduce-scatter of its whole tensor over its group on links of
+///   `comm` ([`costgraph_for_cluster`]: the node's links, as NCCL's ring runs it); a pass that
+///   passes its tensor through costs a launch.
 ///
 /// The graph should have passed `ordo_ir::validate`; an input naming a missing node is
 /// skipped, and a cyclic graph gives a cyclic cost graph.
@@ -91,14 +92,24 @@ fn costed(
     let mut links = Vec::new();
     for (node, stats) in graph.nodes.iter().zip(&stats) {
         let id = u64::from(node.id.0);
-        let kernel = match tensor_parallel_sum(&node.op) {
-            Some(ranks) => {
-                let bytes = node.outputs.iter().map(|f| f.bytes()).sum();
+        let kernel = match tensor_parallel_pass(&node.op) {
+            Some((pass, ranks)) => {
+                // The whole tensor: the larger of what the pass reads and writes (a gather
+                // writes it, a scatter reads it).
+                let facts = |outlets: &[OutletId]| -> u64 {
+                    outlets.iter().filter_map(|&o| graph.fact(o)).map(|f| f.bytes()).sum()
+                };
+                let bytes = facts(&node.inputs).max(node.outputs.iter().map(|f| f.bytes()).sum());
+                let time_us = match pass {
+                    TensorParallelPass::AllReduce => tensor_parallel.all_reduce_us(ranks, bytes),
+                    TensorParallelPass::AllGather => tensor_parallel.all_gather_us(ranks, bytes),
+                    TensorParallelPass::ReduceScatter => {
+                        tensor_parallel.reduce_scatter_us(ranks, bytes)
+                    }
+                    TensorParallelPass::Identity => 0,
+                };
                 // The stream waits for the collective: it holds the device.
-                KernelCost {
-                    time_us: tensor_parallel.all_reduce_us(ranks, bytes).max(1),
-                    occupancy: 1.0,
-                }
+                KernelCost { time_us: time_us.max(1), occupancy: 1.0 }
             }
             None => kernel_cost(graph, node, stats.flops, roofline),
         };
@@ -191,17 +202,19 @@ fn is_matmul(op: &Op) -> bool {
     }
 }
 
-/// The group size of a tensor-parallel collective that sums in `op`'s pass: the forward op
-/// `g`, or the gradient of `f`.
-fn tensor_parallel_sum(op: &Op) -> Option<usize> {
-    match op {
-        Op::TensorParallel(t) if t.reduces_in_forward() => Some(t.ranks),
+/// What a tensor-parallel collective does in `op`'s pass (the forward op's, or its gradient's)
+/// and its group's size, when it communicates (`None` for a pass that passes its tensor
+/// through, and for every other op).
+fn tensor_parallel_pass(op: &Op) -> Option<(TensorParallelPass, usize)> {
+    let (pass, ranks) = match op {
+        Op::TensorParallel(t) => (t.forward(), t.ranks),
         Op::Grad(grad) => match &*grad.of {
-            Op::TensorParallel(t) if !t.reduces_in_forward() => Some(t.ranks),
-            _ => None,
+            Op::TensorParallel(t) => (t.backward(), t.ranks),
+            _ => return None,
         },
-        _ => None,
-    }
+        _ => return None,
+    };
+    (pass != TensorParallelPass::Identity).then_some((pass, ranks))
 }
 
 /// Compute time in µs and occupancy of one node by the rules of [`costgraph_with`].

@@ -177,13 +177,17 @@ impl TransformerConfig {
     /// key/value) and of the MLP's inner width (the column-parallel products before, the
     /// row-parallel after), and of the vocabulary (the token embedding and the LM head, rows
     /// rounded up); norms, position embeddings and the residual stream are whole on every
-    /// rank. Tensor-parallel collectives join the shards: an all-reduce after each row-parallel
-    /// product and the vocabulary-parallel embedding in the forward pass, and before each
-    /// column-parallel block's input in the backward pass, over the group's links. Two
-    /// approximations: the row-parallel products keep their bias on every rank (Megatron adds
-    /// it once, after the all-reduce: `hidden` elements per block), and the cross-entropy over
-    /// the vocabulary's shards is costed on the rank's shard without its two small
-    /// all-reduces (of one number per token).
+    /// rank, with sequence parallelism: between the split products (norms, dropouts,
+    /// residual additions) each rank holds `1 / ranks` of the sequence. Tensor-parallel
+    /// collectives join the shards over the group's links: before each block's
+    /// column-parallel half and the LM head the slices of the sequence are all-gathered
+    /// (the gradients reduce-scattered backward), and after each row-parallel product and the
+    /// vocabulary-parallel embedding the partial sums are reduce-scattered into slices (the
+    /// gradient all-gathered backward): the bytes of Megatron's all-reduces without sequence
+    /// parallelism. The sequence must split over the ranks. Two approximations: the
+    /// row-parallel products keep their bias on every rank (Megatron adds it once: `hidden`
+    /// elements per block), and the cross-entropy over the vocabulary's shards is costed on
+    /// the rank's shard without its two small all-reduces (of one number per token).
     ///
     /// # Errors
     /// A message naming the field that `ranks` does not divide (`heads`, `kv_heads`,

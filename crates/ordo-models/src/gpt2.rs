@@ -63,7 +63,9 @@ pub(crate) fn build(config: &ModelConfig, dims: &TransformerConfig) -> Result<Gr
     check_positions(seq, dims, ("transformer.wpe", "Embedding"), "position embeddings")?;
     let mut b = GraphBuilder::new(&dims.name);
     let input_ids = token_input(&mut b, "input_ids", &[batch, seq])?;
-    let position_ids = token_input(&mut b, "position_ids", &[1, seq])?;
+    // Under sequence parallelism a rank adds the positions of its slice of the sequence.
+    let slice = seq / dims.tensor_parallel;
+    let position_ids = token_input(&mut b, "position_ids", &[1, slice.max(1)])?;
 
     let tokens = b.embedding("transformer.wte", input_ids, dims.vocab_per_rank(), dims.hidden)?;
     let wte = b.params_of(tokens.node)[0];

@@ -87,13 +87,15 @@ pub(crate) fn dims3(b: &GraphBuilder, x: OutletId) -> [i64; 3] {
     [s[0] as i64, s[1] as i64, s[2] as i64]
 }
 
-/// Megatron-LM's `f`, before the column-parallel products that read its input: the identity
-/// forward, the gradients of the ranks' shards summed backward.
-pub(crate) const TO_RANKS: TensorParallelKind = TensorParallelKind::ReduceBackward;
+/// Megatron-LM's `f` under sequence parallelism, before the column-parallel products that
+/// read its input: the ranks' slices of the sequence all-gathered forward, the gradients of the
+/// ranks' shards reduce-scattered backward.
+pub(crate) const TO_RANKS: TensorParallelKind = TensorParallelKind::GatherSequence;
 
-/// Megatron-LM's `g`, after a row-parallel product (or the vocabulary-parallel embedding): the
-/// ranks' partial sums all-reduced forward, the gradient passed through backward.
-pub(crate) const FROM_RANKS: TensorParallelKind = TensorParallelKind::ReduceForward;
+/// Megatron-LM's `g` under sequence parallelism, after a row-parallel product (or the
+/// vocabulary-parallel embedding): the ranks' partial sums reduce-scattered into slices of the
+/// sequence forward, the gradient all-gathered backward.
+pub(crate) const FROM_RANKS: TensorParallelKind = TensorParallelKind::ScatterSequence;
 
 /// `kind`'s collective ([`TO_RANKS`], [`FROM_RANKS`]) on `x`, named `name`, over the
 /// tensor-parallel group the graph is one rank of; `x` itself when the graph is the whole model

@@ -159,14 +159,16 @@ fn what_does_not_fit_is_rejected_and_bad_requests_refused() {
     };
     assert!(plans.rejected.iter().all(|(_, why)| named(why)));
     assert_eq!(plans.simulated, 0);
-    // 3 MiB holds the parameters of a few stages, but not every split's activations.
-    let small = cluster(1).with_memory(3 << 20);
+    // 2 MiB holds the parameters of a few stages, but not every split's activations, even
+    // recomputed.
+    let limit = 2 << 20;
+    let small = cluster(1).with_memory(limit);
     let plans =
         ordo::plan_parallel(&model_at, &small, &ParallelSearch::new(8, 32), |_, _| {}).unwrap();
     assert!(plans.rejected.iter().any(|(_, why)| why.contains("at its peak, more than")));
     assert!(!plans.candidates.is_empty());
     for c in &plans.candidates {
-        assert!(c.peak_memory_bytes.iter().all(|&peak| peak <= 3 << 20), "{}", c.config);
+        assert!(c.peak_memory_bytes.iter().all(|&peak| peak <= limit), "{}", c.config);
     }
     let message = |search: ParallelSearch| {
         ordo::plan_parallel(&model_at, &cluster(1), &search, |_, _| {}).unwrap_err().to_string()

@@ -1,9 +1,10 @@
 //! Tensor parallelism: one rank's graph holds its share of the split layers (the ranks' shares
 //! and the replicated rest add up to the whole model), its collectives are where Megatron-LM
-//! puts them and cost what the cluster's all-reduce over their group costs, and what cannot
-//! be split is refused, named.
+//! puts them under sequence parallelism and cost what the cluster's all-gather or
+//! reduce-scatter over their group costs, the slices of the sequence hold less than the whole,
+//! and what cannot be split is refused, named.
 
-use ordo_ir::op::{TensorParallel, TensorParallelKind};
+use ordo_ir::op::{TensorParallel, TensorParallelKind, TensorParallelPass};
 use ordo_ir::{Graph, Op, Role};
 use ordo_models::{ModelConfig, TransformerConfig};
 
@@ -13,18 +14,10 @@ fn trainable_params(graph: &Graph) -> u64 {
     graph.params.iter().filter(|p| p.trainable).map(|p| p.fact.numel()).sum()
 }
 
-/// Forward collectives that sum in `kind`'s pass, and the gradients of those that sum
-/// backward.
+/// Forward collectives of `kind`.
 fn collectives(graph: &Graph, kind: TensorParallelKind) -> usize {
     let is = |op: &Op| matches!(op, Op::TensorParallel(t) if t.kind == kind);
-    graph
-        .nodes
-        .iter()
-        .filter(|n| match &n.op {
-            Op::Grad(g) => is(&g.of),
-            op => is(op),
-        })
-        .count()
+    graph.nodes.iter().filter(|n| is(&n.op)).count()
 }
 
 /// The parameters every rank holds whole: the norms (and GPT's position table and the biases
@@ -45,7 +38,8 @@ fn the_ranks_shares_and_the_replicated_parameters_make_the_whole_model() {
         let whole = config.build(&CONFIG).unwrap();
         assert_eq!(trainable_params(&whole), config.params(), "{}", config.name);
         assert_eq!(config.with_tensor_parallel(1).unwrap().build(&CONFIG).unwrap(), whole);
-        assert_eq!(collectives(&whole, TensorParallelKind::ReduceForward), 0);
+        assert_eq!(collectives(&whole, TensorParallelKind::ScatterSequence), 0);
+        assert_eq!(collectives(&whole, TensorParallelKind::GatherSequence), 0);
         for ranks in [2, 4] {
             let split = config.with_tensor_parallel(ranks).unwrap();
             let rank = split.build(&CONFIG).unwrap();
@@ -58,17 +52,27 @@ fn the_ranks_shares_and_the_replicated_parameters_make_the_whole_model() {
                 config.name
             );
             // Megatron's g after the embedding and each block's two row-parallel products;
-            // its f before each block's two column-parallel halves and the LM head.
+            // its f before each block's two column-parallel halves and the LM head; both in
+            // their sequence-parallel form.
             let expected = 2 * config.layers + 1;
-            assert_eq!(collectives(&rank, TensorParallelKind::ReduceForward), expected);
-            assert_eq!(collectives(&rank, TensorParallelKind::ReduceBackward), expected);
+            assert_eq!(collectives(&rank, TensorParallelKind::ScatterSequence), expected);
+            assert_eq!(collectives(&rank, TensorParallelKind::GatherSequence), expected);
+            // The residual stream holds a slice of the sequence: the norms read 8 / ranks
+            // positions.
+            let norm = rank
+                .nodes
+                .iter()
+                .find(|n| n.name.ends_with("ln_1") || n.name.ends_with("input_layernorm.square"))
+                .unwrap();
+            let x = rank.fact(norm.inputs[0]).unwrap();
+            assert_eq!(x.shape[1], 8 / ranks, "{}", norm.name);
             let training =
                 ordo_ir::training::training_graph(&rank, rank.outputs[0], Default::default())
                     .unwrap();
             let summed_backward = training.nodes.iter().filter(|n| {
                 n.role == Role::Dx
                     && matches!(&n.op, Op::Grad(g) if matches!(*g.of,
-                        Op::TensorParallel(TensorParallel { kind: TensorParallelKind::ReduceBackward, .. })))
+                        Op::TensorParallel(TensorParallel { kind: TensorParallelKind::GatherSequence, .. })))
             });
             assert_eq!(summed_backward.count(), expected, "{} on {ranks} ranks", config.name);
         }
@@ -76,7 +80,7 @@ fn the_ranks_shares_and_the_replicated_parameters_make_the_whole_model() {
 }
 
 #[test]
-fn a_collective_costs_the_all_reduce_of_its_tensor_over_the_node() {
+fn a_collective_costs_its_pass_over_the_node() {
     let cluster = ordo::cluster("h100x8-ib-ndr").unwrap();
     let split = TransformerConfig::llama2(7).unwrap().small().with_tensor_parallel(4).unwrap();
     let rank = split.build(&CONFIG).unwrap();
@@ -84,27 +88,38 @@ fn a_collective_costs_the_all_reduce_of_its_tensor_over_the_node() {
         ordo_ir::training::training_graph(&rank, rank.outputs[0], Default::default()).unwrap();
     let costed = ordo_cost::costgraph_for_cluster(&training, &cluster);
     let node_links = cluster.collectives(8, 1);
-    let mut summed = 0;
+    let mut passes = std::collections::BTreeMap::new();
     for (node, cost) in training.nodes.iter().zip(&costed.nodes) {
-        let sums = match &node.op {
-            Op::TensorParallel(t) => t.kind == TensorParallelKind::ReduceForward,
+        let pass = match &node.op {
+            Op::TensorParallel(t) => t.forward(),
             Op::Grad(g) => match *g.of {
-                Op::TensorParallel(t) => t.kind == TensorParallelKind::ReduceBackward,
+                Op::TensorParallel(t) => t.backward(),
                 _ => continue,
             },
             _ => continue,
         };
-        let bytes: u64 = node.outputs.iter().map(|f| f.bytes()).sum();
-        // A [batch, seq, hidden] activation (or its gradient) of fp32.
-        assert_eq!(bytes, (2 * 8 * split.hidden * 4) as u64, "{}", node.name);
-        if sums {
-            assert_eq!(cost.weight, node_links.all_reduce_us(4, bytes), "{}", node.name);
-            summed += 1;
-        } else {
-            assert!(cost.weight < node_links.all_reduce_us(4, bytes), "{}", node.name);
-        }
+        // The whole [batch, seq, hidden] activation (or its gradient) of fp32 goes out of a
+        // gather and into a scatter; a rank's slice is a quarter of it.
+        let whole = (2 * 8 * split.hidden * 4) as u64;
+        let out: u64 = node.outputs.iter().map(|f| f.bytes()).sum();
+        let expected = match pass {
+            TensorParallelPass::AllGather => {
+                assert_eq!(out, whole, "{}", node.name);
+                node_links.all_gather_us(4, whole)
+            }
+            TensorParallelPass::ReduceScatter => {
+                assert_eq!(out, whole / 4, "{}", node.name);
+                node_links.reduce_scatter_us(4, whole)
+            }
+            other => panic!("{}: {other:?} under sequence parallelism", node.name),
+        };
+        assert_eq!(cost.weight, expected.max(1), "{}", node.name);
+        *passes.entry(format!("{pass:?}")).or_insert(0) += 1;
     }
-    assert_eq!(summed, 2 * (2 * split.layers + 1));
+    // Forward and backward, gathers and scatters alike.
+    let each = 2 * (2 * split.layers + 1);
+    assert_eq!(passes.get("AllGather"), Some(&each));
+    assert_eq!(passes.get("ReduceScatter"), Some(&each));
     // The cluster the groups see (one device of each group per node) costs every node alike:
     // its collectives still run over the node's links, not the network.
     let eight = TransformerConfig::from_fields("llama:layers=2,hidden=64,heads=8,intermediate=128")

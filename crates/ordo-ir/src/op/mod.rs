@@ -42,7 +42,7 @@ pub use logic::{BitwiseKind, CompareKind, LogicKind};
 pub use loss::{LossReduction, NllLoss};
 pub use norm::{BatchNorm, LayerNorm};
 pub use opaque::Opaque;
-pub use parallel::{TensorParallel, TensorParallelKind};
+pub use parallel::{TensorParallel, TensorParallelKind, TensorParallelPass};
 pub use pool::{Pool2d, PoolNd};
 pub use random::Distribution;
 pub use reduce::{Reduce, ReduceKind};
@@ -647,10 +647,13 @@ impl Op {
             Op::Mod { .. } => 4 * out_elems,
             Op::Einsum(e) => e.flops(inputs),
             Op::Opaque(o) => o.flops,
-            // The sum of the ranks' tensors (or nothing, passing it through); its time is the
-            // collective's, which the cost model takes from the cluster's links.
-            Op::TensorParallel(t) if t.reduces_in_forward() => out_elems,
-            Op::TensorParallel(_) => 0,
+            // The sum of the ranks' tensors (or nothing, passing or gathering it); its time is
+            // the collective's, which the cost model takes from the cluster's links.
+            Op::TensorParallel(t) => match t.forward() {
+                TensorParallelPass::AllReduce => out_elems,
+                TensorParallelPass::ReduceScatter => out_elems * t.ranks as u64,
+                TensorParallelPass::Identity | TensorParallelPass::AllGather => 0,
+            },
             Op::Embedding(_)
             | Op::Concat { .. }
             | Op::Reshape { .. }

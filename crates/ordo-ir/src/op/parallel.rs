@@ -1,6 +1,6 @@
-//! Tensor parallelism's collectives (Megatron-LM's `f` and `g`): a graph built for one rank of
-//! a tensor-parallel group holds its shard of each split layer, and these ops join the
-//! shards. They are for planning and simulation: a CPU process runs one rank and has no group
+//! Tensor parallelism's collectives (Megatron-LM's `f` and `g`, and their sequence-parallel
+//! forms): a graph built for one rank of a tensor-parallel group holds its shard of each split
+//! layer, and these ops join the shards. They are for planning and simulation: a CPU process runs one rank and has no group
 //! to reduce with.
 
 use serde::{Deserialize, Serialize};
@@ -19,6 +19,26 @@ pub enum TensorParallelKind {
     /// the forward pass passes the input through, the backward pass all-reduces the
     /// gradients of the ranks' shards.
     ReduceBackward,
+    /// `f` under sequence parallelism: the forward pass all-gathers the ranks' slices of the
+    /// sequence (dimension 1) into the whole, the backward pass reduce-scatters the gradient
+    /// back into slices.
+    GatherSequence,
+    /// `g` under sequence parallelism: the forward pass reduce-scatters the ranks' partial sums
+    /// into slices of the sequence (dimension 1), the backward pass all-gathers the gradient.
+    ScatterSequence,
+}
+
+/// What a pass of a tensor-parallel collective does with its tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TensorParallelPass {
+    /// Passes it through.
+    Identity,
+    /// Sums it across the ranks, every rank getting the sum.
+    AllReduce,
+    /// Gathers the ranks' slices into the whole.
+    AllGather,
+    /// Sums it across the ranks, each keeping its slice of the sum.
+    ReduceScatter,
 }
 
 /// An all-reduce across the `ranks` ranks of a tensor-parallel group, in the forward or the
@@ -32,9 +52,24 @@ pub struct TensorParallel {
 }
 
 impl TensorParallel {
-    /// Whether the forward op (`true`) or its gradient (`false`) is the all-reduce.
-    pub fn reduces_in_forward(&self) -> bool {
-        self.kind == TensorParallelKind::ReduceForward
+    /// What the forward pass does.
+    pub fn forward(&self) -> TensorParallelPass {
+        match self.kind {
+            TensorParallelKind::ReduceForward => TensorParallelPass::AllReduce,
+            TensorParallelKind::ReduceBackward => TensorParallelPass::Identity,
+            TensorParallelKind::GatherSequence => TensorParallelPass::AllGather,
+            TensorParallelKind::ScatterSequence => TensorParallelPass::ReduceScatter,
+        }
+    }
+
+    /// What the backward pass (the gradient) does.
+    pub fn backward(&self) -> TensorParallelPass {
+        match self.kind {
+            TensorParallelKind::ReduceForward => TensorParallelPass::Identity,
+            TensorParallelKind::ReduceBackward => TensorParallelPass::AllReduce,
+            TensorParallelKind::GatherSequence => TensorParallelPass::ReduceScatter,
+            TensorParallelKind::ScatterSequence => TensorParallelPass::AllGather,
+        }
     }
 
     pub(crate) fn infer(&self, inputs: &[&TensorFact]) -> Result<Vec<TensorFact>, String> {
@@ -42,7 +77,27 @@ impl TensorParallel {
         if self.ranks < 2 {
             return Err(format!("a tensor-parallel group of {} rank(s)", self.ranks));
         }
-        crate::op::expect_float("input", inputs[0])?;
-        Ok(vec![inputs[0].clone()])
+        let x = inputs[0];
+        crate::op::expect_float("input", x)?;
+        let mut out = x.clone();
+        match self.kind {
+            TensorParallelKind::ReduceForward | TensorParallelKind::ReduceBackward => {}
+            TensorParallelKind::GatherSequence | TensorParallelKind::ScatterSequence
+                if x.rank() < 2 =>
+            {
+                return Err(format!("a sequence (dimension 1) to split, got {x}"));
+            }
+            TensorParallelKind::GatherSequence => out.shape[1] *= self.ranks,
+            TensorParallelKind::ScatterSequence => {
+                if !x.shape[1].is_multiple_of(self.ranks) {
+                    return Err(format!(
+                        "a sequence of {} does not split over {} ranks",
+                        x.shape[1], self.ranks
+                    ));
+                }
+                out.shape[1] /= self.ranks;
+            }
+        }
+        Ok(vec![out])
     }
 }

@@ -119,10 +119,17 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         // Known by its shapes only: the gradient reads every input (the most any op keeps)
         // and costs twice the forward.
         Op::Opaque(o) => rule((0..o.inputs).map(Input).collect(), false, (2 * f.flops).max(out)),
-        // The gradient passes through `g` and is summed across the group by `f` (the cost
-        // model times that sum as the group's all-reduce).
-        Op::TensorParallel(t) if t.reduces_in_forward() => rule(vec![], false, 0),
-        Op::TensorParallel(_) => rule(vec![], false, out),
+        // The gradient passes through `g`, is summed across the group by `f`, reduce-scattered
+        // or all-gathered under sequence parallelism (the cost model times the collective).
+        Op::TensorParallel(t) => {
+            use crate::op::TensorParallelPass::{AllGather, AllReduce, Identity, ReduceScatter};
+            let flops = match t.backward() {
+                AllReduce => out,
+                ReduceScatter => out,
+                Identity | AllGather => 0,
+            };
+            rule(vec![], false, flops)
+        }
         // Masks: no gradient.
         Op::Where
         | Op::Compare(_)

@@ -15,7 +15,7 @@
 //! gradients and optimizer state exceeds it); it is pruned, unsimulated, when a lower bound on
 //! its step (its busiest stage's compute, with no bubble and no communication) is no better
 //! than the best simulated so far ([`ParallelSearch::exhaustive`] turns pruning off).
-//! A tensor-parallel stage is one rank's graph (Megatron-LM's split,
+//! A tensor-parallel stage is one rank's graph (Megatron-LM's split with sequence parallelism,
 //! [`ordo_models::TransformerConfig::with_tensor_parallel`]) with its all-reduces costed over
 //! the node's links, planned on the cluster seen by the groups
 //! ([`Cluster::tensor_parallel_groups`]).
