@@ -9,43 +9,60 @@ use super::{ParallelCandidate, ParallelConfig, ParallelSearch};
 use crate::error::Result;
 use crate::{Model, Problem, Recompute, StepMode, Target};
 
+/// The model builder the planner calls: the training model at a micro-batch's size, as one
+/// of the given number of tensor-parallel ranks. Called from several threads at once.
+pub(super) type ModelAt<'a> = &'a (dyn Fn(usize, usize) -> Result<Model> + Sync);
+
 /// The problems of one split (micro-batch size, tensor ranks, stages), one for each
-/// recomputation, built as first asked for: every schedule of a split shares them.
-/// Configurations come split by split, so a new split drops the last one's.
-pub(super) struct SplitProblems {
-    split: Option<(usize, usize, usize)>,
-    built: Vec<(Recompute, Result<Built>)>,
+/// recomputation, built when first asked for (by whichever thread asks first) and shared by
+/// every schedule of the split.
+pub(super) struct SplitProblems<'a> {
+    model_at: ModelAt<'a>,
+    cluster: &'a Cluster,
+    /// Micro-batch size, tensor ranks, stages.
+    split: (usize, usize, usize),
+    built: [std::sync::OnceLock<Result<Built>>; Recompute::ALL.len()],
 }
 
-impl SplitProblems {
-    /// No split yet.
-    pub(super) fn new() -> Self {
-        Self { split: None, built: Vec::new() }
+impl<'a> SplitProblems<'a> {
+    /// The split of `micro` samples, `tensor` ranks and `stages` stages, nothing built yet.
+    pub(super) fn new(
+        model_at: ModelAt<'a>,
+        cluster: &'a Cluster,
+        split: (usize, usize, usize),
+    ) -> Self {
+        Self { model_at, cluster, split, built: Default::default() }
     }
 
-    /// The problem of `config`'s split at `micro` samples recomputing `recompute`.
-    pub(super) fn get(
-        &mut self,
-        model_at: &dyn Fn(usize, usize) -> Result<Model>,
-        cluster: &Cluster,
-        micro: usize,
-        config: &ParallelConfig,
-        recompute: Recompute,
-    ) -> &Result<Built> {
-        let split = (micro, config.tensor, config.stages);
-        if self.split.replace(split) != Some(split) {
-            self.built.clear();
-        }
-        let at = match self.built.iter().position(|(r, _)| *r == recompute) {
-            Some(at) => at,
-            None => {
-                let (tensor, stages) = (config.tensor, config.stages);
-                let built = Built::new(model_at, cluster, micro, tensor, stages, recompute);
-                self.built.push((recompute, built));
-                self.built.len() - 1
+    /// The split's problem recomputing `recompute`.
+    pub(super) fn get(&self, recompute: Recompute) -> &Result<Built> {
+        let at = Recompute::ALL.iter().position(|&r| r == recompute).unwrap_or(0);
+        self.built[at].get_or_init(|| {
+            let (micro, tensor, stages) = self.split;
+            Built::new(self.model_at, self.cluster, micro, tensor, stages, recompute)
+        })
+    }
+
+    /// `config` (of this split) with the least of `search`'s recomputations that fits, pruned
+    /// against `best_us`; and how many simulations that took beyond the last.
+    pub(super) fn evaluate_recomputing(
+        &self,
+        config: ParallelConfig,
+        search: &ParallelSearch,
+        best_us: f64,
+    ) -> (Outcome, usize) {
+        let mut outcome = Outcome::Pruned;
+        for (k, &recompute) in search.recompute.iter().enumerate() {
+            outcome = match self.get(recompute) {
+                Ok(built) => evaluate(built, config, search, best_us),
+                Err(e) => Outcome::Rejected(e.to_string()),
+            };
+            match outcome {
+                Outcome::OverMemory(_) if k + 1 < search.recompute.len() => {}
+                _ => return (outcome, k),
             }
-        };
-        &self.built[at].1
+        }
+        (outcome, search.recompute.len().saturating_sub(1))
     }
 }
 
@@ -65,14 +82,14 @@ pub(super) struct Built {
     /// The problem split into the configuration's micro-batches, made by the first schedule
     /// simulated and shared by the others (`None` inside where it does not split: the
     /// simulation then says why).
-    split: std::cell::OnceCell<Option<std::sync::Arc<ordo_sched::MicroBatched>>>,
+    split: std::sync::OnceLock<Option<std::sync::Arc<ordo_sched::MicroBatched>>>,
 }
 
 impl Built {
     /// One of `tensor` ranks of the model built at `micro` samples, costed for `stages`
     /// tensor-parallel groups of `cluster`.
     fn new(
-        model_at: &dyn Fn(usize, usize) -> Result<Model>,
+        model_at: ModelAt<'_>,
         cluster: &Cluster,
         micro: usize,
         tensor: usize,
@@ -99,7 +116,7 @@ impl Built {
         } else {
             device.peak_flops
         };
-        let split = std::cell::OnceCell::new();
+        let split = std::sync::OnceLock::new();
         Ok(Self { problem, flops, persistent, optimizer_state, peak_flops, recompute, split })
     }
 }
@@ -124,7 +141,7 @@ pub(super) enum Outcome {
 ///
 /// The optimizer state is resident the whole step, so sharding it lowers each stage's peak by
 /// exactly the share it no longer holds: `(1 - 1 / D)` of its updates' state.
-pub(super) fn evaluate(
+fn evaluate(
     built: &Built,
     config: ParallelConfig,
     search: &ParallelSearch,

@@ -38,7 +38,7 @@ pub struct ParallelExport {
 /// [`crate::Error::Parameter`] for a batch the configuration does not split; what planning the
 /// pipeline fails with.
 pub fn export_parallel(
-    model_at: &dyn Fn(usize, usize) -> Result<Model>,
+    model_at: &(dyn Fn(usize, usize) -> Result<Model> + Sync),
     cluster: &Cluster,
     global_batch: usize,
     config: &ParallelConfig,

@@ -36,7 +36,7 @@ use crate::Model;
 use crate::Recompute;
 use crate::error::Result;
 use crate::parameter::{Parameter, refuse};
-use evaluate::{Outcome, SplitProblems, evaluate};
+use evaluate::{Outcome, SplitProblems};
 
 /// The recomputations `name` asks the planner to try: `auto` (each in turn, least first:
 /// [`Recompute::ALL`]) or one of `none`, `selective`, `full`.
@@ -196,7 +196,7 @@ pub struct ParallelPlans {
 /// micro-batch or tensor-parallel limit. What building or costing the model fails with rejects the
 /// configurations that need it.
 pub fn plan_parallel(
-    model_at: &dyn Fn(usize, usize) -> Result<Model>,
+    model_at: &(dyn Fn(usize, usize) -> Result<Model> + Sync),
     cluster: &Cluster,
     search: &ParallelSearch,
     mut progress: impl FnMut(usize, usize),
@@ -225,40 +225,78 @@ pub fn plan_parallel(
     }
     let (configs, rejected) = configurations(search, cluster.devices_per_node());
     let mut plans = ParallelPlans { candidates: Vec::new(), rejected, simulated: 0, pruned: 0 };
-    let mut problems = SplitProblems::new();
     let mut best_us = f64::INFINITY;
     let total = configs.len();
-    for (done, config) in configs.into_iter().enumerate() {
-        let micro = search.global_batch / (config.data * config.micro_batches);
-        // The least recomputation that fits.
-        let mut outcome = Outcome::Pruned;
-        for (k, &recompute) in search.recompute.iter().enumerate() {
-            outcome = match problems.get(model_at, cluster, micro, &config, recompute) {
-                Ok(built) => evaluate(built, config, search, best_us),
-                Err(e) => Outcome::Rejected(e.to_string()),
-            };
+    let mut done = 0;
+    // Split by split (configurations come grouped so), the split's configurations on a pool
+    // of threads, pruned against the best step of the splits before: the answer, counts
+    // included, does not depend on the threads.
+    for group in configs.chunk_by(|a, b| split_of(search, a) == split_of(search, b)) {
+        let problems = SplitProblems::new(model_at, cluster, split_of(search, &group[0]));
+        let outcomes =
+            evaluate_all(group, |config| problems.evaluate_recomputing(*config, search, best_us));
+        for (config, (outcome, extra)) in group.iter().zip(outcomes) {
+            plans.simulated += extra;
             match outcome {
-                Outcome::OverMemory(_) if k + 1 < search.recompute.len() => plans.simulated += 1,
-                _ => break,
+                Outcome::Rejected(reason) => plans.rejected.push((*config, reason)),
+                Outcome::Pruned => plans.pruned += 1,
+                Outcome::Simulated(Err(reason)) | Outcome::OverMemory(reason) => {
+                    plans.simulated += 1;
+                    plans.rejected.push((*config, reason));
+                }
+                Outcome::Simulated(Ok(candidate)) => {
+                    plans.simulated += 1;
+                    best_us = best_us.min(candidate.step_time_us);
+                    plans.candidates.push(candidate);
+                }
             }
+            done += 1;
+            progress(done, total);
         }
-        match outcome {
-            Outcome::Rejected(reason) => plans.rejected.push((config, reason)),
-            Outcome::Pruned => plans.pruned += 1,
-            Outcome::Simulated(Err(reason)) | Outcome::OverMemory(reason) => {
-                plans.simulated += 1;
-                plans.rejected.push((config, reason));
-            }
-            Outcome::Simulated(Ok(candidate)) => {
-                plans.simulated += 1;
-                best_us = best_us.min(candidate.step_time_us);
-                plans.candidates.push(candidate);
-            }
-        }
-        progress(done + 1, total);
     }
     plans.candidates.sort_by(|a, b| a.step_time_us.total_cmp(&b.step_time_us));
     Ok(plans)
+}
+
+/// The split `config` belongs to: its micro-batch size, tensor ranks and stages.
+fn split_of(search: &ParallelSearch, config: &ParallelConfig) -> (usize, usize, usize) {
+    (search.global_batch / (config.data * config.micro_batches), config.tensor, config.stages)
+}
+
+/// `evaluate` of every item of `items`, in order, on up to as many threads as the machine
+/// runs at once. Protocol: each worker claims the next unclaimed index from `next` (a relaxed
+/// fetch-add: the counter only hands out distinct indices, it orders nothing) and writes its
+/// result into that index's slot, which no other worker touches; the scope's join makes every
+/// write visible to the caller before the slots are read.
+fn evaluate_all<T: Sync, R: Send>(items: &[T], evaluate: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len());
+    if threads <= 1 {
+        return items.iter().map(evaluate).collect();
+    }
+    let slots: Vec<std::sync::Mutex<Option<R>>> =
+        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    let result = evaluate(item);
+                    *slots[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                        Some(result);
+                }
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|slot| {
+            let result = slot.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+            result.expect("every index is claimed once and filled")
+        })
+        .collect()
 }
 
 /// Every configuration of `search` on nodes of `per_node` GPUs, fewest tensor ranks first,
