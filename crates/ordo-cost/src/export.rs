@@ -31,7 +31,7 @@ pub fn costgraph_from_graph(graph: &Graph) -> CostGraph {
 pub fn costgraph_for_cluster(graph: &Graph, cluster: &Cluster) -> CostGraph {
     let comm =
         if cluster.device_count() > 1 { cluster.comm(0, 1) } else { CommModel::baechi_default() };
-    // A tensor-parallel group sits within a node: its all-reduces run over the node's links.
+    // A tensor-parallel group sits within a node: its collectives run over the node's links.
     let tensor_parallel = cluster.tensor_parallel_collectives();
     let mut cost = costed(graph, &cluster.roofline(0), &comm, &tensor_parallel);
     cost.graph.insert("cluster".into(), Value::from(cluster.name.clone()));
@@ -70,9 +70,8 @@ pub fn costgraph_for_cluster(graph: &Graph, cluster: &Cluster) -> CostGraph {
 ///   models' descriptions) and `param_bytes` (all parameters and buffers).
 ///
 /// * A tensor-parallel collective (`Op::TensorParallel`, or its gradient) takes the ring
-///   all-reduce, all-gather or reduce-scatter of its whole tensor over its group on links of
-///   `comm` ([`costgraph_for_cluster`]: the node's links, as NCCL's ring runs it); a pass that
-///   passes its tensor through costs a launch.
+///   all-gather or reduce-scatter of its whole tensor over its group on links of `comm`
+///   ([`costgraph_for_cluster`]: the node's links, as NCCL's ring runs it).
 ///
 /// The graph should have passed `ordo_ir::validate`; an input naming a missing node is
 /// skipped, and a cyclic graph gives a cyclic cost graph.
@@ -80,7 +79,7 @@ pub fn costgraph_with(graph: &Graph, roofline: &Roofline, comm: &CommModel) -> C
     costed(graph, roofline, comm, &Collectives::flat(*comm))
 }
 
-/// [`costgraph_with`], the tensor-parallel all-reduces costed by `tensor_parallel`.
+/// [`costgraph_with`], the tensor-parallel collectives costed by `tensor_parallel`.
 fn costed(
     graph: &Graph,
     roofline: &Roofline,
@@ -101,12 +100,10 @@ fn costed(
                 };
                 let bytes = facts(&node.inputs).max(node.outputs.iter().map(|f| f.bytes()).sum());
                 let time_us = match pass {
-                    TensorParallelPass::AllReduce => tensor_parallel.all_reduce_us(ranks, bytes),
                     TensorParallelPass::AllGather => tensor_parallel.all_gather_us(ranks, bytes),
                     TensorParallelPass::ReduceScatter => {
                         tensor_parallel.reduce_scatter_us(ranks, bytes)
                     }
-                    TensorParallelPass::Identity => 0,
                 };
                 // The stream waits for the collective: it holds the device.
                 KernelCost { time_us: time_us.max(1), occupancy: 1.0 }
@@ -203,18 +200,16 @@ fn is_matmul(op: &Op) -> bool {
 }
 
 /// What a tensor-parallel collective does in `op`'s pass (the forward op's, or its gradient's)
-/// and its group's size, when it communicates (`None` for a pass that passes its tensor
-/// through, and for every other op).
+/// and its group's size; `None` for every other op.
 fn tensor_parallel_pass(op: &Op) -> Option<(TensorParallelPass, usize)> {
-    let (pass, ranks) = match op {
-        Op::TensorParallel(t) => (t.forward(), t.ranks),
+    match op {
+        Op::TensorParallel(t) => Some((t.forward(), t.ranks)),
         Op::Grad(grad) => match &*grad.of {
-            Op::TensorParallel(t) => (t.backward(), t.ranks),
-            _ => return None,
+            Op::TensorParallel(t) => Some((t.backward(), t.ranks)),
+            _ => None,
         },
-        _ => return None,
-    };
-    (pass != TensorParallelPass::Identity).then_some((pass, ranks))
+        _ => None,
+    }
 }
 
 /// Compute time in µs and occupancy of one node by the rules of [`costgraph_with`].
@@ -248,9 +243,6 @@ fn kernel_cost(graph: &Graph, node: &Node, flops: u64, roofline: &Roofline) -> K
             KernelCost { time_us: 1, occupancy: roofline.occupancy(items) }
         }
         op if op.is_view() => roofline.kernel(0, 0, items),
-        // The pass of a tensor-parallel collective that passes its tensor through.
-        Op::TensorParallel(_) => roofline.kernel(0, 0, items),
-        Op::Grad(grad) if matches!(*grad.of, Op::TensorParallel(_)) => roofline.kernel(0, 0, items),
         Op::Concat { .. } | Op::Transpose { .. } => roofline.kernel(0, inputs + outputs, items),
         Op::Slice { .. } => roofline.kernel(0, 2 * outputs, items),
         Op::Embedding(_) => roofline.kernel(0, 2 * outputs + inputs, items),

@@ -69,7 +69,8 @@ pub(crate) fn build(config: &ModelConfig, dims: &TransformerConfig) -> Result<Gr
 
     let tokens = b.embedding("transformer.wte", input_ids, dims.vocab_per_rank(), dims.hidden)?;
     let wte = b.params_of(tokens.node)[0];
-    let tokens = tensor_parallel(&mut b, dims, ("transformer.wte.all_reduce", FROM_RANKS), tokens)?;
+    let tokens =
+        tensor_parallel(&mut b, dims, ("transformer.wte.reduce_scatter", FROM_RANKS), tokens)?;
     let positions =
         b.embedding("transformer.wpe", position_ids, dims.max_positions, dims.hidden)?;
     let x = b.add("transformer.add_position", tokens, positions)?;
@@ -78,7 +79,7 @@ pub(crate) fn build(config: &ModelConfig, dims: &TransformerConfig) -> Result<Gr
         x = block(&mut b, dims, &format!("transformer.h.{i}"), x)?;
     }
     let x = b.layer_norm("transformer.ln_f", x, dims.norm_eps)?;
-    let x = tensor_parallel(&mut b, dims, ("lm_head.to_ranks", TO_RANKS), x)?;
+    let x = tensor_parallel(&mut b, dims, ("lm_head.all_gather", TO_RANKS), x)?;
     let vocab = dims.vocab_per_rank();
     let logits = if dims.tied_embeddings {
         let lm_head = Op::Linear(Linear::new(vocab).no_bias());
@@ -98,15 +99,15 @@ fn block(
     x: OutletId,
 ) -> Result<OutletId, IrError> {
     let h = b.layer_norm(&format!("{p}.ln_1"), x, dims.norm_eps)?;
-    let h = tensor_parallel(b, dims, (&format!("{p}.attn.to_ranks"), TO_RANKS), h)?;
+    let h = tensor_parallel(b, dims, (&format!("{p}.attn.all_gather"), TO_RANKS), h)?;
     let a = attention(b, dims, &format!("{p}.attn"), h)?;
     let x = b.add(&format!("{p}.attn_residual"), x, a)?;
     let h = b.layer_norm(&format!("{p}.ln_2"), x, dims.norm_eps)?;
-    let h = tensor_parallel(b, dims, (&format!("{p}.mlp.to_ranks"), TO_RANKS), h)?;
+    let h = tensor_parallel(b, dims, (&format!("{p}.mlp.all_gather"), TO_RANKS), h)?;
     let h = b.linear(&format!("{p}.mlp.c_fc"), h, dims.intermediate_per_rank())?;
     let h = b.unary(&format!("{p}.mlp.act"), UnaryOp::GeluTanh, h)?;
     let h = b.linear(&format!("{p}.mlp.c_proj"), h, dims.hidden)?;
-    let h = tensor_parallel(b, dims, (&format!("{p}.mlp.all_reduce"), FROM_RANKS), h)?;
+    let h = tensor_parallel(b, dims, (&format!("{p}.mlp.reduce_scatter"), FROM_RANKS), h)?;
     let h = b.dropout(&format!("{p}.mlp.dropout"), h, DROPOUT)?;
     b.add(&format!("{p}.mlp_residual"), x, h)
 }
@@ -135,6 +136,6 @@ fn attention(
     };
     let context = core.apply(b, p, q, k, v)?;
     let out = b.linear(&format!("{p}.c_proj"), context, dims.hidden)?;
-    let out = tensor_parallel(b, dims, (&format!("{p}.all_reduce"), FROM_RANKS), out)?;
+    let out = tensor_parallel(b, dims, (&format!("{p}.reduce_scatter"), FROM_RANKS), out)?;
     b.dropout(&format!("{p}.resid_dropout"), out, DROPOUT)
 }

@@ -42,7 +42,7 @@ pub(crate) fn build(config: &ModelConfig, dims: &TransformerConfig) -> Result<Gr
         b.embedding("model.embed_tokens", input_ids, dims.vocab_per_rank(), dims.hidden)?;
     let embed = b.params_of(tokens.node)[0];
     let tokens =
-        tensor_parallel(&mut b, dims, ("model.embed_tokens.all_reduce", FROM_RANKS), tokens)?;
+        tensor_parallel(&mut b, dims, ("model.embed_tokens.reduce_scatter", FROM_RANKS), tokens)?;
     let shared = Shared {
         eps: buffer(&mut b, "model.norm_eps", &[], ParamInit::Constant(dims.norm_eps))?,
         cos: rotary_table(&mut b, "model.rotary_emb.cos", seq, dims.head_dim(), false)?,
@@ -53,7 +53,7 @@ pub(crate) fn build(config: &ModelConfig, dims: &TransformerConfig) -> Result<Gr
         x = layer(&mut b, dims, &shared, &format!("model.layers.{i}"), x)?;
     }
     let x = rms_norm(&mut b, dims, &shared, "model.norm", x)?;
-    let x = tensor_parallel(&mut b, dims, ("lm_head.to_ranks", TO_RANKS), x)?;
+    let x = tensor_parallel(&mut b, dims, ("lm_head.all_gather", TO_RANKS), x)?;
     let vocab = dims.vocab_per_rank();
     let logits = if dims.tied_embeddings {
         let lm_head = Op::Linear(ordo_ir::op::Linear::new(vocab).no_bias());
@@ -108,20 +108,20 @@ fn layer(
     x: OutletId,
 ) -> Result<OutletId, IrError> {
     let h = rms_norm(b, dims, shared, &format!("{p}.input_layernorm"), x)?;
-    let h = tensor_parallel(b, dims, (&format!("{p}.self_attn.to_ranks"), TO_RANKS), h)?;
+    let h = tensor_parallel(b, dims, (&format!("{p}.self_attn.all_gather"), TO_RANKS), h)?;
     let a = attention(b, dims, shared, &format!("{p}.self_attn"), h)?;
-    let a = tensor_parallel(b, dims, (&format!("{p}.self_attn.all_reduce"), FROM_RANKS), a)?;
+    let a = tensor_parallel(b, dims, (&format!("{p}.self_attn.reduce_scatter"), FROM_RANKS), a)?;
     let x = b.add(&format!("{p}.attn_residual"), x, a)?;
     let h = rms_norm(b, dims, shared, &format!("{p}.post_attention_layernorm"), x)?;
     let m = format!("{p}.mlp");
-    let h = tensor_parallel(b, dims, (&format!("{m}.to_ranks"), TO_RANKS), h)?;
+    let h = tensor_parallel(b, dims, (&format!("{m}.all_gather"), TO_RANKS), h)?;
     let gate = b.linear_no_bias(&format!("{m}.gate_proj"), h, dims.intermediate_per_rank())?;
     let up = b.linear_no_bias(&format!("{m}.up_proj"), h, dims.intermediate_per_rank())?;
     let sigmoid = b.unary(&format!("{m}.act_fn.sigmoid"), UnaryOp::Sigmoid, gate)?;
     let silu = b.mul(&format!("{m}.act_fn"), gate, sigmoid)?;
     let h = b.mul(&format!("{m}.gated"), silu, up)?;
     let h = b.linear_no_bias(&format!("{m}.down_proj"), h, dims.hidden)?;
-    let h = tensor_parallel(b, dims, (&format!("{m}.all_reduce"), FROM_RANKS), h)?;
+    let h = tensor_parallel(b, dims, (&format!("{m}.reduce_scatter"), FROM_RANKS), h)?;
     b.add(&format!("{p}.mlp_residual"), x, h)
 }
 

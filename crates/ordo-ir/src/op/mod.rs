@@ -379,8 +379,9 @@ pub enum Op {
     Update(Update),
     /// A framework op known by its output and cost only: plannable, not runnable.
     Opaque(Opaque),
-    /// An all-reduce across a tensor-parallel group in one pass, the identity in the other
-    /// (Megatron-LM's `f` and `g`): plannable, not runnable.
+    /// A collective across a tensor-parallel group: an all-gather in one pass, a
+    /// reduce-scatter in the other (Megatron-LM's `f` and `g` with sequence parallelism):
+    /// plannable, not runnable.
     TensorParallel(TensorParallel),
 }
 
@@ -647,12 +648,11 @@ impl Op {
             Op::Mod { .. } => 4 * out_elems,
             Op::Einsum(e) => e.flops(inputs),
             Op::Opaque(o) => o.flops,
-            // The sum of the ranks' tensors (or nothing, passing or gathering it); its time is
-            // the collective's, which the cost model takes from the cluster's links.
+            // The sum of the ranks' tensors (nothing to gather them); its time is the
+            // collective's, which the cost model takes from the cluster's links.
             Op::TensorParallel(t) => match t.forward() {
-                TensorParallelPass::AllReduce => out_elems,
                 TensorParallelPass::ReduceScatter => out_elems * t.ranks as u64,
-                TensorParallelPass::Identity | TensorParallelPass::AllGather => 0,
+                TensorParallelPass::AllGather => 0,
             },
             Op::Embedding(_)
             | Op::Concat { .. }

@@ -1,51 +1,40 @@
-//! Tensor parallelism's collectives (Megatron-LM's `f` and `g`, and their sequence-parallel
-//! forms): a graph built for one rank of a tensor-parallel group holds its shard of each split
-//! layer, and these ops join the shards. They are for planning and simulation: a CPU process runs one rank and has no group
-//! to reduce with.
+//! Tensor parallelism's collectives (Megatron-LM's `f` and `g` with sequence parallelism): a
+//! graph built for one rank of a tensor-parallel group holds its shard of each split layer,
+//! and these ops join the shards. They are for planning and simulation: a CPU process runs one
+//! rank and has no group to gather or reduce with.
 
 use serde::{Deserialize, Serialize};
 
 use crate::fact::TensorFact;
 
-/// Which pass of a tensor-parallel collective sums the ranks' tensors.
+/// Which of Megatron-LM's collectives (with sequence parallelism) it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TensorParallelKind {
-    /// Megatron's `g` ("reduce from the tensor-parallel region"), after a row-parallel
-    /// product: the forward pass all-reduces the partial sums, the backward pass passes the
-    /// gradient through.
-    ReduceForward,
-    /// Megatron's `f` ("copy to the tensor-parallel region"), before column-parallel products:
-    /// the forward pass passes the input through, the backward pass all-reduces the
-    /// gradients of the ranks' shards.
-    ReduceBackward,
-    /// `f` under sequence parallelism: the forward pass all-gathers the ranks' slices of the
-    /// sequence (dimension 1) into the whole, the backward pass reduce-scatters the gradient
-    /// back into slices.
+    /// `f`, before column-parallel products: the forward pass all-gathers the ranks' slices
+    /// of the sequence (dimension 1) into the whole, the backward pass reduce-scatters the
+    /// gradient back into slices.
     GatherSequence,
-    /// `g` under sequence parallelism: the forward pass reduce-scatters the ranks' partial sums
-    /// into slices of the sequence (dimension 1), the backward pass all-gathers the gradient.
+    /// `g`, after a row-parallel product: the forward pass reduce-scatters the ranks' partial
+    /// sums into slices of the sequence (dimension 1), the backward pass all-gathers the
+    /// gradient.
     ScatterSequence,
 }
 
 /// What a pass of a tensor-parallel collective does with its tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TensorParallelPass {
-    /// Passes it through.
-    Identity,
-    /// Sums it across the ranks, every rank getting the sum.
-    AllReduce,
     /// Gathers the ranks' slices into the whole.
     AllGather,
     /// Sums it across the ranks, each keeping its slice of the sum.
     ReduceScatter,
 }
 
-/// An all-reduce across the `ranks` ranks of a tensor-parallel group, in the forward or the
-/// backward pass ([`TensorParallelKind`]); the other pass is the identity.
+/// A collective across the `ranks` ranks of a tensor-parallel group: an all-gather in one
+/// pass and a reduce-scatter in the other ([`TensorParallelKind`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TensorParallel {
-    /// In which pass the sum happens.
+    /// Which collective.
     pub kind: TensorParallelKind,
     /// The group's size (at least 2).
     pub ranks: usize,
@@ -55,18 +44,14 @@ impl TensorParallel {
     /// What the forward pass does.
     pub fn forward(&self) -> TensorParallelPass {
         match self.kind {
-            TensorParallelKind::ReduceForward => TensorParallelPass::AllReduce,
-            TensorParallelKind::ReduceBackward => TensorParallelPass::Identity,
             TensorParallelKind::GatherSequence => TensorParallelPass::AllGather,
             TensorParallelKind::ScatterSequence => TensorParallelPass::ReduceScatter,
         }
     }
 
-    /// What the backward pass (the gradient) does.
+    /// What the backward pass (the gradient) does: the other collective.
     pub fn backward(&self) -> TensorParallelPass {
         match self.kind {
-            TensorParallelKind::ReduceForward => TensorParallelPass::Identity,
-            TensorParallelKind::ReduceBackward => TensorParallelPass::AllReduce,
             TensorParallelKind::GatherSequence => TensorParallelPass::ReduceScatter,
             TensorParallelKind::ScatterSequence => TensorParallelPass::AllGather,
         }
@@ -79,14 +64,11 @@ impl TensorParallel {
         }
         let x = inputs[0];
         crate::op::expect_float("input", x)?;
+        if x.rank() < 2 {
+            return Err(format!("a sequence (dimension 1) to split, got {x}"));
+        }
         let mut out = x.clone();
         match self.kind {
-            TensorParallelKind::ReduceForward | TensorParallelKind::ReduceBackward => {}
-            TensorParallelKind::GatherSequence | TensorParallelKind::ScatterSequence
-                if x.rank() < 2 =>
-            {
-                return Err(format!("a sequence (dimension 1) to split, got {x}"));
-            }
             TensorParallelKind::GatherSequence => out.shape[1] *= self.ranks,
             TensorParallelKind::ScatterSequence => {
                 if !x.shape[1].is_multiple_of(self.ranks) {

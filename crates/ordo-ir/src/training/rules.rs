@@ -119,14 +119,12 @@ pub(crate) fn input_gradient(f: &Forward, k: usize) -> Option<Rule> {
         // Known by its shapes only: the gradient reads every input (the most any op keeps)
         // and costs twice the forward.
         Op::Opaque(o) => rule((0..o.inputs).map(Input).collect(), false, (2 * f.flops).max(out)),
-        // The gradient passes through `g`, is summed across the group by `f`, reduce-scattered
-        // or all-gathered under sequence parallelism (the cost model times the collective).
+        // The gradient of a gather is a reduce-scatter (a sum), of a scatter a gather (the
+        // cost model times the collective).
         Op::TensorParallel(t) => {
-            use crate::op::TensorParallelPass::{AllGather, AllReduce, Identity, ReduceScatter};
             let flops = match t.backward() {
-                AllReduce => out,
-                ReduceScatter => out,
-                Identity | AllGather => 0,
+                crate::op::TensorParallelPass::ReduceScatter => out,
+                crate::op::TensorParallelPass::AllGather => 0,
             };
             rule(vec![], false, flops)
         }
