@@ -16,6 +16,23 @@ fn model_at(micro: usize, tensor: usize) -> ordo::Result<Model> {
     Model::load(SPEC, size)?.training(Optimizer::Adam, None)
 }
 
+/// `config` simulated on its own on `problem` (one micro-batch of its pipeline on the cluster
+/// its stages see), its copies reducing as the planner's default search reduces them.
+fn simulate_alone(problem: &ordo::Problem, config: &ordo::ParallelConfig) -> ordo::PipelineReport {
+    let all_reduce = ParallelSearch::new(1, 1).all_reduce;
+    let network = ordo::stage_network(problem, config.data, config.stages, None, all_reduce);
+    let replicas =
+        ordo::PipelineReplicas { replicas: config.data, network, bucket_bytes: 25 << 20 };
+    let (_, report) = ordo::simulate_replicated_pipeline(
+        problem,
+        &config.pipeline(),
+        &replicas,
+        &Default::default(),
+    )
+    .unwrap();
+    report
+}
+
 /// One node of eight H100s and its network, as the shipped cluster has them.
 fn cluster(nodes: usize) -> ordo::Cluster {
     ordo::with_nodes(ordo::cluster("h100x8-ib-ndr").unwrap(), nodes).unwrap()
@@ -88,17 +105,7 @@ fn a_candidate_is_what_simulating_it_alone_gives() {
         let target = ordo::Target::cluster(groups, Some(config.stages)).unwrap();
         let model = model_at(micro, tensor).unwrap();
         let problem = ordo::Problem::new(&model, &target, ordo::StepMode::TrainingGraph).unwrap();
-        let network =
-            ordo::stage_network(&problem, config.data, config.stages, None, search.all_reduce);
-        let replicas =
-            ordo::PipelineReplicas { replicas: config.data, network, bucket_bytes: 25 << 20 };
-        let (_, report) = ordo::simulate_replicated_pipeline(
-            &problem,
-            &config.pipeline(),
-            &replicas,
-            &Default::default(),
-        )
-        .unwrap();
+        let report = simulate_alone(&problem, &config);
         assert_eq!(report.step_time_us, best.step_time_us, "{}", config);
         assert_eq!(report.peak_memory_bytes, best.peak_memory_bytes, "{}", config);
     }
@@ -209,16 +216,7 @@ fn sharding_the_optimizer_state_lowers_each_stage_by_the_share_it_no_longer_hold
             p.memory[v].persistent = p.memory[v].persistent.div_ceil(config.data as u64);
         }
     }
-    let network = ordo::stage_network(&problem, config.data, config.stages, None, whole.all_reduce);
-    let replicas =
-        ordo::PipelineReplicas { replicas: config.data, network, bucket_bytes: 25 << 20 };
-    let (_, cut) = ordo::simulate_replicated_pipeline(
-        &problem,
-        &config.pipeline(),
-        &replicas,
-        &Default::default(),
-    )
-    .unwrap();
+    let cut = simulate_alone(&problem, &config);
     let sharded_peak = *cut.peak_memory_bytes.iter().max().unwrap();
     assert!(sharded_peak < peak);
     // Between the two: it fits only sharded.
@@ -254,15 +252,7 @@ fn a_configuration_too_big_recomputes_the_least_that_fits() {
     let target = ordo::Target::cluster(cluster(1), Some(2)).unwrap();
     let model = model_at(8, 1).unwrap().with_recompute(Recompute::Full).unwrap();
     let problem = ordo::Problem::new(&model, &target, ordo::StepMode::TrainingGraph).unwrap();
-    let network = ordo::stage_network(&problem, 1, 2, None, search.all_reduce);
-    let replicas = ordo::PipelineReplicas { replicas: 1, network, bucket_bytes: 25 << 20 };
-    let (_, full) = ordo::simulate_replicated_pipeline(
-        &problem,
-        &config.pipeline(),
-        &replicas,
-        &Default::default(),
-    )
-    .unwrap();
+    let full = simulate_alone(&problem, &config);
     let (kept_peak, full_peak) = (
         *kept.peak_memory_bytes.iter().max().unwrap(),
         *full.peak_memory_bytes.iter().max().unwrap(),
