@@ -274,23 +274,24 @@ impl Model {
     /// # Errors
     /// Those of [`Model::onnx`], [`Model::cost_graph`] and [`Model::zoo`].
     pub fn load(arg: &str, size: Size) -> Result<Self> {
-        let transformer = |config: TransformerConfig| Self::transformer(&config, size);
-        let whole = |load: &dyn Fn() -> Result<Self>| match size.tensor_parallel {
+        // An ONNX file or a cost graph is whole: it cannot be built as one rank.
+        let whole = || match size.tensor_parallel {
             Some(ranks) if ranks != 1 => {
                 refuse!(Parameter::TensorParallel => ranks, format!(": {}", not_split(arg)))
             }
-            _ => load(),
+            _ => Ok(()),
         };
         if is_onnx(arg) {
-            whole(&|| Self::onnx(arg, size))
+            whole()?;
+            Self::onnx(arg, size)
         } else if is_file(arg) {
             match hugging_face_config(Path::new(arg))? {
-                Some(config) => transformer(config),
-                None => whole(&|| Self::cost_graph(arg)),
+                Some(config) => Self::transformer(&config, size),
+                None => whole().and_then(|()| Self::cost_graph(arg)),
             }
         } else if let Some(config) = TransformerConfig::from_fields(arg) {
             match config {
-                Ok(config) => transformer(config),
+                Ok(config) => Self::transformer(&config, size),
                 Err(message) => usage!("{message}"),
             }
         } else {

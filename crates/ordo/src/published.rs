@@ -164,11 +164,18 @@ pub fn predict_published(
         tensor_parallel: Some(run.tensor),
         ..Size::default()
     };
-    let recompute = crate::recompute_choices(&run.recompute)?;
+    let Some(recompute) = Recompute::from_name(&run.recompute) else {
+        usage!(
+            "{}: run {}: recompute `{}` is none of none, selective, full",
+            table.name,
+            run.model,
+            run.recompute
+        );
+    };
     let model = Model::transformer(&config, size)?
         .training(Optimizer::Adam, None)?
         .in_precision(table.precision.parse::<Precision>()?)?
-        .with_recompute(recompute.first().copied().unwrap_or(Recompute::None))?;
+        .with_recompute(recompute)?;
     let cluster = crate::cluster(&table.cluster)?;
     let nodes = run.gpus().div_ceil(cluster.devices_per_node());
     let cluster = crate::with_nodes(cluster, nodes.max(1))?;

@@ -28,25 +28,24 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let known: Vec<&str> = tables.iter().map(|t| t.name.as_str()).collect();
         anyhow::bail!("--table {name}: no such table; shipped: {}", known.join(", "));
     }
-    let mut out = Vec::new();
-    for table in tables.iter().filter(|t| args.table.as_ref().is_none_or(|n| &t.name == n)) {
-        let rows: Vec<_> = table
-            .rows
-            .iter()
-            .filter(|r| args.models.is_empty() || args.models.contains(&r.model))
-            .collect();
-        let mut predicted = Vec::new();
-        for run in &rows {
-            let prediction = ordo::predict_published(table, run)
-                .with_context(|| format!("{}: predicting {}", table.name, run.model))?;
-            predicted.push((*run, prediction));
-        }
-        out.push((table, predicted));
-    }
+    let chosen: Vec<_> =
+        tables.iter().filter(|t| args.table.as_ref().is_none_or(|n| &t.name == n)).collect();
     if let Some(model) =
-        args.models.iter().find(|m| !out.iter().any(|(_, p)| p.iter().any(|(r, _)| &&r.model == m)))
+        args.models.iter().find(|m| !chosen.iter().any(|t| t.rows.iter().any(|r| &&r.model == m)))
     {
         anyhow::bail!("--model {model}: no such run in the tables");
+    }
+    let mut out = Vec::new();
+    for table in chosen {
+        let mut predicted = Vec::new();
+        for run in
+            table.rows.iter().filter(|r| args.models.is_empty() || args.models.contains(&r.model))
+        {
+            let prediction = ordo::predict_published(table, run)
+                .with_context(|| format!("{}: predicting {}", table.name, run.model))?;
+            predicted.push((run, prediction));
+        }
+        out.push((table, predicted));
     }
     if args.json {
         let tables: Vec<_> = out

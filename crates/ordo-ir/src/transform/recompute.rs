@@ -35,6 +35,11 @@ impl Recompute {
         }
     }
 
+    /// The choice named `name` ([`Recompute::name`]).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.name() == name)
+    }
+
     /// Which forward nodes of `graph` it recomputes, given which are in a block.
     fn recomputed(self, graph: &Graph, in_block: &[bool]) -> Vec<bool> {
         let n = graph.nodes.len();

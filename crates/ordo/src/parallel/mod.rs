@@ -47,7 +47,7 @@ pub fn recompute_choices(name: &str) -> Result<Vec<Recompute>> {
     if name == "auto" {
         return Ok(Recompute::ALL.to_vec());
     }
-    match Recompute::ALL.into_iter().find(|r| r.name() == name) {
+    match Recompute::from_name(name) {
         Some(recompute) => Ok(vec![recompute]),
         None => refuse!(
             Parameter::Recompute => name,
