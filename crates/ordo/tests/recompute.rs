@@ -108,3 +108,27 @@ fn a_forward_graph_or_a_cost_graph_is_refused() {
     let error = forward.with_recompute(Recompute::Full).unwrap_err().to_string();
     assert!(error.contains("training graph"), "{error}");
 }
+
+#[test]
+fn selective_recomputation_takes_the_probabilities_dropout_too() {
+    // GPT-2 drops out the attention's probabilities: selective recomputation copies that
+    // dropout with the scores' product, scaling, mask and softmax, and nothing else.
+    let size = Size { batch: Some(2), seq_len: Some(8), ..Size::default() };
+    let model = Model::load("gpt2:layers=2,hidden=32,heads=4,vocab=50", size)
+        .unwrap()
+        .training(Optimizer::Adam, None)
+        .unwrap()
+        .with_recompute(Recompute::Selective)
+        .unwrap();
+    let graph = model.graph().unwrap();
+    let mut copied: Vec<&str> = graph
+        .nodes
+        .iter()
+        .filter_map(|n| n.name.strip_suffix(".recompute"))
+        .filter_map(|name| name.strip_prefix("transformer.h.0.attn."))
+        .collect();
+    copied.sort_unstable();
+    assert_eq!(copied, ["attn_dropout", "causal_mask", "scale", "scores", "softmax"]);
+    let all = graph.nodes.iter().filter(|n| n.name.ends_with(".recompute")).count();
+    assert_eq!(all, 2 * 5);
+}

@@ -67,13 +67,16 @@ impl Recompute {
                             _ => None,
                         };
                     }
-                    // The dropout of the probabilities.
-                    for v in (softmax + 1..n).filter(|&v| forward(v)) {
-                        let node = &graph.nodes[v];
-                        let reads = node.inputs.iter().any(|o| o.node.index() == softmax);
-                        if reads && matches!(node.op, Op::Dropout { .. }) {
-                            chosen[v] = true;
-                        }
+                }
+                // The dropouts of the probabilities.
+                for v in (0..n).filter(|&v| forward(v)) {
+                    let node = &graph.nodes[v];
+                    let of_softmax = |o: &crate::ids::OutletId| {
+                        matches!(graph.nodes[o.node.index()].op, Op::Softmax { .. })
+                            && chosen[o.node.index()]
+                    };
+                    if matches!(node.op, Op::Dropout { .. }) && node.inputs.iter().any(of_softmax) {
+                        chosen[v] = true;
                     }
                 }
                 chosen
@@ -128,15 +131,19 @@ pub fn recompute(
         Original(usize),
         Copy(usize),
     }
+    // Each block's recomputed nodes, in order; taken (emptied) where its copies go.
+    let mut copies_of: std::collections::HashMap<&str, Vec<usize>> = Default::default();
+    for v in (0..n).filter(|&v| copied[v]) {
+        if let Some(b) = block[v].as_deref() {
+            copies_of.entry(b).or_default().push(v);
+        }
+    }
     let mut order = Vec::with_capacity(n);
-    let mut inserted: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for (v, node) in graph.nodes.iter().enumerate() {
         if node.role != Role::Forward
-            && let Some(b) = block[v].as_deref()
-            && inserted.insert(b)
+            && let Some(members) = block[v].as_deref().and_then(|b| copies_of.get_mut(b))
         {
-            let members = (0..n).filter(|&u| copied[u] && block[u].as_deref() == Some(b));
-            order.extend(members.map(Slot::Copy));
+            order.extend(std::mem::take(members).into_iter().map(Slot::Copy));
         }
         order.push(Slot::Original(v));
     }
