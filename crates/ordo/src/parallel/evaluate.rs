@@ -151,13 +151,11 @@ fn evaluate(
     let limits = &problem.place.devices.memory;
     let copies = config.data as u64;
     let sharding = search.shard_optimizer && copies > 1;
+    // The copies the optimizer state is shared by (1: each holds all of it).
+    let shared_by = if sharding { copies } else { 1 };
     // No stage holds less than an even share of the parameters, gradients and optimizer
     // state: where that share does not fit, nothing needs simulating.
-    let least = if sharding {
-        persistent - optimizer_state + optimizer_state.div_ceil(copies)
-    } else {
-        *persistent
-    };
+    let least = persistent - optimizer_state + optimizer_state.div_ceil(shared_by);
     let share = least.div_ceil(config.stages as u64);
     let smallest = limits.iter().copied().min().unwrap_or(u64::MAX);
     if share > smallest {
@@ -173,7 +171,6 @@ fn evaluate(
     let loads = StageLoads::of(problem, &pipeline);
     // A stage whose parameters, gradients and optimizer state (sharded where allowed) do not
     // fit, whatever the activations: nothing needs simulating.
-    let shared_by = if sharding { copies } else { 1 };
     if let Some((stage, bytes)) = loads.as_ref().and_then(|l| l.over(limits, shared_by)) {
         return Outcome::Rejected(format!(
             "stage {stage} holds {} of parameters, gradients and optimizer state{}, more than \
