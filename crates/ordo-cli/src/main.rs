@@ -144,6 +144,7 @@ fn flag(parameter: ordo::Parameter) -> &'static str {
         P::Rtol => "--rtol",
         P::Atol => "--atol",
         P::Reps => "--reps",
+        P::Granularity => "--granularity",
     }
 }
 

@@ -798,6 +798,12 @@ fn option_cases(graph: &str) -> Vec<Case> {
         (planner(&["--batch", "8", "--tensor-parallel", "-2"]), "tensor-parallel"),
         (planner(&["--batch", "8", "--recompute", "sometimes"]), "--recompute sometimes"),
         (planner(&["--batch", "8", "--recompute", ""]), "--recompute"),
+        (planner(&["--batch", "8", "--granularity", "coarse"]), "--granularity \"coarse\""),
+        (train(&["--pipeline", "2", "--micro-batches", "2", "--granularity", ""]), "--granularity"),
+        (
+            train(&["--pipeline", "2", "--micro-batches", "2", "--granularity", "block"]),
+            "per block",
+        ),
         (vec!["published", "--table", "nope"], "--table nope"),
         (vec!["published", "--model", "3T"], "--model 3T"),
         (planner(&["--batch", "8", "--precision", "fp8"]), "fp8"),

@@ -20,7 +20,9 @@ fn simulate_config(config: &serde_json::Value, extra: &[&str]) -> std::process::
     let schedule = config["schedule"].as_str().unwrap();
     let model = [MODEL, "--seq-len", "16", "--train", "--optimizer", "adam", "--batch", "32"];
     let cluster = ["--cluster", "h100x8-ib-ndr", "--nodes", "1"];
-    let plan = ["--pipeline", &s, "--micro-batches", &m, "--schedule", schedule];
+    // Simulated per block, as the planner simulates by default.
+    let plan =
+        ["--pipeline", &s, "--micro-batches", &m, "--schedule", schedule, "--granularity", "block"];
     let copies = ["--data-parallel", &d, "--all-reduce", "nccl", "--bucket", "25MiB"];
     let modulo: &[&str] = if config["interleaved"] == true { &["--modulo", "1"] } else { &[] };
     ordo(&[&["simulate"][..], &model, &cluster, &plan, &copies, modulo, extra].concat())

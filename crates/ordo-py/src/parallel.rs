@@ -19,11 +19,13 @@ use crate::model::optimizer;
 /// `recompute` the activation recomputation (`auto`: none, selective, full in turn, the least
 /// that fits; or one of them). A candidate says whether it shards the optimizer state
 /// (`sharded_optimizer`, ZeRO-1, where the whole does not fit) and what it recomputes.
+/// `granularity` is how finely each pipeline is simulated: `block` (within about 1% of the
+/// node level, peaks no lower), `node`, or `auto` (per block past 200,000 node-level tasks).
 #[pyfunction]
 #[pyo3(signature = (
     model, *, cluster, batch, gpus = None, nodes = None, seq_len = None, small = false,
     precision = "fp32", optimizer = "adam", max_micro_batches = 64, tensor_parallel = 8,
-    recompute = "auto", all_reduce = "nccl", exhaustive = false
+    recompute = "auto", all_reduce = "nccl", exhaustive = false, granularity = "block"
 ))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments, each with a default.
 pub fn plan_parallel<'py>(
@@ -42,6 +44,7 @@ pub fn plan_parallel<'py>(
     recompute: &str,
     all_reduce: &str,
     exhaustive: bool,
+    granularity: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut cluster = ordo::cluster(cluster).map_err(error)?;
     if let Some(nodes) = nodes {
@@ -55,6 +58,7 @@ pub fn plan_parallel<'py>(
         recompute: ordo::recompute_choices(recompute).map_err(error)?,
         all_reduce: ordo::all_reduce_algorithm(all_reduce).map_err(error)?,
         exhaustive,
+        granularity: ordo::granularity(granularity).map_err(error)?,
         ..ParallelSearch::new(gpus.unwrap_or(cluster.device_count()), batch)
     };
     let variant = if small { ordo::Variant::Small } else { ordo::Variant::Full };

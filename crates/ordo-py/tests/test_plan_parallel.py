@@ -79,6 +79,7 @@ def test_bad_requests_name_the_keyword():
         (dict(ARGS, max_micro_batches=0), "max_micro_batches"),
         (dict(ARGS, tensor_parallel=0), "tensor_parallel must be at least 1"),
         (dict(ARGS, recompute="sometimes"), "recompute=sometimes"),
+        (dict(ARGS, granularity="coarse"), 'granularity="coarse"'),
         (dict(ARGS, cluster="no-such-cluster"), "no-such-cluster"),
     ]
     for kwargs, message in cases:

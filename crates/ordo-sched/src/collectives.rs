@@ -72,12 +72,24 @@ pub(crate) fn bucket_name(problem: &PlaceProblem, bucket: &[Gradient]) -> String
     }
 }
 
-/// The buffer of each tensor on its producer's device, by (producer task, tensor name): how an
-/// all-reduce finds a gradient in a plan built from a problem (task `v` computes node `v`).
-pub(crate) fn produced_buffers(plan: &Plan) -> HashMap<(TaskId, &str), BufferId> {
+/// The buffer of each of `gradients`' tensors on its producer's device, by (producer task,
+/// tensor name): how an all-reduce finds a gradient in a plan built from a problem (task `v`
+/// computes node `v`). Only the gradients' producers' buffers are indexed: a plan has many
+/// more.
+pub(crate) fn produced_buffers<'p>(
+    plan: &'p Plan,
+    gradients: &[Gradient],
+) -> HashMap<(TaskId, &'p str), BufferId> {
+    let mut producer = vec![false; plan.tasks.len()];
+    for g in gradients {
+        if let Some(p) = producer.get_mut(g.producer) {
+            *p = true;
+        }
+    }
     plan.buffers
         .iter()
         .enumerate()
+        .filter(|(_, buffer)| producer.get(buffer.producer.0 as usize).copied().unwrap_or(false))
         .map(|(b, buffer)| ((buffer.producer, buffer.name.as_str()), BufferId(b as u32)))
         .collect()
 }

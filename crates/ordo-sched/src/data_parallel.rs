@@ -328,7 +328,7 @@ fn add_all_reduces(
     gradients: &[Gradient],
     config: &DataParallel,
 ) -> Result<(), SchedError> {
-    let buffer_of = produced_buffers(replica);
+    let buffer_of = produced_buffers(replica, gradients);
     let buffer = |g: &Gradient| {
         let tensor = &unrolled.tensors[g.tensor];
         let key = (TaskId(g.producer as u32), tensor.name.as_str());

@@ -32,10 +32,11 @@ pub use one_device::{
     OneDeviceSchedule, deferral, layers_with_weights, one_device_plan, steady_plan,
 };
 pub use pipeline::{
-    Action, ActionKind, MicroBatched, Pipeline, PipelinePlan, PipelineReplicas, PipelineSchedule,
-    PipelineUnits, allocate_units, balanced_split, block_of, materialised_pipeline_plan,
-    micro_batch, micro_batch_layout, pipeline_plan, pipeline_plan_of_split, pipeline_units,
-    pytorch_actions, pytorch_csv, pytorch_csv_with_reduce_grad, replicated_pipeline_plan,
+    Action, ActionKind, Granularity, MicroBatched, PerBlock, Pipeline, PipelinePlan,
+    PipelineReplicas, PipelineSchedule, PipelineUnits, allocate_units, balanced_split, block_of,
+    materialised_pipeline_plan, micro_batch, micro_batch_layout, per_block, pipeline_plan,
+    pipeline_plan_of_split, pipeline_problem, pipeline_split, pipeline_units, pytorch_actions,
+    pytorch_csv, pytorch_csv_with_reduce_grad, replicated_pipeline_plan,
     replicated_pipeline_plan_of_split,
 };
 pub use plan::{

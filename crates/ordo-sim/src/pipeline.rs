@@ -16,6 +16,9 @@ pub struct PipelineReport {
     pub bubble_fraction: f64,
     /// Each unit's stage.
     pub stage_of_unit: Vec<usize>,
+    /// Whether the plan was made per block ([`ordo_sched::Granularity`]) rather than per
+    /// node: its step and peaks then approximate the node-level plan's.
+    pub per_block: bool,
     /// The simulator's full report.
     pub report: Report,
 }
@@ -37,6 +40,7 @@ pub fn pipeline_report(
         peak_memory_bytes: report.peak_memory_bytes[..stages].to_vec(),
         bubble_fraction,
         stage_of_unit: planned.stage_of_unit.clone(),
+        per_block: planned.per_block,
         report,
     })
 }

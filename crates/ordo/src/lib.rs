@@ -83,7 +83,7 @@ pub use model::{
 };
 pub use parallel::{
     ParallelCandidate, ParallelConfig, ParallelExport, ParallelPlans, ParallelSearch,
-    export_parallel, plan_parallel, recompute_choices,
+    export_parallel, granularity, plan_parallel, recompute_choices,
 };
 pub use parameter::{Parameter, ParameterError};
 pub use problem::Problem;
@@ -120,8 +120,8 @@ pub use ordo_place::{
 };
 pub use ordo_problem::{Devices, PlaceProblem, Placement};
 pub use ordo_sched::{
-    DataParallel, GradientBucket, OneDeviceSchedule, Pipeline, PipelinePlan, PipelineReplicas,
-    PipelineSchedule, Plan, StreamKind, TaskKind,
+    DataParallel, GradientBucket, Granularity, OneDeviceSchedule, Pipeline, PipelinePlan,
+    PipelineReplicas, PipelineSchedule, Plan, StreamKind, TaskKind,
 };
 pub use ordo_sim::{
     Channel, CompareBar, Deferral, PipelineReport, Report, SimOptions, Steady, chrome_trace_json,

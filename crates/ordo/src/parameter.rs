@@ -57,6 +57,8 @@ pub enum Parameter {
     Atol,
     /// Timed calls of each kernel when profiling.
     Reps,
+    /// How finely a pipeline is planned and simulated (`auto`, `node`, `block`).
+    Granularity,
 }
 
 impl Parameter {
@@ -88,6 +90,7 @@ impl Parameter {
             Parameter::Rtol => "rtol",
             Parameter::Atol => "atol",
             Parameter::Reps => "reps",
+            Parameter::Granularity => "granularity",
         }
     }
 }

@@ -246,6 +246,8 @@ pub fn plan(problem: &Problem, strategy: &Strategy) -> Result<Planned> {
             Planned { steps: *steps, ..Planned::new(plan, description) }
         }
         Strategy::Pipeline(pipeline) => {
+            // A plan to run has a task per node: a block's merged pass has no kernel.
+            let pipeline = &pipeline.with_granularity(ordo_sched::Granularity::Node);
             let mut planned = ordo_sched::pipeline_plan(p, pipeline)?;
             problem.cost_transfers_between_nodes(&mut planned.plan);
             let description = format!(

@@ -17,15 +17,16 @@ fn model_at(micro: usize, tensor: usize) -> ordo::Result<Model> {
 }
 
 /// `config` simulated on its own on `problem` (one micro-batch of its pipeline on the cluster
-/// its stages see), its copies reducing as the planner's default search reduces them.
+/// its stages see), its copies reducing and its pipeline simulated as the planner's default
+/// search does.
 fn simulate_alone(problem: &ordo::Problem, config: &ordo::ParallelConfig) -> ordo::PipelineReport {
-    let all_reduce = ParallelSearch::new(1, 1).all_reduce;
+    let ParallelSearch { all_reduce, granularity, .. } = ParallelSearch::new(1, 1);
     let network = ordo::stage_network(problem, config.data, config.stages, None, all_reduce);
     let replicas =
         ordo::PipelineReplicas { replicas: config.data, network, bucket_bytes: 25 << 20 };
     let (_, report) = ordo::simulate_replicated_pipeline(
         problem,
-        &config.pipeline(),
+        &config.pipeline().with_granularity(granularity),
         &replicas,
         &Default::default(),
     )

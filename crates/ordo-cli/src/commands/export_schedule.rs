@@ -48,6 +48,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         micro_batches: args.micro_batches,
         modulo: args.modulo,
         pytorch_schedule: Some(args.output.clone()),
+        granularity: "auto".into(),
     };
     let schedule = args.schedule.0.pipeline()?;
     let loaded = pipeline_args.micro_batch_problem(&problem, None)?.load()?;

@@ -58,6 +58,11 @@ pub struct Args {
     /// Simulate every configuration (no pruning by lower bound).
     #[arg(long)]
     pub exhaustive: bool,
+    /// How finely each pipeline is simulated: `block` (a task per block, pass and
+    /// micro-batch: within about 1% of the node level, peaks no lower), `node`, or `auto`
+    /// (per block past 200,000 node-level tasks).
+    #[arg(long, value_name = "auto|node|block", default_value = "block")]
+    pub granularity: String,
     /// How many of the best plans to print.
     #[arg(allow_negative_numbers = true, long, default_value_t = 5)]
     pub top: usize,
@@ -85,6 +90,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         recompute: ordo::recompute_choices(&args.recompute)?,
         all_reduce: args.all_reduce.into(),
         exhaustive: args.exhaustive,
+        granularity: ordo::granularity(&args.granularity)?,
         ..ParallelSearch::new(gpus, args.batch)
     };
     let size = SizeArgs {
@@ -120,11 +126,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{name} on {gpus} GPUs of `{}`, global batch {}: {} configurations simulated, {} pruned \
-         by their lower bound, {} rejected",
+        "{name} on {gpus} GPUs of `{}`, global batch {}: {} configurations simulated ({}), {} \
+         pruned by their lower bound, {} rejected",
         cluster.name,
         args.batch,
         plans.simulated,
+        match search.granularity {
+            ordo::Granularity::Block => "per block",
+            ordo::Granularity::Node => "per node",
+            ordo::Granularity::Auto => "per block past 200,000 tasks, else per node",
+        },
         plans.pruned,
         plans.rejected.len()
     );

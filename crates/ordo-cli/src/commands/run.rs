@@ -184,6 +184,12 @@ struct Prepared {
 
 /// The strategy the options ask for, checked before the model is loaded.
 fn strategy_spec(args: &Args) -> anyhow::Result<StrategySpec> {
+    if ordo::granularity(&args.pipeline.granularity)? == ordo::Granularity::Block {
+        bail!(
+            "--granularity block: a run executes every node's kernel; a pipeline planned per \
+             block is for predictions (`ordo simulate`)"
+        );
+    }
     let kind = if args.pipeline.pipeline.is_some() {
         StrategyKind::Pipeline
     } else if args.data_parallel.is_some() {

@@ -264,13 +264,16 @@ def plan_parallel(
     recompute: str = "auto",
     all_reduce: str = "nccl",
     exhaustive: bool = False,
+    granularity: str = "block",
 ) -> dict:
     """The best data x tensor x pipeline plans of ``model`` on ``gpus`` GPUs of ``cluster``
     for a global ``batch`` (up to ``tensor_parallel`` tensor-parallel ranks per stage; the
     optimizer state sharded and ``recompute``'s activations recomputed where the whole does not
     fit), each simulated: ``candidates`` (fastest first), ``rejected`` (with a ``reason``),
     ``simulated``, ``pruned``, and the best plan's ``export`` (its PyTorch schedule ``csv``,
-    ``stage_units``, ``tensor_groups``, ``pipeline_groups``, ``data_groups``)."""
+    ``stage_units``, ``tensor_groups``, ``pipeline_groups``, ``data_groups``). Each pipeline is
+    simulated per ``granularity``: ``"block"`` (within about 1% of the node level, peaks no
+    lower), ``"node"``, or ``"auto"`` (per block past 200,000 node-level tasks)."""
 
 def simulate(
     planned: Planned,

@@ -82,6 +82,18 @@ pub fn build_plan_on_streams(
     placement: &Placement,
     on_sub_stream: &[bool],
 ) -> Result<Plan, SchedError> {
+    let plan = assemble_plan_on_streams(problem, placement, on_sub_stream)?;
+    validate(&plan)?;
+    Ok(plan)
+}
+
+/// [`build_plan_on_streams`] without the final check of the plan ([`validate`]), for a caller
+/// that adds to the plan and checks it once, whole.
+pub(crate) fn assemble_plan_on_streams(
+    problem: &PlaceProblem,
+    placement: &Placement,
+    on_sub_stream: &[bool],
+) -> Result<Plan, SchedError> {
     check_placement(problem, placement)?;
     let n = problem.len();
     if on_sub_stream.len() != n {
@@ -117,7 +129,6 @@ pub fn build_plan_on_streams(
         events: events.events,
         buffers,
     };
-    validate(&plan)?;
     Ok(plan)
 }
 

@@ -17,6 +17,11 @@ pub struct MicroBatched {
     /// (`None` for work done once per step), as [`ordo_ir::transform::micro_batch`] gives the
     /// micro-batched graph's: the same indices, made by the same [`MicroBatchLayout`].
     pub provenance: Provenance,
+    /// The one-micro-batch problem the copies were made of where it is not the caller's own
+    /// but that problem merged per block ([`super::pipeline_split`]), and whether it was
+    /// merged for schedules that split the backward
+    /// ([`super::PipelineSchedule::splits_backward`]); `None` otherwise.
+    pub merged: Option<(std::sync::Arc<PlaceProblem>, bool)>,
 }
 
 impl MicroBatched {
@@ -174,7 +179,7 @@ pub fn micro_batch(
     out.group_of = (0..total).collect();
     out.groups = (0..total).map(|v| vec![v]).collect();
     out.set_topo_order()?;
-    Ok(MicroBatched { problem: out, provenance })
+    Ok(MicroBatched { problem: out, provenance, merged: None })
 }
 
 #[cfg(test)]

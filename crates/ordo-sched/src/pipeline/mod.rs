@@ -6,7 +6,7 @@
 //! at batch `B / M`), cuts it into units ([`pipeline_units`]), allocates the units to stages
 //! (stage `s` runs on device `s`), copies the graph once per micro-batch ([`micro_batch`]),
 //! orders each device's work by the schedule and builds the [`Plan`] with
-//! [`build_plan_on_streams`], which adds the transfers between stages. A step ends with a
+//! [`crate::build_plan_on_streams`], which adds the transfers between stages. A step ends with a
 //! flush: every parameter is updated once, after the last micro-batch's gradient (GPipe's
 //! synchronous semantics).
 //!
@@ -52,6 +52,7 @@
 //! stage `s`.
 
 mod actions;
+mod blocks;
 mod interleaved;
 mod microbatch;
 mod order;
@@ -59,6 +60,7 @@ mod replicated;
 mod units;
 
 pub use actions::{Action, ActionKind, pytorch_actions, pytorch_csv, pytorch_csv_with_reduce_grad};
+pub use blocks::{PerBlock, per_block};
 pub use microbatch::{MicroBatched, micro_batch, micro_batch_layout};
 pub use replicated::{
     PipelineReplicas, materialised_pipeline_plan, replicated_pipeline_plan,
@@ -68,7 +70,7 @@ pub use units::{PipelineUnits, balanced_split, block_of, pipeline_units};
 
 use ordo_problem::{PlaceProblem, Placement};
 
-use crate::build::build_plan_on_streams;
+use crate::build::assemble_plan_on_streams;
 use crate::error::SchedError;
 use crate::plan::Plan;
 
@@ -149,6 +151,60 @@ pub struct Pipeline {
     /// added to the first task of each action, so that the prediction charges a schedule
     /// with more (smaller) actions for them. 0 by default; measured by the Python package.
     pub action_overhead_us: u64,
+    /// Whether the plan has a task per node of the training graph or per block and pass
+    /// ([`Granularity`]).
+    pub granularity: Granularity,
+}
+
+/// How finely a pipeline is planned: a task per node of the training graph and micro-batch
+/// (what a runtime runs), or per block, pass and micro-batch ([`per_block`]: for predictions
+/// at scale, where the node-level plan would hold millions of tasks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Granularity {
+    /// Per block where the node-level plan would have more than [`Granularity::AUTO_TASKS`]
+    /// compute tasks (nodes times micro-batches), per node otherwise.
+    #[default]
+    Auto,
+    /// A task per node and micro-batch.
+    Node,
+    /// A task per block, pass and micro-batch.
+    Block,
+}
+
+impl Granularity {
+    /// The node-level compute tasks (a micro-batch's nodes times the micro-batches) above
+    /// which [`Granularity::Auto`] plans per block.
+    pub const AUTO_TASKS: usize = 200_000;
+
+    /// Every granularity, [`Granularity::name`] order.
+    pub const ALL: [Granularity; 3] = [Granularity::Auto, Granularity::Node, Granularity::Block];
+
+    /// Its name on the command line: `auto`, `node` or `block`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Granularity::Auto => "auto",
+            Granularity::Node => "node",
+            Granularity::Block => "block",
+        }
+    }
+
+    /// The granularity called `name` (see [`Granularity::name`]).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|g| g.name() == name)
+    }
+
+    /// Whether a pipeline of `micro_batches` micro-batches of `problem` (one micro-batch's
+    /// training graph) is planned per block.
+    pub fn per_block(self, problem: &PlaceProblem, micro_batches: usize) -> bool {
+        match self {
+            Granularity::Auto => {
+                problem.mode == ordo_cost::StepMode::TrainingGraph
+                    && problem.len().saturating_mul(micro_batches) > Self::AUTO_TASKS
+            }
+            Granularity::Node => false,
+            Granularity::Block => true,
+        }
+    }
 }
 
 impl Pipeline {
@@ -162,7 +218,18 @@ impl Pipeline {
             modulo: None,
             dw_on_sub_stream: false,
             action_overhead_us: 0,
+            granularity: Granularity::Auto,
         }
+    }
+
+    /// The same pipeline planned at `granularity`.
+    pub fn with_granularity(self, granularity: Granularity) -> Self {
+        Self { granularity, ..self }
+    }
+
+    /// Whether it is planned per block for `problem` ([`Granularity::per_block`]).
+    pub fn per_block(&self, problem: &PlaceProblem) -> bool {
+        self.granularity.per_block(problem, self.micro_batches)
     }
 
     /// The same pipeline with `us` charged per action ([`Pipeline::action_overhead_us`]).
@@ -187,8 +254,11 @@ pub struct PipelinePlan {
     /// The plan of one step.
     pub plan: Plan,
     /// The micro-batched problem the plan runs (its nodes are the plan's first tasks), shared
-    /// by the plans of every schedule of the same problem and micro-batch count.
+    /// by the plans of every schedule of the same problem and micro-batch count. Planned per
+    /// block, the micro-batches of the merged problem ([`per_block`]).
     pub split: std::sync::Arc<MicroBatched>,
+    /// Whether the plan was made per block ([`Granularity`]): its tasks are blocks' passes.
+    pub per_block: bool,
     /// The placement of `split.problem` the plan was built from.
     pub placement: Placement,
     /// The units of the one-micro-batch problem.
@@ -245,7 +315,7 @@ pub fn allocate_units(
 /// # Errors
 /// [`SchedError::Pipeline`] for zero stages or micro-batches, fewer devices than stages, more
 /// stages than units, or a modulo allocation that leaves a stage empty; those of
-/// [`build_plan_on_streams`].
+/// [`crate::build_plan_on_streams`].
 pub fn pipeline_plan(
     problem: &PlaceProblem,
     pipeline: &Pipeline,
@@ -253,14 +323,61 @@ pub fn pipeline_plan(
     pipeline_plan_of_split(problem, None, pipeline)
 }
 
+/// The problem a pipeline plans, one micro-batch's: `problem` itself, or merged per block
+/// when `pipeline` is planned per block ([`Pipeline::per_block`]).
+///
+/// # Errors
+/// Those of [`per_block`].
+pub fn pipeline_problem<'a>(
+    problem: &'a PlaceProblem,
+    pipeline: &Pipeline,
+) -> Result<std::borrow::Cow<'a, PlaceProblem>, SchedError> {
+    Ok(if pipeline.per_block(problem) {
+        std::borrow::Cow::Owned(per_block(problem, pipeline.schedule)?.problem)
+    } else {
+        std::borrow::Cow::Borrowed(problem)
+    })
+}
+
+/// The micro-batches `pipeline` plans for `problem` ([`pipeline_problem`] split by
+/// [`micro_batch`]), for a caller that plans several schedules of one split
+/// ([`pipeline_plan_of_split`]). Plans per block share a split only where their schedules
+/// run the backward alike ([`PipelineSchedule::splits_backward`]).
+///
+/// # Errors
+/// Those of [`pipeline_problem`] and [`micro_batch`].
+pub fn pipeline_split(
+    problem: &PlaceProblem,
+    pipeline: &Pipeline,
+) -> Result<std::sync::Arc<MicroBatched>, SchedError> {
+    let planned = pipeline_problem(problem, pipeline)?;
+    let mut split = micro_batch(&planned, pipeline.micro_batches)?;
+    if let std::borrow::Cow::Owned(merged) = planned {
+        split.merged = Some((std::sync::Arc::new(merged), pipeline.schedule.splits_backward()));
+    }
+    Ok(std::sync::Arc::new(split))
+}
+
 /// [`pipeline_plan`] with `problem` already split into the pipeline's micro-batches
-/// (`micro_batch(problem, pipeline.micro_batches)`), where the caller plans several schedules
-/// of one split; `None` splits it here.
+/// ([`pipeline_split`]), where the caller plans several schedules of one split; `None` splits
+/// it here.
 ///
 /// # Errors
 /// As [`pipeline_plan`]; [`SchedError::Pipeline`] for a split of another micro-batch count or
 /// size of problem.
 pub fn pipeline_plan_of_split(
+    problem: &PlaceProblem,
+    split: Option<std::sync::Arc<MicroBatched>>,
+    pipeline: &Pipeline,
+) -> Result<PipelinePlan, SchedError> {
+    let planned = unchecked_pipeline_plan(problem, split, pipeline)?;
+    crate::validate::validate(&planned.plan)?;
+    Ok(planned)
+}
+
+/// [`pipeline_plan_of_split`] without the final check of its plan ([`crate::validate()`]), for
+/// a caller that adds to the plan and checks it once, whole.
+pub(crate) fn unchecked_pipeline_plan(
     problem: &PlaceProblem,
     split: Option<std::sync::Arc<MicroBatched>>,
     pipeline: &Pipeline,
@@ -277,22 +394,42 @@ pub fn pipeline_plan_of_split(
             "{stages} stages need {stages} devices, the problem has {devices}"
         )));
     }
+    let per_block = pipeline.per_block(problem);
+    let split = match split {
+        Some(split) => split,
+        None => {
+            // The allocation's errors (more stages than units, ...) before any micro-batch is
+            // made.
+            allocate_units(problem, &pipeline_units(problem), pipeline)?;
+            pipeline_split(problem, pipeline)?
+        }
+    };
+    // Planned per block, the merged problem: its units are the problem's, in the same order
+    // (`per_block` checks it), so they are allocated alike.
+    let merged = split.merged.clone();
+    let apart = pipeline.schedule.splits_backward();
+    let problem: &PlaceProblem = match (&merged, per_block) {
+        (Some((merged, split_apart)), true) if *split_apart == apart => merged,
+        (None, false) => problem,
+        _ => {
+            return Err(SchedError::Pipeline(format!(
+                "a split made {}per block, for a {} pipeline planned {}per block",
+                if merged.is_some() { "" } else { "not " },
+                pipeline.schedule.name(),
+                if per_block { "" } else { "not " }
+            )));
+        }
+    };
     let units = pipeline_units(problem);
     let (chunk_of_unit, device_of_chunk) = allocate_units(problem, &units, pipeline)?;
-    let split = match split {
-        Some(split) => {
-            let copies = split.provenance.origin.iter().all(|v| v.index() < problem.len());
-            if split.micro_batches() != pipeline.micro_batches || !copies {
-                return Err(SchedError::Pipeline(format!(
-                    "a split into {} micro-batches of another problem, for a pipeline of {}",
-                    split.micro_batches(),
-                    pipeline.micro_batches
-                )));
-            }
-            split
-        }
-        None => std::sync::Arc::new(micro_batch(problem, pipeline.micro_batches)?),
-    };
+    let copies = split.provenance.origin.iter().all(|v| v.index() < problem.len());
+    if split.micro_batches() != pipeline.micro_batches || !copies {
+        return Err(SchedError::Pipeline(format!(
+            "a split into {} micro-batches of another problem, for a pipeline of {}",
+            split.micro_batches(),
+            pipeline.micro_batches
+        )));
+    }
     let chunk_of: Vec<usize> =
         split.provenance.origin.iter().map(|v| chunk_of_unit[units.unit_of[v.index()]]).collect();
     let rank = units::build_rank(problem);
@@ -316,7 +453,7 @@ pub fn pipeline_plan_of_split(
         .zip(&split.provenance.micro_batch)
         .map(|(&role, m)| pipeline.dw_on_sub_stream && role == ordo_ir::Role::Dw && m.is_some())
         .collect();
-    let plan = build_plan_on_streams(&split.problem, &placement, &on_sub_stream)?;
+    let plan = assemble_plan_on_streams(&split.problem, &placement, &on_sub_stream)?;
     let stage_of_unit = chunk_of_unit.iter().map(|&c| device_of_chunk[c]).collect();
     let mut planned = PipelinePlan {
         plan,
@@ -326,6 +463,7 @@ pub fn pipeline_plan_of_split(
         stage_of_unit,
         chunk_of_unit,
         device_of_chunk,
+        per_block,
     };
     if pipeline.action_overhead_us > 0 {
         // The orders are made; the overhead changes what they are predicted to take.

@@ -204,6 +204,11 @@ fn list_schedule(
         }
     }
     let mut started = vec![vec![false; batches]; devices];
+    // Per device, kept as operations run: micro-batches in flight (started, with operations
+    // other than dW left) and lagging (only dW left), which each step would otherwise count
+    // over every micro-batch.
+    let mut in_flight = vec![0usize; devices];
+    let mut lagging = vec![0usize; devices];
 
     let mut ready_at = vec![0u64; ops.len()];
     let mut ready: Vec<Vec<usize>> = vec![Vec::new(); devices];
@@ -222,10 +227,9 @@ fn list_schedule(
             if free_at[d] > now {
                 continue;
             }
-            let in_flight = (0..batches).filter(|&m| started[d][m] && left[d][m] > 0).count();
-            let lagging = (0..batches).filter(|&m| left[d][m] == 0 && dw_left[d][m] > 0).count();
+            let (in_flight_d, lagging_d) = (in_flight[d], lagging[d]);
             // Micro-batches whose activations a W still reads.
-            let alive = in_flight + lagging;
+            let alive = in_flight_d + lagging_d;
             let allowed = |k: usize| {
                 let op = &ops[k];
                 ready_at[k] <= now
@@ -234,12 +238,12 @@ fn list_schedule(
                         (PipelineSchedule::Gpipe, _) => forwards_left[d] == 0,
                         (_, Kind::Forward) if zero_bubble => {
                             started[d][op.batch]
-                                || in_flight < cap[d] && alive < alive_cap
+                                || in_flight_d < cap[d] && alive < alive_cap
                                 || relaxed
                         }
                         (_, Kind::Forward) => {
                             started[d][op.batch]
-                                || in_flight < cap[d] && lagging <= MAX_LAGGING_DW
+                                || in_flight_d < cap[d] && lagging_d <= MAX_LAGGING_DW
                                 || relaxed
                         }
                         _ => true,
@@ -267,11 +271,19 @@ fn list_schedule(
             let op = &ops[k];
             let finish = now + op.cost;
             free_at[d] = finish;
-            started[d][op.batch] = true;
+            let m = op.batch;
+            let status = |started: bool, left: usize, dw_left: usize| {
+                (usize::from(started && left > 0), usize::from(left == 0 && dw_left > 0))
+            };
+            let before = status(started[d][m], left[d][m], dw_left[d][m]);
+            started[d][m] = true;
             match op.kind {
-                Kind::WeightGrad => dw_left[d][op.batch] -= 1,
-                _ => left[d][op.batch] -= 1,
+                Kind::WeightGrad => dw_left[d][m] -= 1,
+                _ => left[d][m] -= 1,
             }
+            let after = status(started[d][m], left[d][m], dw_left[d][m]);
+            in_flight[d] = in_flight[d] + after.0 - before.0;
+            lagging[d] = lagging[d] + after.1 - before.1;
             if op.kind == Kind::Forward {
                 forwards_left[d] -= 1;
             }

@@ -63,12 +63,13 @@ pub fn replicated_pipeline_plan_of_split(
     replicas: &PipelineReplicas,
 ) -> Result<PipelinePlan, SchedError> {
     check_copies(replicas)?;
-    let mut planned = super::pipeline_plan_of_split(problem, split, pipeline)?;
+    let mut planned = super::unchecked_pipeline_plan(problem, split, pipeline)?;
     if replicas.replicas > 1 {
         // One copy standing for all: the plan itself, moved rather than copied.
         let one = std::mem::replace(&mut planned.plan, Plan::empty());
         planned.plan = with_stage_all_reduces(&planned, one, replicas, 1)?;
     }
+    validate(&planned.plan)?;
     Ok(planned)
 }
 
@@ -97,7 +98,9 @@ pub fn materialised_pipeline_plan(
         )));
     }
     let one = planned.plan.clone();
-    with_stage_all_reduces(&planned, one, replicas, replicas.replicas)
+    let plan = with_stage_all_reduces(&planned, one, replicas, replicas.replicas)?;
+    validate(&plan)?;
+    Ok(plan)
 }
 
 /// At least one copy of the pipeline.
@@ -140,7 +143,7 @@ fn with_stage_all_reduces(
             }
         },
     );
-    let buffer_of = produced_buffers(&one);
+    let buffer_of = produced_buffers(&one, &gradients);
     let mut reduced = Vec::new();
     for (stage, grads) in gradients
         .chunk_by(|a, b| device_of[a.producer] == device_of[b.producer])
@@ -185,6 +188,5 @@ fn with_stage_all_reduces(
             replicas: (copies < replicas.replicas).then_some(replicas.replicas),
         });
     }
-    validate(&plan)?;
     Ok(plan)
 }

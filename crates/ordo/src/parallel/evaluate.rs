@@ -81,8 +81,12 @@ pub(super) struct Built {
     recompute: Recompute,
     /// The problem split into the configuration's micro-batches, made by the first schedule
     /// simulated and shared by the others (`None` inside where it does not split: the
-    /// simulation then says why).
-    split: std::sync::OnceLock<Option<std::sync::Arc<ordo_sched::MicroBatched>>>,
+    /// simulation then says why). Planned per block, the schedules that run each backward
+    /// whole and those that split it have a split each (`[whole, split]`).
+    split: [std::sync::OnceLock<Option<std::sync::Arc<ordo_sched::MicroBatched>>>; 2],
+    /// The problem's pipeline units, and which of its nodes run once per step: what every
+    /// configuration's stage loads are summed from.
+    units: std::sync::OnceLock<(ordo_sched::PipelineUnits, Vec<bool>)>,
 }
 
 impl Built {
@@ -116,8 +120,17 @@ impl Built {
         } else {
             device.peak_flops
         };
-        let split = std::sync::OnceLock::new();
-        Ok(Self { problem, flops, persistent, optimizer_state, peak_flops, recompute, split })
+        let (split, units) = Default::default();
+        Ok(Self {
+            problem,
+            flops,
+            persistent,
+            optimizer_state,
+            peak_flops,
+            recompute,
+            split,
+            units,
+        })
     }
 }
 
@@ -167,8 +180,13 @@ fn evaluate(
             ordo_cost::format_bytes(smallest)
         ));
     }
-    let pipeline = config.pipeline();
-    let loads = StageLoads::of(problem, &pipeline);
+    let pipeline = config.pipeline().with_granularity(search.granularity);
+    let units = built.units.get_or_init(|| {
+        let layout = ordo_sched::micro_batch_layout(&problem.place, 1);
+        let once = (0..problem.place.len()).map(|v| layout.runs_once(v)).collect();
+        (ordo_sched::pipeline_units(&problem.place), once)
+    });
+    let loads = StageLoads::of(problem, units, &pipeline);
     // A stage whose parameters, gradients and optimizer state (sharded where allowed) do not
     // fit, whatever the activations: nothing needs simulating.
     if let Some((stage, bytes)) = loads.as_ref().and_then(|l| l.over(limits, shared_by)) {
@@ -189,9 +207,9 @@ fn evaluate(
         crate::stage_network(problem, config.data, config.stages, None, search.all_reduce);
     let replicas =
         PipelineReplicas { replicas: config.data, network, bucket_bytes: search.bucket_bytes };
-    let split = built.split.get_or_init(|| {
-        ordo_sched::micro_batch(&problem.place, config.micro_batches).ok().map(std::sync::Arc::new)
-    });
+    let apart = pipeline.per_block(&problem.place) && pipeline.schedule.splits_backward();
+    let split = built.split[usize::from(apart)]
+        .get_or_init(|| ordo_sched::pipeline_split(&problem.place, &pipeline).ok());
     let simulated = crate::pytorch::simulate_replicated_split(
         problem,
         split.clone(),
@@ -243,8 +261,9 @@ fn evaluate(
 
 /// What each stage of `pipeline` holds and does, its units allocated as
 /// [`ordo_sched::pipeline_plan`] allocates them: its compute in µs (every micro-batch's work
-/// there and its updates once), its persistent memory and, of that, its optimizer state.
-/// `None` where the units cannot be allocated (the simulation then says why).
+/// there, and once the work done once per step: updates, sums of tied gradients), its
+/// persistent memory and, of that, its optimizer state. `None` where the units cannot be
+/// allocated (the simulation then says why).
 struct StageLoads {
     compute_us: Vec<u64>,
     persistent: Vec<u64>,
@@ -252,11 +271,14 @@ struct StageLoads {
 }
 
 impl StageLoads {
-    fn of(problem: &Problem, pipeline: &Pipeline) -> Option<Self> {
+    fn of(
+        problem: &Problem,
+        (units, once): &(ordo_sched::PipelineUnits, Vec<bool>),
+        pipeline: &Pipeline,
+    ) -> Option<Self> {
         let p = &problem.place;
-        let units = ordo_sched::pipeline_units(p);
         let (chunk_of_unit, device_of_chunk) =
-            ordo_sched::allocate_units(p, &units, pipeline).ok()?;
+            ordo_sched::allocate_units(p, units, pipeline).ok()?;
         let stages = pipeline.stages;
         let mut loads = StageLoads {
             compute_us: vec![0; stages],
@@ -266,7 +288,7 @@ impl StageLoads {
         for (v, &weight) in p.weights.iter().enumerate() {
             let stage = device_of_chunk[chunk_of_unit[units.unit_of[v]]];
             let update = p.roles[v] == ordo_ir::Role::Update;
-            let times = if update { 1 } else { pipeline.micro_batches };
+            let times = if once[v] { 1 } else { pipeline.micro_batches };
             loads.compute_us[stage] += weight * times as u64;
             loads.persistent[stage] += p.memory[v].persistent;
             if update {

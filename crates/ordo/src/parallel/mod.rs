@@ -30,7 +30,7 @@ mod export;
 pub use export::{ParallelExport, export_parallel};
 
 use ordo_cost::{AllReduceAlgorithm, Cluster};
-use ordo_sched::{Pipeline, PipelineSchedule};
+use ordo_sched::{Granularity, Pipeline, PipelineSchedule};
 
 use crate::Model;
 use crate::Recompute;
@@ -52,6 +52,21 @@ pub fn recompute_choices(name: &str) -> Result<Vec<Recompute>> {
         None => refuse!(
             Parameter::Recompute => name,
             ": choose auto (the least that fits), none, selective or full"
+        ),
+    }
+}
+
+/// The pipeline granularity called `name`: `auto`, `node` or `block`
+/// ([`Granularity::from_name`]).
+///
+/// # Errors
+/// [`crate::Error::Parameter`] naming the choices for another name.
+pub fn granularity(name: &str) -> Result<Granularity> {
+    match Granularity::from_name(name) {
+        Some(granularity) => Ok(granularity),
+        None => refuse!(
+            Parameter::Granularity => format!("{name:?}"),
+            ": choose auto (per block past 200,000 node-level tasks), node or block"
         ),
     }
 }
@@ -85,11 +100,16 @@ pub struct ParallelSearch {
     pub recompute: Vec<Recompute>,
     /// Simulate every configuration, pruning none (to check the pruning).
     pub exhaustive: bool,
+    /// How finely each configuration's pipeline is simulated: per block by default (within
+    /// about 1% of the node level, tens of times faster: [`ordo_sched::per_block`]), per node,
+    /// or per block where the node-level plan would be large ([`Granularity::Auto`]).
+    pub granularity: Granularity,
 }
 
 impl ParallelSearch {
     /// `gpus` and `global_batch`, every schedule contiguous and interleaved, up to 64
-    /// micro-batches, NCCL's all-reduce in 25 MiB buckets, pruning on.
+    /// micro-batches, NCCL's all-reduce in 25 MiB buckets, pruning on, pipelines simulated per
+    /// block.
     pub fn new(gpus: usize, global_batch: usize) -> Self {
         Self {
             gpus,
@@ -103,6 +123,7 @@ impl ParallelSearch {
             shard_optimizer: true,
             recompute: Recompute::ALL.to_vec(),
             exhaustive: false,
+            granularity: Granularity::Block,
         }
     }
 }
