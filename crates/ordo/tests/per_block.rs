@@ -1,5 +1,6 @@
 //! Pipelines planned per block against the node-level plans they stand for: the same stages,
-//! a step within 2%, peaks no lower and at most 10% higher, for every schedule.
+//! a step within 2%, peaks at most 0.5% lower (a merged node's sends arrive later) and
+//! at most 10% higher, for every schedule.
 
 use ordo::{
     Granularity, Model, Optimizer, Pipeline, PipelineSchedule, Problem, Size, StepMode, Target,
@@ -38,7 +39,7 @@ fn a_pipeline_per_block_predicts_what_the_node_level_plan_does() {
                     block.peak_memory_bytes.iter().zip(&node.peak_memory_bytes).enumerate()
                 {
                     let over = b as f64 / n as f64 - 1.0;
-                    assert!((0.0..0.10).contains(&over), "{label}: stage {s} peak {over:+.3}");
+                    assert!((-0.005..0.10).contains(&over), "{label}: stage {s} peak {over:+.3}");
                 }
             }
         }

@@ -38,7 +38,7 @@ pub struct PipelineArgs {
     pub pytorch_schedule: Option<std::path::PathBuf>,
     /// How finely the pipeline is planned and simulated: `node` (a task per node of the
     /// training graph and micro-batch), `block` (a task per block, pass and micro-batch:
-    /// about 1% from the node level, peaks no lower, tens of times faster), or `auto` (per
+    /// about 1% from the node level, peaks a few percent higher, tens of times faster), or `auto` (per
     /// block past 200,000 node-level tasks).
     #[arg(long, value_name = "auto|node|block", default_value = "auto", requires = "pipeline")]
     pub granularity: String,
@@ -180,7 +180,7 @@ pub fn simulate(
     if result.per_block {
         println!(
             "granularity   per block: a task per block, pass and micro-batch (within about 1% \
-             of the node level, peaks no lower; --granularity node for the node level)"
+             of the node level, peaks a few percent higher; --granularity node for the node level)"
         );
     }
     println!("step time     {:.2} ms", result.step_time_us / 1e3);

@@ -59,7 +59,7 @@ pub struct Args {
     #[arg(long)]
     pub exhaustive: bool,
     /// How finely each pipeline is simulated: `block` (a task per block, pass and
-    /// micro-batch: within about 1% of the node level, peaks no lower), `node`, or `auto`
+    /// micro-batch: within about 1% of the node level, peaks a few percent higher), `node`, or `auto`
     /// (per block past 200,000 node-level tasks).
     #[arg(long, value_name = "auto|node|block", default_value = "block")]
     pub granularity: String,

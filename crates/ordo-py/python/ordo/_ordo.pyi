@@ -272,8 +272,8 @@ def plan_parallel(
     fit), each simulated: ``candidates`` (fastest first), ``rejected`` (with a ``reason``),
     ``simulated``, ``pruned``, and the best plan's ``export`` (its PyTorch schedule ``csv``,
     ``stage_units``, ``tensor_groups``, ``pipeline_groups``, ``data_groups``). Each pipeline is
-    simulated per ``granularity``: ``"block"`` (within about 1% of the node level, peaks no
-    lower), ``"node"``, or ``"auto"`` (per block past 200,000 node-level tasks)."""
+    simulated per ``granularity``: ``"block"`` (within about 1% of the node level, peaks a
+    few percent higher), ``"node"``, or ``"auto"`` (per block past 200,000 node-level tasks)."""
 
 def simulate(
     planned: Planned,

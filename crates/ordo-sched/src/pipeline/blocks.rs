@@ -18,7 +18,8 @@
 //!   when it ends, where the node-level plan allocates each output when its producer starts
 //!   and frees each input after its last reader; and the tensors that live only inside a
 //!   merged node become its workspace, sized so that its members' own peak (run alone, in
-//!   build order) is met. Peaks come out no lower than the node-level ones.
+//!   build order) is met. Peaks come out higher by a few percent at most; a little lower
+//!   only where a transfer that arrives later allocates its copy later (0.06% measured).
 
 use std::collections::{BinaryHeap, HashMap};
 
