@@ -293,3 +293,29 @@ def test_a_plan_of_every_replica_is_bounded_where_a_simulation_is_not():
     problem = ordo.Problem(model, ordo.Target.uniform(1), mode="training-graph")
     with pytest.raises(ordo.OrdoError, match="replicas=100000: a plan of every replica"):
         ordo.plan(problem, "data-parallel", replicas=100000)
+
+
+def test_copies_past_a_plans_size_are_refused_before_anything_is_allocated():
+    """Micro-batches times a graph's nodes past a plan's 2^23 tasks are refused at once (they
+    used to run for hours or end the process in an allocation failure), naming the count."""
+    model = ordo.Model.zoo("resnet50", small=True).training()
+    problem = ordo.Problem(model, ordo.Target.uniform(2), mode="training-graph")
+    with pytest.raises(ordo.OrdoError, match=r"100000 micro-batches of a graph of \d+ nodes"):
+        ordo.plan(problem, "pipeline", stages=2, micro_batches=100000)
+    with pytest.raises(ordo.OrdoError, match="at most 8388608"):
+        ordo.pytorch_schedule(problem, stages=2, micro_batches=10**6)
+
+
+def test_a_plan_runs_only_on_the_problem_it_fits():
+    """A plan made for three devices, or for more memory than the problem gives, is refused
+    by the runner with what differs, instead of running."""
+    model = ordo.Model.zoo("resnet50", small=True).training()
+    two, three = (
+        ordo.Problem(model, ordo.Target.uniform(n), mode="training-graph") for n in (2, 3)
+    )
+    with pytest.raises(ordo.OrdoError, match="runs on 3 devices; the problem .* has 2"):
+        ordo.Runner(two, ordo.plan(three, "m-etf"))
+    small = ordo.Problem(model, ordo.Target.uniform(2, memory="64KiB"), mode="training-graph")
+    with pytest.raises(ordo.OrdoError, match=r"at its peak on device \d, more than the 64 KiB"):
+        ordo.Runner(small, ordo.plan(two, "m-etf"))
+    ordo.Runner(two, ordo.plan(two, "m-etf"))  # its own problem: runs

@@ -128,6 +128,7 @@ fn plan_on_devices(
             unrolled.roles.iter().map(|&r| matches!(r, Role::Dw | Role::Update)).collect()
         }
     };
+    Plan::check_size(unrolled.len(), devices, &format!("{devices} replicas"))?;
     let replica = build_plan_on_streams(&unrolled, &placement, &on_sub_stream)?;
     let mut plan = replicate(&replica, devices);
     if config.replicas > 1 {

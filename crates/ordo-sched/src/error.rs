@@ -21,6 +21,20 @@ pub enum SchedError {
     /// devices, units).
     #[error("pipeline: {0}")]
     Pipeline(String),
+    /// Copies of a graph (micro-batches, steps, replicas) that would make a plan of more than
+    /// [`crate::Plan::MAX_TASKS`] tasks.
+    #[error(
+        "{what} of a graph of {nodes} nodes make {tasks} tasks; a plan holds at most 8388608 \
+         (2^23): ask for fewer"
+    )]
+    TooLarge {
+        /// What the copies are (`4096 micro-batches`).
+        what: String,
+        /// The graph's nodes.
+        nodes: usize,
+        /// The tasks they would make.
+        tasks: String,
+    },
     /// A device's order runs a node before one it depends on.
     #[error("device {device} runs `{consumer}` before `{producer}`, which it depends on")]
     OrderViolation {

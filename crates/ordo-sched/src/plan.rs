@@ -20,6 +20,7 @@
 //!   ends (at one instant, frees come before allocations); a transfer's are 0;
 //! * a task's `occupancy` is a share of its device in `(0, 1]`.
 
+use crate::error::SchedError;
 use serde::{Deserialize, Serialize};
 
 /// Index of a stream in [`Plan::streams`].
@@ -199,6 +200,28 @@ pub struct Plan {
 impl Plan {
     /// The format tag of this version.
     pub const FORMAT: &'static str = "ordo.plan/1";
+
+    /// The most compute tasks a plan holds: 2^23 (8,388,608), the bound under which sums of
+    /// tasks' times stay exact ([`ordo_cost::MAX_TIME_US`]). A request for more (micro-batches,
+    /// unrolled steps or replicas times a graph's nodes) is refused before anything is
+    /// allocated for it.
+    pub const MAX_TASKS: usize = 1 << 23;
+
+    /// Checks that `copies` copies of a graph of `nodes` nodes fit in a plan
+    /// ([`Plan::MAX_TASKS`]); `what` says what the copies are (`4,096 micro-batches`).
+    ///
+    /// # Errors
+    /// [`SchedError::TooLarge`] naming `what`, the tasks and the limit.
+    pub fn check_size(nodes: usize, copies: usize, what: &str) -> Result<(), SchedError> {
+        match nodes.checked_mul(copies) {
+            Some(tasks) if tasks <= Self::MAX_TASKS => Ok(()),
+            tasks => Err(SchedError::TooLarge {
+                what: what.to_string(),
+                nodes,
+                tasks: tasks.map_or_else(|| "more than 2^64".into(), |t| t.to_string()),
+            }),
+        }
+    }
 
     /// A plan of no device and nothing to do (what a plan moved out of leaves).
     pub(crate) fn empty() -> Self {

@@ -27,6 +27,7 @@ pub fn unroll(problem: &PlaceProblem, steps: usize) -> Result<PlaceProblem, Sche
     if steps == 1 {
         return Ok(problem.clone());
     }
+    crate::Plan::check_size(problem.len(), steps, &format!("{steps} unrolled steps"))?;
     let (n, t, g) = (problem.len(), problem.tensors.len(), problem.groups.len());
     let mut out = problem.clone();
     out.names.clear();

@@ -46,9 +46,10 @@ impl Runner {
     /// loss gradient is scaled by `1 / replicas`, so that the all-reduced sum is the mean.
     ///
     /// # Errors
-    /// [`crate::Error::Usage`] for a cost graph (it has no kernels) or a model in mixed
-    /// precision (the CPU kernels compute in fp32); [`crate::Error::Exec`] for an op without
-    /// a CPU kernel or a plan that does not run the model's graph.
+    /// [`crate::Error::Usage`] for a cost graph (it has no kernels), a model in mixed
+    /// precision (the CPU kernels compute in fp32) or a plan made for another problem
+    /// ([`Planned::check_belongs_to`]: its devices, its memory); [`crate::Error::Exec`] for an
+    /// op without a CPU kernel or a plan that does not run the model's graph.
     pub fn new(problem: &Problem, planned: &Planned, options: EngineOptions) -> Result<Self> {
         let graph = problem.model.require_graph("running a plan needs a model with kernels")?;
         if problem.model.is_mixed_precision() {
@@ -58,6 +59,7 @@ impl Runner {
                 problem.model.name()
             );
         }
+        planned.check_belongs_to(problem)?;
         let program =
             program(graph, planned).map_err(|e| problem.model.explain_missing_kernels(e))?;
         let seed = options.settings.seed;

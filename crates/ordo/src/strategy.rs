@@ -175,6 +175,49 @@ impl Planned {
     pub fn micro_batches(&self) -> usize {
         self.micro_batched.as_ref().map_or(1, MicroBatched::micro_batches)
     }
+
+    /// Checks that the plan belongs to `problem`: as many devices (a data-parallel plan: one
+    /// per replica, each with the problem's first device's memory), and each device's
+    /// simulated peak within its memory.
+    ///
+    /// # Errors
+    /// [`crate::Error::Usage`] naming the devices or the device, its peak and its memory;
+    /// [`crate::Error::Sim`] for a plan the simulator cannot run.
+    pub fn check_belongs_to(&self, problem: &Problem) -> Result<()> {
+        let memory = &problem.place.devices.memory;
+        let limits = if self.replicas > 1 {
+            vec![memory.first().copied().unwrap_or(u64::MAX); self.replicas]
+        } else {
+            memory.clone()
+        };
+        if self.plan.devices != limits.len() {
+            usage!(
+                "the plan ({}) runs on {} devices; the problem `{}` has {}: plan it for this \
+                 problem",
+                self.description,
+                self.plan.devices,
+                problem.name(),
+                limits.len()
+            );
+        }
+        if limits.iter().all(|&limit| limit == u64::MAX) {
+            return Ok(());
+        }
+        let report = ordo_sim::simulate(&self.plan, &ordo_sim::SimOptions::default())?;
+        for (device, (&peak, &limit)) in report.peak_memory_bytes.iter().zip(&limits).enumerate() {
+            if peak > limit {
+                usage!(
+                    "the plan ({}) needs {} at its peak on device {device}, more than the {} \
+                     the problem `{}` gives it: plan it for this problem",
+                    self.description,
+                    ordo_cost::format_bytes(peak),
+                    ordo_cost::format_bytes(limit),
+                    problem.name()
+                );
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Plans `strategy` for `problem`.

@@ -87,6 +87,11 @@ pub fn micro_batch(
     if micro_batches == 0 {
         return Err(SchedError::Pipeline("zero micro-batches".into()));
     }
+    crate::Plan::check_size(
+        problem.len(),
+        micro_batches,
+        &format!("{micro_batches} micro-batches"),
+    )?;
     let layout = micro_batch_layout(problem, micro_batches);
     let provenance = layout.provenance();
     let once = |v: usize| layout.runs_once(v);
@@ -227,5 +232,20 @@ mod tests {
         assert_eq!(out.layer_of[update], Some(find("fc1/mb0")));
         assert_eq!(out.topo_order.len(), out.len());
         assert!(micro_batch(&problem, 0).is_err());
+    }
+
+    #[test]
+    fn copies_past_a_plans_size_are_refused_before_they_are_made() {
+        let problem = mlp();
+        let n = problem.len();
+        let fits = crate::Plan::MAX_TASKS / n;
+        assert!(crate::Plan::check_size(n, fits, "").is_ok());
+        let err = micro_batch(&problem, fits + 1).unwrap_err().to_string();
+        assert!(err.contains(&format!("{} micro-batches of a graph of {n} nodes", fits + 1)));
+        assert!(err.contains("at most 8388608"), "{err}");
+        let err = micro_batch(&problem, usize::MAX).unwrap_err().to_string();
+        assert!(err.contains("more than 2^64 tasks"), "{err}");
+        let err = crate::unroll(&problem, fits + 1).unwrap_err().to_string();
+        assert!(err.contains("unrolled steps"), "{err}");
     }
 }

@@ -161,6 +161,7 @@ fn with_stage_all_reduces(
     }
     let (devices, tasks, buffers) =
         (one.devices as u32, one.tasks.len() as u32, one.buffers.len() as u32);
+    Plan::check_size(problem.len(), copies, &format!("{copies} copies of the pipeline"))?;
     let mut plan = if copies == 1 { one } else { replicate(&one, copies) };
     let mut reduces = AllReduces::new(&mut plan);
     let mut streams_of: HashMap<usize, Vec<StreamId>> = HashMap::new();
