@@ -17,6 +17,8 @@ const GELU_TANH_C: f64 = 0.044_715;
 /// `f(x)` of a unary function, in f64.
 pub(crate) fn unary_value(func: UnaryOp, x: f64) -> f64 {
     match func {
+        // `f64::max` would take NaN to 0: NaN stays NaN, as `torch.relu` keeps it.
+        UnaryOp::Relu if x.is_nan() => x,
         UnaryOp::Relu => x.max(0.0),
         UnaryOp::Gelu => 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)),
         UnaryOp::GeluTanh => {

@@ -177,6 +177,8 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
                             0.0
                         }
                     }
+                    // NaN stays NaN (ONNX's reference: np.maximum and np.minimum).
+                    K::Celu if x.is_nan() => x,
                     K::Celu => x.max(0.0) + (a * ((x / a).exp() - 1.0)).min(0.0),
                     K::HardSigmoid => (a * x + b).clamp(0.0, 1.0),
                     K::Shrink => {
@@ -761,8 +763,9 @@ pub fn forward(op: &Op, inputs: &[Dense], params: &[Dense], ctx: &KernelContext)
 
 fn unary(func: UnaryOp, x: f64) -> f64 {
     match func {
+        // NaN stays NaN, as `torch.relu` and ONNX's `np.maximum(x, 0)` keep it.
         UnaryOp::Relu => {
-            if x > 0.0 {
+            if x > 0.0 || x.is_nan() {
                 x
             } else {
                 0.0
@@ -777,11 +780,13 @@ fn unary(func: UnaryOp, x: f64) -> f64 {
         UnaryOp::Tanh => x.tanh(),
         UnaryOp::HardSwish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
         UnaryOp::HardSigmoid => (x + 3.0).clamp(0.0, 6.0) / 6.0,
-        UnaryOp::Rsqrt => x.powf(-0.5),
+        // Not `x.powf(-0.5)`, which IEEE makes 0 at -inf where `torch.rsqrt` gives NaN.
+        UnaryOp::Rsqrt => 1.0 / x.sqrt(),
         UnaryOp::Erf => erf(x),
         UnaryOp::Exp => x.exp(),
         UnaryOp::Log => x.ln(),
-        UnaryOp::Sqrt => x.powf(0.5),
+        // Not `x.powf(0.5)`, which IEEE makes +inf at -inf where `sqrt` gives NaN.
+        UnaryOp::Sqrt => x.sqrt(),
         UnaryOp::Abs => x.abs(),
         UnaryOp::Sin => x.sin(),
         UnaryOp::Cos => x.cos(),
@@ -794,7 +799,9 @@ fn unary(func: UnaryOp, x: f64) -> f64 {
         UnaryOp::Atan => x.atan(),
         UnaryOp::Sinh => (x.exp() - (-x).exp()) / 2.0,
         UnaryOp::Cosh => (x.exp() + (-x).exp()) / 2.0,
-        UnaryOp::Asinh => (x + (x * x + 1.0).sqrt()).ln(),
+        // Odd: ln(|x| + sqrt(x^2 + 1)) with x's sign, which stays -inf at -inf (the plain
+        // formula gives -inf + inf).
+        UnaryOp::Asinh => x.signum() * (x.abs() + (x * x + 1.0).sqrt()).ln(),
         UnaryOp::Acosh => (x + (x * x - 1.0).sqrt()).ln(),
         UnaryOp::Atanh => 0.5 * ((1.0 + x) / (1.0 - x)).ln(),
         UnaryOp::Mish => x * (1.0 + x.exp()).ln().tanh(),

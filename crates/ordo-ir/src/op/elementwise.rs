@@ -218,6 +218,9 @@ impl ActivationKind {
                     0.0
                 }
             }
+            // `f64::max` and `min` would take NaN to 0: NaN stays NaN, as ONNX's reference
+            // (`np.maximum`, `np.minimum`) keeps it.
+            ActivationKind::Celu if x.is_nan() => x,
             ActivationKind::Celu => x.max(0.0) + (alpha * (x / alpha).exp_m1()).min(0.0),
             ActivationKind::HardSigmoid => (alpha * x + beta).clamp(0.0, 1.0),
             ActivationKind::Shrink if x > alpha => x - beta,

@@ -195,3 +195,77 @@ fn max_pool_with_padding_never_picks_the_padding() {
     let y = run(&op, &[&x], &[], &mut [], &ctx()).unwrap();
     assert!(y[0].as_f32().unwrap().iter().all(|&v| v == -5.0));
 }
+
+/// NaN in, NaN out: every unary function and activation keeps a NaN where the reference does
+/// (`torch`, ONNX's reference), on the kernels and on the reference alike; infinities give
+/// the reference's values. Only the two activations whose ONNX definition compares the input
+/// and picks a constant otherwise (`ThresholdedRelu`, `Shrink`) turn NaN into 0, as
+/// `np.where` does.
+#[test]
+fn nan_stays_nan_through_every_elementwise_function() {
+    use ordo_ir::op::{ActivationKind as A, UnaryOp as U};
+    let unary = [
+        U::Relu,
+        U::Gelu,
+        U::GeluTanh,
+        U::Sigmoid,
+        U::Tanh,
+        U::HardSwish,
+        U::HardSigmoid,
+        U::Rsqrt,
+        U::Erf,
+        U::Exp,
+        U::Log,
+        U::Sqrt,
+        U::Abs,
+        U::Sin,
+        U::Cos,
+        U::Reciprocal,
+        U::Softplus,
+        U::Softsign,
+        U::Tan,
+        U::Asin,
+        U::Acos,
+        U::Atan,
+        U::Sinh,
+        U::Cosh,
+        U::Asinh,
+        U::Acosh,
+        U::Atanh,
+        U::Mish,
+        U::Floor,
+        U::Ceil,
+        U::Round,
+        U::Sign,
+    ];
+    let activations =
+        [A::Elu, A::Selu, A::LeakyRelu, A::ThresholdedRelu, A::Celu, A::HardSigmoid, A::Shrink];
+    let mut ops: Vec<(Op, bool)> =
+        unary.into_iter().map(|func| (Op::Unary { func }, true)).collect();
+    ops.extend(activations.into_iter().map(|kind| {
+        let keeps_nan = !matches!(kind, A::ThresholdedRelu | A::Shrink);
+        (Op::Activation { kind, alpha: 0.5, beta: 1.5 }, keeps_nan)
+    }));
+    let values = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.5];
+    let x = Tensor::from_f32(&[4], values.to_vec()).unwrap();
+    let fact = [TensorFact::f32([4])];
+    let ctx = KernelContext { outputs: &fact, ..ctx() };
+    let mut wrong = Vec::new();
+    for (op, keeps_nan) in ops {
+        let got = run(&op, &[&x], &[], &mut [], &ctx).unwrap();
+        let got = got[0].as_f32().unwrap();
+        let want = &run_ref(&op, std::slice::from_ref(&x), &[], &ctx)[0].data;
+        for (k, (&g, &w)) in got.iter().zip(want).enumerate() {
+            let g = f64::from(g);
+            let right = if k == 0 {
+                g.is_nan() == keeps_nan && w.is_nan() == keeps_nan
+            } else {
+                (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= FWD_TOL * (1.0 + w.abs())
+            };
+            if !right {
+                wrong.push(format!("{}({}) = {g}, reference {w}", op.name(), values[k]));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
