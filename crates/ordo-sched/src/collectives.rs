@@ -7,7 +7,6 @@ use std::collections::HashMap;
 
 use ordo_problem::PlaceProblem;
 
-use crate::error::SchedError;
 use crate::plan::{
     BufferId, Event, EventId, Plan, Stream, StreamId, StreamKind, Task, TaskId, TaskKind,
 };
@@ -70,28 +69,6 @@ pub(crate) fn bucket_name(problem: &PlaceProblem, bucket: &[Gradient]) -> String
         1 => format!("all-reduce:{first}"),
         more => format!("all-reduce:{first}+{}", more - 1),
     }
-}
-
-/// The buffer of each of `gradients`' tensors on its producer's device, by (producer task,
-/// tensor name): how an all-reduce finds a gradient in a plan built from a problem (task `v`
-/// computes node `v`). Only the gradients' producers' buffers are indexed: a plan has many
-/// more.
-pub(crate) fn produced_buffers<'p>(
-    plan: &'p Plan,
-    gradients: &[Gradient],
-) -> HashMap<(TaskId, &'p str), BufferId> {
-    let mut producer = vec![false; plan.tasks.len()];
-    for g in gradients {
-        if let Some(p) = producer.get_mut(g.producer) {
-            *p = true;
-        }
-    }
-    plan.buffers
-        .iter()
-        .enumerate()
-        .filter(|(_, buffer)| producer.get(buffer.producer.0 as usize).copied().unwrap_or(false))
-        .map(|(b, buffer)| ((buffer.producer, buffer.name.as_str()), BufferId(b as u32)))
-        .collect()
 }
 
 /// Adds all-reduce tasks to a plan, reusing the event after a task where there is one.
@@ -168,9 +145,4 @@ impl<'p> AllReduces<'p> {
             occupancy: 1.0,
         });
     }
-}
-
-/// A gradient that has no buffer in the plan.
-pub(crate) fn missing_buffer(problem: &PlaceProblem, g: &Gradient) -> SchedError {
-    SchedError::Placement(format!("gradient `{}` has no buffer", problem.tensors[g.tensor].name))
 }

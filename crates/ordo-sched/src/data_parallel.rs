@@ -9,11 +9,8 @@ use ordo_cost::Collectives;
 use ordo_ir::Role;
 use ordo_problem::{PlaceProblem, Placement};
 
-use crate::build::build_plan_on_streams;
-use crate::collectives::{
-    AllReduce, AllReduces, Gradient, bucket_name, buckets, gradients_by, missing_buffer,
-    produced_buffers,
-};
+use crate::build::assemble_plan_on_streams;
+use crate::collectives::{AllReduce, AllReduces, Gradient, bucket_name, buckets, gradients_by};
 use crate::error::SchedError;
 use crate::one_device::{
     OneDeviceSchedule, deferral, deferred_nodes, deferred_order, layers_with_weights,
@@ -129,12 +126,12 @@ fn plan_on_devices(
         }
     };
     Plan::check_size(unrolled.len(), devices, &format!("{devices} replicas"))?;
-    let replica = build_plan_on_streams(&unrolled, &placement, &on_sub_stream)?;
+    let (replica, buffer_of) = assemble_plan_on_streams(&unrolled, &placement, &on_sub_stream)?;
     let mut plan = replicate(&replica, devices);
     if config.replicas > 1 {
         let n = problem.len();
         let gradients = gradients_in_order(&unrolled, &order, n, |v| moved[v]);
-        add_all_reduces(&mut plan, (&replica, devices), &unrolled, &gradients, config)?;
+        add_all_reduces(&mut plan, (&replica, &buffer_of, devices), &unrolled, &gradients, config);
     }
     validate(&plan)?;
     Ok(plan)
@@ -318,23 +315,15 @@ pub(crate) fn replicate(replica: &Plan, replicas: usize) -> Plan {
 }
 
 /// Adds the collective streams and the all-reduces of `gradients` (of `unrolled`, whose nodes
-/// are `replica`'s tasks) to `plan`, the replicated `replica`.
-///
-/// # Errors
-/// [`SchedError::Placement`] for a gradient that has no buffer in `replica`.
+/// are `replica`'s tasks and whose tensor `x` is `replica`'s buffer `buffer_of[x]`) to `plan`,
+/// the replicated `replica`.
 fn add_all_reduces(
     plan: &mut Plan,
-    (replica, devices): (&Plan, usize),
+    (replica, buffer_of, devices): (&Plan, &[BufferId], usize),
     unrolled: &PlaceProblem,
     gradients: &[Gradient],
     config: &DataParallel,
-) -> Result<(), SchedError> {
-    let buffer_of = produced_buffers(replica, gradients);
-    let buffer = |g: &Gradient| {
-        let tensor = &unrolled.tensors[g.tensor];
-        let key = (TaskId(g.producer as u32), tensor.name.as_str());
-        buffer_of.get(&key).copied().ok_or_else(|| missing_buffer(unrolled, g))
-    };
+) {
     // The replicas materialised: every one, or one standing for all (its all-reduces still
     // last what they last among `config.replicas`).
     let replicas = devices as u32;
@@ -343,7 +332,7 @@ fn add_all_reduces(
     let streams: Vec<StreamId> = (0..devices).map(|r| reduces.stream(r)).collect();
     for bucket in buckets(gradients, config.bucket_bytes) {
         let bytes: u64 = bucket.iter().map(|g| g.bytes).sum();
-        let bucket_buffers = bucket.iter().map(buffer).collect::<Result<Vec<_>, _>>()?;
+        let bucket_buffers: Vec<BufferId> = bucket.iter().map(|g| buffer_of[g.tensor]).collect();
         let (mut producers, mut reduced) = (Vec::new(), Vec::new());
         for r in 0..replicas {
             for (g, b) in bucket.iter().zip(&bucket_buffers) {
@@ -361,5 +350,4 @@ fn add_all_reduces(
             replicas: (devices < config.replicas).then_some(config.replicas),
         });
     }
-    Ok(())
 }

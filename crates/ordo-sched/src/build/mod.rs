@@ -82,18 +82,19 @@ pub fn build_plan_on_streams(
     placement: &Placement,
     on_sub_stream: &[bool],
 ) -> Result<Plan, SchedError> {
-    let plan = assemble_plan_on_streams(problem, placement, on_sub_stream)?;
+    let (plan, _) = assemble_plan_on_streams(problem, placement, on_sub_stream)?;
     validate(&plan)?;
     Ok(plan)
 }
 
 /// [`build_plan_on_streams`] without the final check of the plan ([`validate`]), for a caller
-/// that adds to the plan and checks it once, whole.
+/// that adds to the plan and checks it once, whole; with each of the problem's tensors' buffer
+/// on its producer's device (task `v` computes node `v`), by which the caller finds them.
 pub(crate) fn assemble_plan_on_streams(
     problem: &PlaceProblem,
     placement: &Placement,
     on_sub_stream: &[bool],
-) -> Result<Plan, SchedError> {
+) -> Result<(Plan, Vec<BufferId>), SchedError> {
     check_placement(problem, placement)?;
     let n = problem.len();
     if on_sub_stream.len() != n {
@@ -129,7 +130,7 @@ pub(crate) fn assemble_plan_on_streams(
         events: events.events,
         buffers,
     };
-    Ok(plan)
+    Ok((plan, buffer_of_tensor))
 }
 
 /// What each task waits for on other streams and who reads each tensor. Tasks are the nodes

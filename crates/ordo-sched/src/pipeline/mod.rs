@@ -370,18 +370,19 @@ pub fn pipeline_plan_of_split(
     split: Option<std::sync::Arc<MicroBatched>>,
     pipeline: &Pipeline,
 ) -> Result<PipelinePlan, SchedError> {
-    let planned = unchecked_pipeline_plan(problem, split, pipeline)?;
+    let (planned, _) = unchecked_pipeline_plan(problem, split, pipeline)?;
     crate::validate::validate(&planned.plan)?;
     Ok(planned)
 }
 
 /// [`pipeline_plan_of_split`] without the final check of its plan ([`crate::validate()`]), for
-/// a caller that adds to the plan and checks it once, whole.
+/// a caller that adds to the plan and checks it once, whole; with the buffer of each tensor of
+/// the micro-batched problem on its producer's device.
 pub(crate) fn unchecked_pipeline_plan(
     problem: &PlaceProblem,
     split: Option<std::sync::Arc<MicroBatched>>,
     pipeline: &Pipeline,
-) -> Result<PipelinePlan, SchedError> {
+) -> Result<(PipelinePlan, Vec<crate::plan::BufferId>), SchedError> {
     let (stages, devices) = (pipeline.stages, problem.devices.count());
     if stages == 0 {
         return Err(SchedError::Pipeline("zero stages".into()));
@@ -453,7 +454,8 @@ pub(crate) fn unchecked_pipeline_plan(
         .zip(&split.provenance.micro_batch)
         .map(|(&role, m)| pipeline.dw_on_sub_stream && role == ordo_ir::Role::Dw && m.is_some())
         .collect();
-    let plan = assemble_plan_on_streams(&split.problem, &placement, &on_sub_stream)?;
+    let (plan, buffer_of_tensor) =
+        assemble_plan_on_streams(&split.problem, &placement, &on_sub_stream)?;
     let stage_of_unit = chunk_of_unit.iter().map(|&c| device_of_chunk[c]).collect();
     let mut planned = PipelinePlan {
         plan,
@@ -473,7 +475,7 @@ pub(crate) fn unchecked_pipeline_plan(
             planned.plan.tasks[v].duration_us += pipeline.action_overhead_us;
         }
     }
-    Ok(planned)
+    Ok((planned, buffer_of_tensor))
 }
 
 /// Every transfer between devices, `(tensor, receiving device)`, in the order the list

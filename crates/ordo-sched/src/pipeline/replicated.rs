@@ -16,11 +16,8 @@ use std::collections::HashMap;
 use ordo_cost::Collectives;
 use ordo_problem::PlaceProblem;
 
-use super::{Pipeline, PipelinePlan, pipeline_plan};
-use crate::collectives::{
-    AllReduce, AllReduces, Gradient, bucket_name, buckets, gradients_by, missing_buffer,
-    produced_buffers,
-};
+use super::{Pipeline, PipelinePlan};
+use crate::collectives::{AllReduce, AllReduces, Gradient, bucket_name, buckets, gradients_by};
 use crate::data_parallel::replicate;
 use crate::error::SchedError;
 use crate::plan::{BufferId, Plan, StreamId, TaskId};
@@ -63,11 +60,11 @@ pub fn replicated_pipeline_plan_of_split(
     replicas: &PipelineReplicas,
 ) -> Result<PipelinePlan, SchedError> {
     check_copies(replicas)?;
-    let mut planned = super::unchecked_pipeline_plan(problem, split, pipeline)?;
+    let (mut planned, buffer_of) = super::unchecked_pipeline_plan(problem, split, pipeline)?;
     if replicas.replicas > 1 {
         // One copy standing for all: the plan itself, moved rather than copied.
         let one = std::mem::replace(&mut planned.plan, Plan::empty());
-        planned.plan = with_stage_all_reduces(&planned, one, replicas, 1)?;
+        planned.plan = with_stage_all_reduces(&planned, (one, &buffer_of), replicas, 1)?;
     }
     validate(&planned.plan)?;
     Ok(planned)
@@ -87,7 +84,7 @@ pub fn materialised_pipeline_plan(
     replicas: &PipelineReplicas,
 ) -> Result<Plan, SchedError> {
     check_copies(replicas)?;
-    let planned = pipeline_plan(problem, pipeline)?;
+    let (planned, buffer_of) = super::unchecked_pipeline_plan(problem, None, pipeline)?;
     let devices = planned.plan.devices.saturating_mul(replicas.replicas);
     if devices > ordo_cost::MAX_DEVICES {
         return Err(SchedError::Pipeline(format!(
@@ -98,7 +95,7 @@ pub fn materialised_pipeline_plan(
         )));
     }
     let one = planned.plan.clone();
-    let plan = with_stage_all_reduces(&planned, one, replicas, replicas.replicas)?;
+    let plan = with_stage_all_reduces(&planned, (one, &buffer_of), replicas, replicas.replicas)?;
     validate(&plan)?;
     Ok(plan)
 }
@@ -111,12 +108,12 @@ fn check_copies(replicas: &PipelineReplicas) -> Result<(), SchedError> {
     Ok(())
 }
 
-/// `one`, the plan of `planned` (taken out of it), with `copies` of it (all `D`, or one
-/// standing for them), a collective stream for each stage with gradients in each copy, and the
-/// stages' all-reduces.
+/// `one`, the plan of `planned` (taken out of it) with the buffer of each tensor of
+/// `planned.split.problem`, with `copies` of it (all `D`, or one standing for them), a
+/// collective stream for each stage with gradients in each copy, and the stages' all-reduces.
 fn with_stage_all_reduces(
     planned: &PipelinePlan,
-    one: Plan,
+    (one, buffer_of): (Plan, &[BufferId]),
     replicas: &PipelineReplicas,
     copies: usize,
 ) -> Result<Plan, SchedError> {
@@ -143,19 +140,13 @@ fn with_stage_all_reduces(
             }
         },
     );
-    let buffer_of = produced_buffers(&one, &gradients);
     let mut reduced = Vec::new();
     for (stage, grads) in gradients
         .chunk_by(|a, b| device_of[a.producer] == device_of[b.producer])
         .map(|grads| (device_of[grads[0].producer], grads))
     {
         for bucket in buckets(grads, replicas.bucket_bytes) {
-            let mut buffers = Vec::with_capacity(bucket.len());
-            for g in &bucket {
-                let key = (TaskId(g.producer as u32), problem.tensors[g.tensor].name.as_str());
-                buffers
-                    .push(buffer_of.get(&key).copied().ok_or_else(|| missing_buffer(problem, g))?);
-            }
+            let buffers = bucket.iter().map(|g| buffer_of[g.tensor]).collect::<Vec<_>>();
             reduced.push((stage, bucket, buffers));
         }
     }
