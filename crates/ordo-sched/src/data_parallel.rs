@@ -50,7 +50,7 @@ pub struct DataParallel {
 ///   for the work that is not deferred; then the deferred layers' weight-gradient work, in
 ///   forward order; and each deferred update just before its layer's forward node in the next
 ///   step (after the last step, at the end). Streams, events and buffers per replica are those
-///   of [`build_plan_on_streams`].
+///   of [`crate::build_plan_on_streams`].
 /// * Each device gets a `Collective` stream. The parameter gradients (the tensors the updates
 ///   read) are all-reduced in the order in which the replica produces them, in buckets of
 ///   [`DataParallel::bucket_bytes`] that never mix steps or deferred with other gradients. An
@@ -65,7 +65,7 @@ pub struct DataParallel {
 /// # Errors
 /// [`SchedError::Schedule`] for zero replicas, more deferred layers than layers with
 /// weights, or a problem that is not a training graph; those of [`unroll`] and
-/// [`build_plan_on_streams`].
+/// [`crate::build_plan_on_streams`].
 pub fn data_parallel_plan(
     problem: &PlaceProblem,
     config: &DataParallel,

@@ -34,12 +34,12 @@ pub struct PipelineReplicas {
     pub bucket_bytes: u64,
 }
 
-/// The plan of `pipeline` for `problem` (as [`pipeline_plan`]) with each stage's gradients
+/// The plan of `pipeline` for `problem` (as [`super::pipeline_plan`]) with each stage's gradients
 /// all-reduced among `replicas.replicas` copies of the stage (see the module documentation of
-/// `pipeline/replicated.rs`); with one copy, [`pipeline_plan`]'s plan.
+/// `pipeline/replicated.rs`); with one copy, [`super::pipeline_plan`]'s plan.
 ///
 /// # Errors
-/// Those of [`pipeline_plan`]; [`SchedError::Pipeline`] for zero copies.
+/// Those of [`super::pipeline_plan`]; [`SchedError::Pipeline`] for zero copies.
 pub fn replicated_pipeline_plan(
     problem: &PlaceProblem,
     pipeline: &Pipeline,
