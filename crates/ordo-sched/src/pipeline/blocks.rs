@@ -29,7 +29,7 @@ use ordo_problem::{Edge, PlaceProblem, Tensor};
 
 use super::PipelineSchedule;
 use super::microbatch::micro_batch_layout;
-use super::units::{build_rank, pipeline_units};
+use super::units::{PipelineUnits, build_rank, pipeline_units};
 use crate::error::SchedError;
 
 /// A problem whose nodes are merged per pipeline unit and pass (see the module documentation),
@@ -42,6 +42,132 @@ pub struct PerBlock {
     pub problem: PlaceProblem,
     /// Per merged node, the nodes of the source problem it holds, in build order.
     pub members: Vec<Vec<usize>>,
+}
+
+/// A problem's nodes grouped per unit and pass, the groups in a topological order of the
+/// graph they make (every merged edge goes to a later group).
+struct Groups {
+    /// Per group: its unit, role and whether it runs once per step.
+    keys: Vec<(usize, Role, bool)>,
+    /// Per group: its nodes, in build order.
+    members: Vec<Vec<usize>>,
+    /// Per node: its group.
+    group_of: Vec<usize>,
+}
+
+/// `problem`'s nodes grouped per unit of `units`, role and whether they run once per step,
+/// numbered in a topological order of the groups (with `schedule`'s joins, see
+/// [`backward_joins`]) that takes the group whose first member comes first in build order
+/// wherever there is a choice.
+///
+/// # Errors
+/// [`SchedError::Pipeline`] when the groups depend on each other in a cycle.
+fn groups(
+    problem: &PlaceProblem,
+    units: &PipelineUnits,
+    schedule: PipelineSchedule,
+) -> Result<Groups, SchedError> {
+    let layout = micro_batch_layout(problem, 1);
+    let rank = build_rank(problem);
+    let mut by_rank: Vec<usize> = (0..problem.len()).collect();
+    by_rank.sort_by_key(|&v| rank[v]);
+    // Groups numbered in order of their first member in build order.
+    let mut index: HashMap<(usize, Role, bool), usize> = HashMap::new();
+    let mut keys: Vec<(usize, Role, bool)> = Vec::new();
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    let mut group_of = vec![0; problem.len()];
+    for &v in &by_rank {
+        let key = (units.unit_of[v], problem.roles[v], layout.runs_once(v));
+        let g = *index.entry(key).or_insert_with(|| {
+            keys.push(key);
+            members.push(Vec::new());
+            keys.len() - 1
+        });
+        members[g].push(v);
+        group_of[v] = g;
+    }
+    let joins = joins_for(problem, &group_of, &keys, schedule);
+    let order = merged_order(problem, &group_of, members.len(), &joins).ok_or_else(|| {
+        SchedError::Pipeline("the blocks' passes depend on each other in a cycle".into())
+    })?;
+    let mut renumber = vec![0; members.len()];
+    for (i, &g) in order.iter().enumerate() {
+        renumber[g] = i;
+    }
+    let mut sorted = Groups {
+        keys: keys.clone(),
+        members: vec![Vec::new(); members.len()],
+        group_of: group_of.iter().map(|&g| renumber[g]).collect(),
+    };
+    for (g, m) in members.into_iter().enumerate() {
+        sorted.keys[renumber[g]] = keys[g];
+        sorted.members[renumber[g]] = m;
+    }
+    Ok(sorted)
+}
+
+/// The joins [`backward_joins`] adds for `schedule`: none where it splits the backward.
+fn joins_for(
+    problem: &PlaceProblem,
+    group_of: &[usize],
+    keys: &[(usize, Role, bool)],
+    schedule: PipelineSchedule,
+) -> Vec<(usize, usize)> {
+    if schedule.splits_backward() { Vec::new() } else { backward_joins(problem, group_of, keys) }
+}
+
+/// What flows between the groups: the tensors a node of another group reads (each produced
+/// by its producer's group), the merged edges (one per pair of groups, in the order of the
+/// problem's edges, each carrying its tensors once; then `schedule`'s joins, carrying none),
+/// and per tensor of `problem` whether it is one of them (external).
+fn merged_dataflow(
+    problem: &PlaceProblem,
+    group_of: &[usize],
+    keys: &[(usize, Role, bool)],
+    schedule: PipelineSchedule,
+) -> (Vec<Tensor>, Vec<Edge>, Vec<bool>) {
+    let mut external = vec![false; problem.tensors.len()];
+    for e in &problem.edges {
+        if group_of[e.source] != group_of[e.target] {
+            for &x in &e.tensors {
+                external[x] = true;
+            }
+        }
+    }
+    let mut tensor_of = vec![usize::MAX; problem.tensors.len()];
+    let mut tensors = Vec::new();
+    for (x, t) in problem.tensors.iter().enumerate() {
+        if external[x] {
+            tensor_of[x] = tensors.len();
+            tensors.push(Tensor { producer: group_of[t.producer], ..t.clone() });
+        }
+    }
+    let mut edges: Vec<Edge> = Vec::new();
+    let mut edge_of: HashMap<(usize, usize), usize> = HashMap::new();
+    let mut carried: std::collections::HashSet<(usize, usize)> = Default::default();
+    let mut edge = |edges: &mut Vec<Edge>, source: usize, target: usize| {
+        *edge_of.entry((source, target)).or_insert_with(|| {
+            edges.push(Edge { source, target, comm_us: 0, tensors: Vec::new() });
+            edges.len() - 1
+        })
+    };
+    for e in &problem.edges {
+        let (source, target) = (group_of[e.source], group_of[e.target]);
+        if source == target {
+            continue;
+        }
+        let k = edge(&mut edges, source, target);
+        for &x in &e.tensors {
+            if carried.insert((x, target)) {
+                edges[k].tensors.push(tensor_of[x]);
+                edges[k].comm_us = edges[k].comm_us.saturating_add(problem.tensors[x].comm_us);
+            }
+        }
+    }
+    for (source, target) in joins_for(problem, group_of, keys, schedule) {
+        edge(&mut edges, source, target);
+    }
+    (tensors, edges, external)
 }
 
 /// The name of the merged node of unit `unit` with role `role`, run once per step (updates
@@ -80,92 +206,9 @@ pub fn per_block(
         ));
     }
     let units = pipeline_units(problem);
-    let layout = micro_batch_layout(problem, 1);
-    let rank = build_rank(problem);
-    let mut by_rank: Vec<usize> = (0..problem.len()).collect();
-    by_rank.sort_by_key(|&v| rank[v]);
-
-    // Groups in order of their first member in build order.
-    let mut index: HashMap<(usize, Role, bool), usize> = HashMap::new();
-    let mut keys: Vec<(usize, Role, bool)> = Vec::new();
-    let mut members: Vec<Vec<usize>> = Vec::new();
-    let mut group_of = vec![0; problem.len()];
-    for &v in &by_rank {
-        let key = (units.unit_of[v], problem.roles[v], layout.runs_once(v));
-        let g = *index.entry(key).or_insert_with(|| {
-            keys.push(key);
-            members.push(Vec::new());
-            keys.len() - 1
-        });
-        members[g].push(v);
-        group_of[v] = g;
-    }
-    let joins = if schedule.splits_backward() {
-        Vec::new()
-    } else {
-        backward_joins(problem, &group_of, &keys)
-    };
-    let order = merged_order(problem, &group_of, members.len(), &joins).ok_or_else(|| {
-        SchedError::Pipeline("the blocks' passes depend on each other in a cycle".into())
-    })?;
-    // Renumber the groups in that order, so that every merged edge goes to a later node.
-    let mut renumber = vec![0; members.len()];
-    for (i, &g) in order.iter().enumerate() {
-        renumber[g] = i;
-    }
-    let group_of: Vec<usize> = group_of.iter().map(|&g| renumber[g]).collect();
-    let mut sorted_members = vec![Vec::new(); members.len()];
-    let mut sorted_keys = keys.clone();
-    for (g, m) in members.into_iter().enumerate() {
-        sorted_keys[renumber[g]] = keys[g];
-        sorted_members[renumber[g]] = m;
-    }
-    let (members, keys) = (sorted_members, sorted_keys);
+    let Groups { keys, members, group_of } = groups(problem, &units, schedule)?;
     let n = members.len();
-
-    // A tensor is external when a node of another group reads it.
-    let mut external = vec![false; problem.tensors.len()];
-    for e in &problem.edges {
-        if group_of[e.source] != group_of[e.target] {
-            for &x in &e.tensors {
-                external[x] = true;
-            }
-        }
-    }
-    let mut tensor_of = vec![usize::MAX; problem.tensors.len()];
-    let mut tensors = Vec::new();
-    for (x, t) in problem.tensors.iter().enumerate() {
-        if external[x] {
-            tensor_of[x] = tensors.len();
-            tensors.push(Tensor { producer: group_of[t.producer], ..t.clone() });
-        }
-    }
-    let mut edges: Vec<Edge> = Vec::new();
-    let mut edge_of: HashMap<(usize, usize), usize> = HashMap::new();
-    let mut carried: std::collections::HashSet<(usize, usize)> = Default::default();
-    for e in &problem.edges {
-        let (source, target) = (group_of[e.source], group_of[e.target]);
-        if source == target {
-            continue;
-        }
-        let k = *edge_of.entry((source, target)).or_insert_with(|| {
-            edges.push(Edge { source, target, comm_us: 0, tensors: Vec::new() });
-            edges.len() - 1
-        });
-        for &x in &e.tensors {
-            if carried.insert((x, target)) {
-                edges[k].tensors.push(tensor_of[x]);
-                edges[k].comm_us = edges[k].comm_us.saturating_add(problem.tensors[x].comm_us);
-            }
-        }
-    }
-    for &(a, b) in &joins {
-        let (source, target) = (renumber[a], renumber[b]);
-        edge_of.entry((source, target)).or_insert_with(|| {
-            edges.push(Edge { source, target, comm_us: 0, tensors: Vec::new() });
-            edges.len() - 1
-        });
-    }
+    let (tensors, edges, external) = merged_dataflow(problem, &group_of, &keys, schedule);
 
     let forward_of_unit: HashMap<usize, usize> = keys
         .iter()
