@@ -776,6 +776,10 @@ fn option_cases(graph: &str) -> Vec<Case> {
         (vec!["place", graph, "--devices", "2", "--budget", "-1s"], "budget"),
         (vec!["place", graph, "--devices", "2", "--sct-threshold", "-1"], "sct-threshold"),
         (vec!["place", graph, "--devices", "2", "--sct-threshold", "NaN"], "sct-threshold"),
+        (
+            vec!["compare", "resnet50", "--small", "--devices", "2", "--memory", "1KiB"],
+            "no placer placed",
+        ),
         (vec!["place", "no-such-file.json", "--devices", "2"], "no-such-file"),
         (vec!["place", "no_such_model", "--devices", "2"], "no_such_model"),
         (train(&["--lr", "NaN"]), "lr"),

@@ -171,7 +171,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             "results": rows,
         });
         println!("{out:#}");
-        return Ok(());
+        return some_placed(&results, &loaded.label);
     }
     println!("{} ({} nodes) on {}", loaded.label, problem.len(), loaded.devices_label);
     println!("memory model  {}", mode_label(problem.mode));
@@ -217,6 +217,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     print!("{}", table.render());
     if let Some(path) = written {
         println!("wrote {}", path.display());
+    }
+    some_placed(&results, &loaded.label)
+}
+
+/// An error (the command fails) when no placer placed `label`, with the first one's reason:
+/// the table says why each failed, and the exit status says that nothing was placed.
+fn some_placed(results: &[Row], label: &str) -> anyhow::Result<()> {
+    if let Some(Err(first)) = results.first().map(|row| &row.placement)
+        && results.iter().all(|row| row.placement.is_err())
+    {
+        anyhow::bail!("no placer placed `{label}`: {first}");
     }
     Ok(())
 }
