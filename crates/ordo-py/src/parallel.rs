@@ -20,7 +20,8 @@ use crate::model::optimizer;
 /// that fits; or one of them). A candidate says whether it shards the optimizer state
 /// (`sharded_optimizer`, ZeRO-1, where the whole does not fit) and what it recomputes.
 /// `granularity` is how finely each pipeline is simulated: `block` (within about 1% of the
-/// node level, peaks a few percent higher), `node`, or `auto` (per block past 200,000 node-level tasks).
+/// node level, peaks a few percent higher), `node`, or `auto` (per block past 200,000
+/// node-level tasks).
 #[pyfunction]
 #[pyo3(signature = (
     model, *, cluster, batch, gpus = None, nodes = None, seq_len = None, small = false,

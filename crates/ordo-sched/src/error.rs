@@ -24,8 +24,9 @@ pub enum SchedError {
     /// Copies of a graph (micro-batches, steps, replicas) that would make a plan of more than
     /// [`crate::Plan::MAX_TASKS`] tasks.
     #[error(
-        "{what} of a graph of {nodes} nodes make {tasks} tasks; a plan holds at most 8388608 \
-         (2^23): ask for fewer"
+        "{what} of a graph of {nodes} nodes make {tasks} tasks; a plan holds at most {} (2^23): \
+         ask for fewer",
+        crate::Plan::MAX_TASKS
     )]
     TooLarge {
         /// What the copies are (`4096 micro-batches`).

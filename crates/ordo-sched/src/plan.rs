@@ -208,7 +208,7 @@ impl Plan {
     pub const MAX_TASKS: usize = 1 << 23;
 
     /// Checks that `copies` copies of a graph of `nodes` nodes fit in a plan
-    /// ([`Plan::MAX_TASKS`]); `what` says what the copies are (`4,096 micro-batches`).
+    /// ([`Plan::MAX_TASKS`]); `what` says what the copies are (`4096 micro-batches`).
     ///
     /// # Errors
     /// [`SchedError::TooLarge`] naming `what`, the tasks and the limit.

@@ -38,8 +38,8 @@ pub struct PipelineArgs {
     pub pytorch_schedule: Option<std::path::PathBuf>,
     /// How finely the pipeline is planned and simulated: `node` (a task per node of the
     /// training graph and micro-batch), `block` (a task per block, pass and micro-batch:
-    /// about 1% from the node level, peaks a few percent higher, tens of times faster), or `auto` (per
-    /// block past 200,000 node-level tasks).
+    /// about 1% from the node level, peaks a few percent higher, tens of times faster), or
+    /// `auto` (per block past 200,000 node-level tasks).
     #[arg(long, value_name = "auto|node|block", default_value = "auto", requires = "pipeline")]
     pub granularity: String,
 }

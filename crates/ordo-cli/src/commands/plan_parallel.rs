@@ -59,8 +59,8 @@ pub struct Args {
     #[arg(long)]
     pub exhaustive: bool,
     /// How finely each pipeline is simulated: `block` (a task per block, pass and
-    /// micro-batch: within about 1% of the node level, peaks a few percent higher), `node`, or `auto`
-    /// (per block past 200,000 node-level tasks).
+    /// micro-batch: within about 1% of the node level, peaks a few percent higher), `node`,
+    /// or `auto` (per block past 200,000 node-level tasks).
     #[arg(long, value_name = "auto|node|block", default_value = "block")]
     pub granularity: String,
     /// How many of the best plans to print.
@@ -125,17 +125,19 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         println!("{:#}", plans_json(&plans, args.top));
         return Ok(());
     }
+    let granularity = match search.granularity {
+        ordo::Granularity::Block => "per block".to_string(),
+        ordo::Granularity::Node => "per node".to_string(),
+        ordo::Granularity::Auto => {
+            format!("per block past {} tasks, else per node", ordo::Granularity::AUTO_TASKS)
+        }
+    };
     println!(
-        "{name} on {gpus} GPUs of `{}`, global batch {}: {} configurations simulated ({}), {} \
-         pruned by their lower bound, {} rejected",
+        "{name} on {gpus} GPUs of `{}`, global batch {}: {} configurations simulated \
+         ({granularity}), {} pruned by their lower bound, {} rejected",
         cluster.name,
         args.batch,
         plans.simulated,
-        match search.granularity {
-            ordo::Granularity::Block => "per block",
-            ordo::Granularity::Node => "per node",
-            ordo::Granularity::Auto => "per block past 200,000 tasks, else per node",
-        },
         plans.pruned,
         plans.rejected.len()
     );

@@ -4,7 +4,7 @@
 //! rather than tens of thousands.
 //!
 //! What the merge keeps and what it approximates (measured against the node-level simulation
-//! in `doc/planner.md`):
+//! in `doc/schedules.md`):
 //!
 //! * **Kept exactly**: every unit's compute per pass (a merged node's weight is the sum of its
 //!   members'), so the stages' balance, the allocation of units to stages and every device's
@@ -53,6 +53,9 @@ struct Groups {
     members: Vec<Vec<usize>>,
     /// Per node: its group.
     group_of: Vec<usize>,
+    /// The dependencies between groups added for the schedule, `(before, after)`
+    /// ([`backward_joins`]).
+    joins: Vec<(usize, usize)>,
 }
 
 /// `problem`'s nodes grouped per unit of `units`, role and whether they run once per step,
@@ -86,7 +89,11 @@ fn groups(
         members[g].push(v);
         group_of[v] = g;
     }
-    let joins = joins_for(problem, &group_of, &keys, schedule);
+    let joins = if schedule.splits_backward() {
+        Vec::new()
+    } else {
+        backward_joins(problem, &group_of, &keys)
+    };
     let order = merged_order(problem, &group_of, members.len(), &joins).ok_or_else(|| {
         SchedError::Pipeline("the blocks' passes depend on each other in a cycle".into())
     })?;
@@ -98,6 +105,7 @@ fn groups(
         keys: keys.clone(),
         members: vec![Vec::new(); members.len()],
         group_of: group_of.iter().map(|&g| renumber[g]).collect(),
+        joins: joins.iter().map(|&(a, b)| (renumber[a], renumber[b])).collect(),
     };
     for (g, m) in members.into_iter().enumerate() {
         sorted.keys[renumber[g]] = keys[g];
@@ -106,25 +114,13 @@ fn groups(
     Ok(sorted)
 }
 
-/// The joins [`backward_joins`] adds for `schedule`: none where it splits the backward.
-fn joins_for(
-    problem: &PlaceProblem,
-    group_of: &[usize],
-    keys: &[(usize, Role, bool)],
-    schedule: PipelineSchedule,
-) -> Vec<(usize, usize)> {
-    if schedule.splits_backward() { Vec::new() } else { backward_joins(problem, group_of, keys) }
-}
-
 /// What flows between the groups: the tensors a node of another group reads (each produced
 /// by its producer's group), the merged edges (one per pair of groups, in the order of the
-/// problem's edges, each carrying its tensors once; then `schedule`'s joins, carrying none),
-/// and per tensor of `problem` whether it is one of them (external).
+/// problem's edges, each carrying its tensors once; then the joins, carrying none), and per
+/// tensor of `problem` whether it is one of them (external).
 fn merged_dataflow(
     problem: &PlaceProblem,
-    group_of: &[usize],
-    keys: &[(usize, Role, bool)],
-    schedule: PipelineSchedule,
+    Groups { group_of, joins, .. }: &Groups,
 ) -> (Vec<Tensor>, Vec<Edge>, Vec<bool>) {
     let mut external = vec![false; problem.tensors.len()];
     for e in &problem.edges {
@@ -164,7 +160,7 @@ fn merged_dataflow(
             }
         }
     }
-    for (source, target) in joins_for(problem, group_of, keys, schedule) {
+    for &(source, target) in joins {
         edge(&mut edges, source, target);
     }
     (tensors, edges, external)
@@ -206,9 +202,10 @@ pub fn per_block(
         ));
     }
     let units = pipeline_units(problem);
-    let Groups { keys, members, group_of } = groups(problem, &units, schedule)?;
+    let groups = groups(problem, &units, schedule)?;
+    let (tensors, edges, external) = merged_dataflow(problem, &groups);
+    let Groups { keys, members, group_of, .. } = groups;
     let n = members.len();
-    let (tensors, edges, external) = merged_dataflow(problem, &group_of, &keys, schedule);
 
     let forward_of_unit: HashMap<usize, usize> = keys
         .iter()
@@ -221,43 +218,52 @@ pub fn per_block(
     for t in &tensors {
         output_bytes[t.producer] = output_bytes[t.producer].saturating_add(t.bytes);
     }
-    let mut out = problem.clone();
-    out.names = keys
-        .iter()
-        .map(|&(unit, role, once)| merged_name(&units.names[unit], role, once))
-        .collect();
-    out.weights = members
-        .iter()
-        .map(|m| m.iter().fold(0u64, |sum, &v| sum.saturating_add(problem.weights[v])))
-        .collect();
-    out.occupancy = members.iter().map(|m| weighted_occupancy(problem, m)).collect();
-    out.roles = keys.iter().map(|&(_, role, _)| role).collect();
-    out.layer_of = keys
-        .iter()
-        .map(|&(unit, role, _)| {
-            (role != Role::Forward).then(|| forward_of_unit.get(&unit).copied()).flatten()
-        })
-        .collect();
-    out.memory = (0..n)
-        .map(|g| NodeMemory {
-            temporary: internal_peak[g],
-            persistent: members[g]
-                .iter()
-                .fold(0u64, |sum, &v| sum.saturating_add(problem.memory[v].persistent)),
-            outputs: output_bytes[g],
-            retain_outputs: false,
-        })
-        .collect();
-    out.tensors = tensors;
-    out.out_edges = vec![Vec::new(); n];
-    out.in_edges = vec![Vec::new(); n];
+    let mut out_edges = vec![Vec::new(); n];
+    let mut in_edges = vec![Vec::new(); n];
     for (k, e) in edges.iter().enumerate() {
-        out.out_edges[e.source].push(k);
-        out.in_edges[e.target].push(k);
+        out_edges[e.source].push(k);
+        in_edges[e.target].push(k);
     }
-    out.edges = edges;
-    out.group_of = (0..n).collect();
-    out.groups = (0..n).map(|g| vec![g]).collect();
+    // Built field by field rather than cloned from `problem`: none of its per-node data is
+    // kept (the topological order is set below).
+    let mut out = PlaceProblem {
+        names: keys
+            .iter()
+            .map(|&(unit, role, once)| merged_name(&units.names[unit], role, once))
+            .collect(),
+        weights: members
+            .iter()
+            .map(|m| m.iter().fold(0u64, |sum, &v| sum.saturating_add(problem.weights[v])))
+            .collect(),
+        occupancy: members.iter().map(|m| weighted_occupancy(problem, m)).collect(),
+        roles: keys.iter().map(|&(_, role, _)| role).collect(),
+        layer_of: keys
+            .iter()
+            .map(|&(unit, role, _)| {
+                (role != Role::Forward).then(|| forward_of_unit.get(&unit).copied()).flatten()
+            })
+            .collect(),
+        memory: (0..n)
+            .map(|g| NodeMemory {
+                temporary: internal_peak[g],
+                persistent: members[g]
+                    .iter()
+                    .fold(0u64, |sum, &v| sum.saturating_add(problem.memory[v].persistent)),
+                outputs: output_bytes[g],
+                retain_outputs: false,
+            })
+            .collect(),
+        edges,
+        out_edges,
+        in_edges,
+        tensors,
+        group_of: (0..n).collect(),
+        groups: (0..n).map(|g| vec![g]).collect(),
+        topo_order: Vec::new(),
+        topo_rank: Vec::new(),
+        devices: problem.devices.clone(),
+        mode: problem.mode,
+    };
     out.set_topo_order()?;
     let merged_units = pipeline_units(&out);
     if merged_units.names != units.names {
@@ -371,10 +377,9 @@ fn internal_peaks(
             let mut freed_after = vec![0u64; m.len()];
             let (mut level, mut peak, mut outputs) = (0u64, 0u64, 0u64);
             for (i, &v) in m.iter().enumerate() {
-                let (mut tensor_bytes, mut allocated) = (0u64, 0u64);
+                let mut allocated = 0u64;
                 for &x in &produced[v] {
                     let bytes = problem.tensors[x].bytes;
-                    tensor_bytes = tensor_bytes.saturating_add(bytes);
                     allocated = allocated.saturating_add(bytes);
                     if external[x] {
                         outputs = outputs.saturating_add(bytes);
@@ -384,7 +389,7 @@ fn internal_peaks(
                         freed_after[last] = freed_after[last].saturating_add(bytes);
                     }
                 }
-                let unread = problem.memory[v].outputs.saturating_sub(tensor_bytes);
+                let unread = problem.memory[v].outputs.saturating_sub(allocated);
                 level = level.saturating_add(allocated).saturating_add(unread);
                 peak = peak.max(level.saturating_add(problem.memory[v].temporary));
                 level = level.saturating_sub(unread).saturating_sub(freed_after[i]);

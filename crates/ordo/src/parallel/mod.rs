@@ -66,7 +66,10 @@ pub fn granularity(name: &str) -> Result<Granularity> {
         Some(granularity) => Ok(granularity),
         None => refuse!(
             Parameter::Granularity => format!("{name:?}"),
-            ": choose auto (per block past 200,000 node-level tasks), node or block"
+            format!(
+                ": choose auto (per block past {} node-level tasks), node or block",
+                Granularity::AUTO_TASKS
+            )
         ),
     }
 }
