@@ -40,8 +40,12 @@ golden() {
     local name=$1
     shift
     if "$ordo" "$@" --json > "$name.raw" 2> "$name.err"; then
-        strip < "$name.raw" > "$name.json"
         rm -f "$name.err"
+    fi
+    # A command that fails may still print its JSON (`compare` with every placer failing
+    # prints why each failed): keep it beside the error.
+    if [ -s "$name.raw" ]; then
+        strip < "$name.raw" > "$name.json"
     fi
     rm -f "$name.raw"
 }
